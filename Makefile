@@ -1,0 +1,53 @@
+# shardlog: `make up` runs it, `make test` tests it. `make help` lists every target.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV ?= .venv
+# Debian's interpreter, not a user's pyenv: processes running as the postgres user use this venv.
+SYSTEM_PYTHON ?= /usr/bin/python3
+APT_PACKAGES := postgresql-15 postgresql-client-15 python3-venv
+BIN := $(VENV)/bin
+PYTEST_ARGS ?=
+
+.PHONY: help install up down status clean test lint typecheck pytest bench
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: pyproject.toml constraints.txt
+	@bash services/install-packages.sh $(APT_PACKAGES)
+	@test -x $(BIN)/python || $(SYSTEM_PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]'
+	@touch $@
+
+install: ## install missing apt packages and the Python environment (idempotent)
+	@bash services/install-packages.sh $(APT_PACKAGES)
+	@$(MAKE) --no-print-directory $(VENV)/.installed
+
+up: install ## start 12 shards, the metadata instance and the router on 127.0.0.1:8080
+	$(BIN)/shardlog up
+
+down: ## stop everything `make up` started (data stays)
+	@if [ -x $(BIN)/shardlog ]; then $(BIN)/shardlog down; else echo "nothing to stop"; fi
+
+status: ## show what runs where
+	@if [ -x $(BIN)/shardlog ]; then $(BIN)/shardlog status; else echo "not installed"; fi
+
+clean: ## stop everything and remove the data directory
+	@if [ -x $(BIN)/shardlog ]; then $(BIN)/shardlog clean; else rm -rf var; fi
+
+lint: install ## ruff
+	$(BIN)/ruff check router services tests bench
+	$(BIN)/ruff format --check router services tests bench
+
+typecheck: install ## mypy (strict)
+	$(BIN)/mypy
+
+pytest: install ## the test suite against real PostgreSQL instances
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+test: install lint typecheck pytest ## install, lint, type check and run every test
+
+bench: install ## run the benchmarks in bench/ (figures in bench/results/)
+	$(BIN)/python -m bench

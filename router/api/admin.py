@@ -1,0 +1,95 @@
+"""Admin API: read and change the catalog. Changes go through catalog.store and reach every
+router through the catalog version NOTIFY."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Query
+
+from router.api.deps import RuntimeDep, require_admin
+from router.catalog import shards as shard_admin
+from router.catalog import store
+from router.catalog.snapshot import OwnerKind, shard_json
+from router.errors import NotFound
+from router.models.admin import GroupIn, OwnerMapIn, ShardIn, ShardStateIn
+
+router = APIRouter(prefix="/v1/admin", tags=["admin"], dependencies=[Depends(require_admin)])
+
+
+@router.get("/catalog", summary="The catalog this router serves")
+async def catalog(runtime: RuntimeDep) -> dict[str, Any]:
+    return runtime.catalog.snapshot.to_json()
+
+
+@router.get("/groups", summary="Shard groups")
+async def list_groups(runtime: RuntimeDep) -> list[dict[str, Any]]:
+    groups: list[dict[str, Any]] = runtime.catalog.snapshot.to_json()["groups"]
+    return groups
+
+
+@router.post("/groups", status_code=201, summary="Add a shard group")
+async def add_group(body: GroupIn, runtime: RuntimeDep) -> dict[str, Any]:
+    group = await store.add_group(runtime.metadata, body.name, body.placement)
+    await runtime.catalog.reload()
+    return {"name": group.name, "placement": group.placement, "shards": []}
+
+
+@router.get("/shards", summary="Shards with their group and state")
+async def list_shards(runtime: RuntimeDep) -> list[dict[str, Any]]:
+    shards: list[dict[str, Any]] = runtime.catalog.snapshot.to_json()["shards"]
+    return shards
+
+
+@router.post("/shards", status_code=201, summary="Add a shard (probed, migrated, recorded)")
+async def add_shard(body: ShardIn, runtime: RuntimeDep) -> dict[str, Any]:
+    shard = await shard_admin.register_shard(
+        runtime.metadata,
+        runtime.settings.schema_dir,
+        runtime.settings.pools,
+        body.name,
+        body.group,
+        body.dsn,
+    )
+    await runtime.catalog.reload()
+    return shard_json(shard)
+
+
+@router.patch("/shards/{name}", summary="Set a shard's state: active, draining or down")
+async def set_shard_state(name: str, body: ShardStateIn, runtime: RuntimeDep) -> dict[str, Any]:
+    shard = await store.set_shard_state(runtime.metadata, name, body.state)
+    await runtime.catalog.reload()
+    return shard_json(shard)
+
+
+@router.post("/shards/{name}/drain", summary="Stop placing new rows on a shard")
+async def drain_shard(name: str, runtime: RuntimeDep) -> dict[str, Any]:
+    return await set_shard_state(name, ShardStateIn(state="draining"), runtime)
+
+
+@router.get("/owners", summary="The group an owner is mapped to")
+async def get_owner(
+    runtime: RuntimeDep, kind: OwnerKind, key: str = Query(min_length=1, max_length=256)
+) -> dict[str, Any]:
+    mapping = await store.get_owner(runtime.metadata, kind, key)
+    if mapping is None:
+        raise NotFound(f"{kind} owner is not mapped to a group yet", "key")
+    return {
+        "kind": mapping.kind,
+        "key": mapping.key,
+        "group": mapping.group,
+        "assigned_by": mapping.assigned_by,
+    }
+
+
+@router.put("/owners", summary="Map an owner to a group")
+async def map_owner(body: OwnerMapIn, runtime: RuntimeDep) -> dict[str, Any]:
+    mapping = await store.map_owner(
+        runtime.metadata, body.kind, body.key, body.group, force=body.force
+    )
+    return {
+        "kind": mapping.kind,
+        "key": mapping.key,
+        "group": mapping.group,
+        "assigned_by": mapping.assigned_by,
+    }

@@ -1,0 +1,32 @@
+"""Dependencies shared by routes, as Annotated aliases."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Annotated
+
+from fastapi import Depends, Header, Request
+
+from router.errors import Unauthorized
+from router.runtime import Runtime
+
+
+def get_runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+
+def require_admin(
+    runtime: RuntimeDep, authorization: Annotated[str | None, Header()] = None
+) -> None:
+    token = runtime.settings.server.admin_token
+    if token is None:
+        return
+    presented = (authorization or "").removeprefix("Bearer ").strip()
+    if not hmac.compare_digest(presented.encode(), token.encode()):
+        raise Unauthorized(
+            "admin endpoints need 'Authorization: Bearer <admin token>'", "authorization"
+        )

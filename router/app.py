@@ -1,0 +1,125 @@
+"""create_app(settings): the FastAPI application with its lifespan and the one error handler."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import asyncpg
+from fastapi import FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from router.api import admin, health
+from router.catalog.cache import CatalogCache
+from router.db.pools import ShardPools
+from router.errors import BUG_MARKER, ShardlogError, error_body
+from router.metrics import Metrics
+from router.runtime import Runtime
+from router.settings import Settings
+
+log = logging.getLogger("router")
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+    metrics = Metrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        dsn = settings.metadata_dsn()
+        metadata = await asyncpg.create_pool(
+            dsn,
+            min_size=1,
+            max_size=4,
+            timeout=settings.metadata.connect_timeout_s,
+            server_settings={"application_name": settings.pools.application_name},
+        )
+        assert metadata is not None
+        catalog = CatalogCache(metadata, dsn, settings.catalog)
+        runtime = Runtime(settings, metadata, catalog, ShardPools(settings.pools), metrics)
+        catalog.subscribe(runtime.on_catalog)
+        try:
+            await catalog.start()
+            app.state.runtime = runtime
+            yield
+        finally:
+            await catalog.stop()
+            await runtime.pools.close()
+            await metadata.close()
+
+    app = FastAPI(
+        title="shardlog",
+        version="0.1.0",
+        summary="Sharded audit-log and network-flow storage and search on PostgreSQL",
+        lifespan=lifespan,
+    )
+    app.include_router(health.router)
+    app.include_router(admin.router)
+    _install_error_handlers(app, metrics)
+    _install_metrics(app, metrics)
+    return app
+
+
+def _field_of(location: tuple[object, ...] | list[object]) -> str:
+    parts = [str(p) for p in location if p not in ("body", "query", "path", "header")]
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if part.isdigit() else (f".{part}" if text else part)
+    return text or "body"
+
+
+def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
+    @app.exception_handler(ShardlogError)
+    async def shardlog_error(_request: Request, exc: ShardlogError) -> JSONResponse:
+        return JSONResponse(exc.body(), status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+        field = _field_of(tuple(first.get("loc", ())))
+        message = f"{field}: {first.get('msg', 'invalid')}"
+        return JSONResponse(error_body("invalid", message, field), status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return JSONResponse(
+            error_body(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers
+        )
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        reference = uuid.uuid4().hex[:12]
+        metrics.unexpected_errors.inc()
+        log.error(
+            "%s %s on %s %s (reference %s)",
+            BUG_MARKER,
+            type(exc).__name__,
+            request.method,
+            request.url.path,
+            reference,
+            exc_info=exc,
+        )
+        return JSONResponse(
+            error_body("internal", f"internal error; the router log has reference {reference}"),
+            status_code=500,
+        )
+
+
+def _install_metrics(app: FastAPI, metrics: Metrics) -> None:
+    @app.middleware("http")
+    async def observe(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        started = time.perf_counter()
+        response = await call_next(request)
+        route = request.scope.get("route")
+        template = getattr(route, "path", "unmatched")
+        metrics.requests.labels(request.method, template, str(response.status_code)).inc()
+        metrics.latency.labels(request.method, template).observe(time.perf_counter() - started)
+        return response

@@ -1,0 +1,86 @@
+"""Bring the metadata database and every shard to the current schema, and record a local
+topology in the catalog. Used by `shardlog migrate` and `shardlog up`; safe to repeat."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+import asyncpg
+
+from router.catalog import shards as shard_admin
+from router.catalog import store
+from router.db import pools
+from router.db.migrate import migrate
+from router.settings import Settings
+from services.topology import Topology
+
+
+@dataclass
+class MigrationReport:
+    metadata: list[str] = field(default_factory=list)
+    shards: dict[str, list[str]] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+async def migrate_all(settings: Settings) -> MigrationReport:
+    """Metadata first, then every shard in the catalog that is not marked down.
+    A shard that cannot be reached fails the run (after the others were migrated)."""
+    report = MigrationReport()
+    connection = await asyncpg.connect(
+        settings.metadata_dsn(), timeout=settings.metadata.connect_timeout_s
+    )
+    try:
+        applied = await migrate(connection, settings.schema_dir, "metadata")
+        report.metadata = [f"{m.version:04d}_{m.name}" for m in applied]
+        snapshot = await store.load_snapshot(connection)
+    finally:
+        await connection.close()
+
+    async def one(name: str, dsn: str) -> None:
+        shard_connection = await pools.connect(dsn, settings.pools)
+        try:
+            done = await migrate(shard_connection, settings.schema_dir, "shard")
+            report.shards[name] = [f"{m.version:04d}_{m.name}" for m in done]
+        finally:
+            await shard_connection.close()
+
+    targets = [s for s in snapshot.shards.values() if s.state != "down"]
+    report.skipped = {s.name: "marked down" for s in snapshot.shards.values() if s.state == "down"}
+    results = await asyncio.gather(*(one(s.name, s.dsn) for s in targets), return_exceptions=True)
+    failures = {
+        s.name: r for s, r in zip(targets, results, strict=True) if isinstance(r, BaseException)
+    }
+    if failures:
+        detail = "; ".join(f"{name}: {exc}" for name, exc in sorted(failures.items()))
+        raise RuntimeError(f"shard migrations failed: {detail}")
+    return report
+
+
+async def register_topology(settings: Settings, topology: Topology) -> list[str]:
+    """Record the topology's groups and shards in the catalog; existing entries are left as
+    they are. Returns the names of shards added."""
+    connection = await asyncpg.connect(
+        settings.metadata_dsn(), timeout=settings.metadata.connect_timeout_s
+    )
+    added: list[str] = []
+    try:
+        for group in topology.groups:
+            await store.ensure_group(connection, group, "random")
+        snapshot = await store.load_snapshot(connection)
+        for spec in topology.shards:
+            if spec.name in snapshot.shards:
+                continue
+            assert spec.group is not None
+            await shard_admin.register_shard(
+                connection,
+                settings.schema_dir,
+                settings.pools,
+                spec.name,
+                spec.group,
+                spec.dsn(),
+            )
+            added.append(spec.name)
+    finally:
+        await connection.close()
+    return added

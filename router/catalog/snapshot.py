@@ -1,0 +1,102 @@
+"""An immutable view of the catalog at one version."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Placement = Literal["random", "hash"]
+ShardState = Literal["active", "draining", "down"]
+OwnerKind = Literal["audit", "flow"]
+
+PLACEMENTS: tuple[Placement, ...] = ("random", "hash")
+SHARD_STATES: tuple[ShardState, ...] = ("active", "draining", "down")
+OWNER_KINDS: tuple[OwnerKind, ...] = ("audit", "flow")
+
+
+@dataclass(frozen=True)
+class ShardGroup:
+    name: str
+    placement: Placement
+
+
+@dataclass(frozen=True)
+class Shard:
+    name: str
+    group: str
+    dsn: str
+    state: ShardState
+
+
+@dataclass(frozen=True)
+class RetentionPolicy:
+    id: int
+    kind: OwnerKind
+    group: str
+    owner_key: str | None
+    keep_days: int
+
+
+@dataclass(frozen=True)
+class OwnerMapping:
+    kind: OwnerKind
+    key: str
+    group: str
+    assigned_by: Literal["rule", "admin"]
+
+
+@dataclass(frozen=True)
+class CatalogSnapshot:
+    version: int
+    groups: Mapping[str, ShardGroup] = field(default_factory=dict)
+    shards: Mapping[str, Shard] = field(default_factory=dict)
+    retention: tuple[RetentionPolicy, ...] = ()
+
+    def shards_of(self, group: str) -> tuple[Shard, ...]:
+        return tuple(shard for shard in self.shards.values() if shard.group == group)
+
+    def writable_groups(self) -> tuple[str, ...]:
+        """Groups with at least one active shard: the only ones a new owner may be given."""
+        return tuple(sorted({s.group for s in self.shards.values() if s.state == "active"}))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "groups": [
+                {
+                    "name": g.name,
+                    "placement": g.placement,
+                    "shards": sorted(s.name for s in self.shards_of(g.name)),
+                }
+                for g in sorted(self.groups.values(), key=lambda g: g.name)
+            ],
+            "shards": [shard_json(s) for s in sorted(self.shards.values(), key=lambda s: s.name)],
+            "retention": [
+                {
+                    "id": p.id,
+                    "kind": p.kind,
+                    "group": p.group,
+                    "owner": p.owner_key,
+                    "keep_days": p.keep_days,
+                }
+                for p in self.retention
+            ],
+        }
+
+
+def shard_json(shard: Shard) -> dict[str, Any]:
+    return {
+        "name": shard.name,
+        "group": shard.group,
+        "dsn": redact_dsn(shard.dsn),
+        "state": shard.state,
+    }
+
+
+def redact_dsn(dsn: str) -> str:
+    """Hide passwords in DSNs shown by the API, CLI and logs."""
+    dsn = re.sub(r"(://[^:/@,]+):[^@/]*@", r"\1:***@", dsn)
+    dsn = re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", dsn)
+    return re.sub(r"([?&]password=)[^&]*", r"\1***", dsn)

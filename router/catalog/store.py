@@ -1,0 +1,197 @@
+"""The only code that writes the metadata catalog. Every change goes through here, whether it
+comes from the admin API or the CLI; triggers bump the catalog version and NOTIFY routers."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import asyncpg
+from asyncpg.pool import PoolConnectionProxy
+
+from router.catalog import rules
+from router.catalog.snapshot import (
+    CatalogSnapshot,
+    OwnerMapping,
+    RetentionPolicy,
+    Shard,
+    ShardGroup,
+)
+from router.errors import Conflict, Invalid, NotFound, Unavailable
+from router.routing.groups import choose_group
+
+Executor = asyncpg.Connection | asyncpg.Pool
+
+
+async def load_snapshot(db: Executor) -> CatalogSnapshot:
+    async with (
+        _connection(db) as connection,
+        connection.transaction(isolation="repeatable_read", readonly=True),
+    ):
+        version = await connection.fetchval("SELECT version FROM catalog_version")
+        groups = await connection.fetch("SELECT name, placement FROM shard_groups")
+        shards = await connection.fetch("SELECT name, group_name, dsn, state FROM shards")
+        policies = await connection.fetch(
+            "SELECT id, kind, group_name, owner_key, keep_days FROM retention_policies ORDER BY id"
+        )
+    return CatalogSnapshot(
+        version=int(version),
+        groups={r["name"]: ShardGroup(r["name"], r["placement"]) for r in groups},
+        shards={r["name"]: Shard(r["name"], r["group_name"], r["dsn"], r["state"]) for r in shards},
+        retention=tuple(
+            RetentionPolicy(r["id"], r["kind"], r["group_name"], r["owner_key"], r["keep_days"])
+            for r in policies
+        ),
+    )
+
+
+async def catalog_version(db: Executor) -> int:
+    return int(await db.fetchval("SELECT version FROM catalog_version"))
+
+
+async def add_group(db: Executor, name: str, placement: str) -> ShardGroup:
+    rules.check_name(name, "name")
+    rules.check_placement(placement)
+    inserted = await db.fetchrow(
+        "INSERT INTO shard_groups (name, placement) VALUES ($1, $2) "
+        "ON CONFLICT (name) DO NOTHING RETURNING name, placement",
+        name,
+        placement,
+    )
+    if inserted is None:
+        raise Conflict(f"shard group {name!r} already exists", "name")
+    return ShardGroup(inserted["name"], inserted["placement"])
+
+
+async def ensure_group(db: Executor, name: str, placement: str) -> None:
+    """Create the group unless it exists (bootstrap of a local cluster; never changes one)."""
+    rules.check_name(name, "name")
+    rules.check_placement(placement)
+    await db.execute(
+        "INSERT INTO shard_groups (name, placement) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+        name,
+        placement,
+    )
+
+
+async def check_new_shard(db: Executor, name: str, group: str, dsn: str) -> None:
+    """Everything about a new shard that the catalog alone can refuse."""
+    rules.check_name(name, "name")
+    rules.check_name(group, "group")
+    rules.check_dsn(dsn)
+    if await db.fetchval("SELECT 1 FROM shard_groups WHERE name = $1", group) is None:
+        raise NotFound(f"shard group {group!r} does not exist", "group")
+    if await db.fetchval("SELECT 1 FROM shards WHERE name = $1", name) is not None:
+        raise Conflict(f"shard {name!r} already exists", "name")
+    holder = await db.fetchval("SELECT name FROM shards WHERE dsn = $1", dsn)
+    if holder is not None:
+        raise Conflict(f"shard {holder!r} already uses this connection string", "dsn")
+
+
+async def insert_shard(db: Executor, name: str, group: str, dsn: str) -> Shard:
+    try:
+        await db.execute(
+            "INSERT INTO shards (name, group_name, dsn) VALUES ($1, $2, $3)", name, group, dsn
+        )
+    except asyncpg.UniqueViolationError as exc:
+        field = "dsn" if exc.constraint_name == "shards_dsn_key" else "name"
+        raise Conflict(f"a shard with this {field} already exists", field) from exc
+    except asyncpg.ForeignKeyViolationError as exc:
+        raise NotFound(f"shard group {group!r} does not exist", "group") from exc
+    return Shard(name, group, dsn, "active")
+
+
+async def set_shard_state(db: Executor, name: str, state: str) -> Shard:
+    rules.check_state(state)
+    row = await db.fetchrow(
+        "UPDATE shards SET state = $2, updated_at = now() WHERE name = $1 "
+        "RETURNING name, group_name, dsn, state",
+        name,
+        state,
+    )
+    if row is None:
+        raise NotFound(f"shard {name!r} does not exist", "name")
+    return Shard(row["name"], row["group_name"], row["dsn"], row["state"])
+
+
+async def get_owner(db: Executor, kind: str, key: str) -> OwnerMapping | None:
+    row = await db.fetchrow(
+        "SELECT kind, key, group_name, assigned_by FROM owners WHERE kind = $1 AND key = $2",
+        kind,
+        key,
+    )
+    return _owner(row) if row else None
+
+
+async def map_owner(
+    db: Executor, kind: str, key: str, group: str, *, force: bool = False
+) -> OwnerMapping:
+    """Map an owner to a group by hand. Moving an owner that is already mapped elsewhere needs
+    ``force``: rows written before stay in the old group."""
+    rules.check_kind(kind)
+    rules.check_owner_key(key)
+    rules.check_name(group, "group")
+    async with _connection(db) as connection, connection.transaction():
+        if await connection.fetchval("SELECT 1 FROM shard_groups WHERE name = $1", group) is None:
+            raise NotFound(f"shard group {group!r} does not exist", "group")
+        current = await connection.fetchrow(
+            "SELECT group_name FROM owners WHERE kind = $1 AND key = $2 FOR UPDATE", kind, key
+        )
+        if current is not None and current["group_name"] != group and not force:
+            raise Conflict(
+                f"{kind} owner is already mapped to group {current['group_name']!r}; rows "
+                "written so far stay there. Pass force to remap anyway",
+                "group",
+            )
+        row = await connection.fetchrow(
+            "INSERT INTO owners (kind, key, group_name, assigned_by) VALUES ($1, $2, $3, 'admin') "
+            "ON CONFLICT (kind, key) DO UPDATE SET group_name = EXCLUDED.group_name, "
+            "assigned_by = 'admin', updated_at = now() "
+            "RETURNING kind, key, group_name, assigned_by",
+            kind,
+            key,
+            group,
+        )
+    return _owner(row)
+
+
+async def resolve_owner(
+    db: Executor, snapshot: CatalogSnapshot, kind: str, key: str
+) -> OwnerMapping:
+    """The owner's group; an unmapped owner is given one by the stable rule and recorded.
+    Concurrent first writes from several routers agree: the first recorded mapping wins."""
+    existing = await get_owner(db, kind, key)
+    if existing is not None:
+        return existing
+    rules.check_kind(kind)
+    rules.check_owner_key(key, "owner")
+    candidates = snapshot.writable_groups()
+    if not candidates:
+        raise Unavailable("no shard group has an active shard")
+    group = choose_group(kind, key, candidates)
+    await db.execute(
+        "INSERT INTO owners (kind, key, group_name, assigned_by) VALUES ($1, $2, $3, 'rule') "
+        "ON CONFLICT (kind, key) DO NOTHING",
+        kind,
+        key,
+        group,
+    )
+    recorded = await get_owner(db, kind, key)
+    if recorded is None:
+        raise Invalid("owner mapping vanished while it was being recorded", "owner")
+    return recorded
+
+
+def _owner(row: Any) -> OwnerMapping:
+    return OwnerMapping(row["kind"], row["key"], row["group_name"], row["assigned_by"])
+
+
+@asynccontextmanager
+async def _connection(db: Executor) -> AsyncIterator[asyncpg.Connection | PoolConnectionProxy]:
+    """Use a connection as is, or acquire one from a pool for the block."""
+    if isinstance(db, asyncpg.Pool):
+        async with db.acquire() as connection:
+            yield connection
+    else:
+        yield db

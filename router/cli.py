@@ -1,0 +1,323 @@
+"""The `shardlog` command: run a local cluster, migrate, serve, and administer the catalog."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import shutil
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import asyncpg
+
+from router import bootstrap
+from router.catalog import shards as shard_admin
+from router.catalog import store
+from router.catalog.snapshot import OWNER_KINDS, PLACEMENTS, shard_json
+from router.db.migrate import MigrationError
+from router.errors import ShardlogError
+from router.settings import Settings
+from services.cluster import LocalCluster
+from services.process import ServiceError, server_user
+from services.router_process import RouterProcess
+from services.topology import build_topology
+
+
+def local_cluster(settings: Settings) -> LocalCluster:
+    cluster = settings.cluster
+    topology = build_topology(cluster.shards, cluster.groups, cluster.base_port, cluster.host)
+    return LocalCluster(
+        topology, cluster.data_dir, server_user(cluster.server_user), cluster.bin_dir
+    )
+
+
+def router_process(settings: Settings) -> RouterProcess:
+    return RouterProcess(settings.cluster.data_dir, settings.server.host, settings.server.port)
+
+
+def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
+    cells = [[("-" if row.get(c) is None else str(row.get(c))) for c in columns] for row in rows]
+    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
+    print("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
+    for row_cells in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row_cells, widths, strict=True)).rstrip())
+
+
+# --- local cluster -------------------------------------------------------------------------
+
+
+def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
+    cluster = local_cluster(settings)
+    outcomes = cluster.start(settings.cluster.start_timeout_s)
+    asyncio.run(bootstrap.migrate_all(settings))
+    added = asyncio.run(bootstrap.register_topology(settings, cluster.topology))
+    asyncio.run(bootstrap.migrate_all(settings))
+    rows = [{**s, "outcome": outcomes[s["name"]]} for s in cluster.status()]
+    print_table(rows, ["name", "role", "group", "address", "pid", "outcome", "log"])
+    if added:
+        print(f"registered {len(added)} shards in the catalog: {', '.join(added)}")
+    if not args.no_router:
+        router = router_process(settings)
+        outcome = router.start()
+        print(f"router {outcome}: {router.url} (pid {router.pid()}, log {router.log_file})")
+        print(f"  readiness: curl {router.url}/health/ready   API docs: {router.url}/docs")
+    print(f"metadata DSN: {settings.metadata_dsn()}")
+    print(
+        "stop everything with `make down` (data stays in "
+        f"{settings.cluster.data_dir}; `make clean` removes it)"
+    )
+    return 0
+
+
+def cmd_down(settings: Settings, _args: argparse.Namespace) -> int:
+    router = router_process(settings)
+    if router.stop():
+        print("router stopped")
+    stopped = local_cluster(settings).stop()
+    print(f"stopped {sum(stopped.values())} PostgreSQL instances")
+    return 0
+
+
+def cmd_status(settings: Settings, _args: argparse.Namespace) -> int:
+    cluster = local_cluster(settings)
+    print_table(cluster.status(), ["name", "role", "group", "address", "pid", "running"])
+    router = router_process(settings).status()
+    print(
+        f"router: {'running' if router['running'] else 'stopped'} at {router['url']}"
+        f" (pid {router['pid'] or '-'})"
+    )
+    return 0
+
+
+def cmd_clean(settings: Settings, args: argparse.Namespace) -> int:
+    cmd_down(settings, args)
+    shutil.rmtree(settings.cluster.data_dir, ignore_errors=True)
+    print(f"removed {settings.cluster.data_dir}")
+    return 0
+
+
+def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from router.app import create_app
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    uvicorn.run(
+        create_app(settings),
+        host=args.host or settings.server.host,
+        port=args.port or settings.server.port,
+        log_level="info",
+    )
+    return 0
+
+
+def cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
+    report = asyncio.run(bootstrap.migrate_all(settings))
+    print(f"metadata: {', '.join(report.metadata) or 'up to date'}")
+    for name, applied in sorted(report.shards.items()):
+        print(f"{name}: {', '.join(applied) or 'up to date'}")
+    for name, why in sorted(report.skipped.items()):
+        print(f"{name}: skipped ({why})")
+    return 0
+
+
+# --- catalog administration ----------------------------------------------------------------
+
+
+def with_metadata(
+    action: Callable[[Settings, argparse.Namespace, asyncpg.Connection], Awaitable[None]],
+) -> Callable[[Settings, argparse.Namespace], int]:
+    def run(settings: Settings, args: argparse.Namespace) -> int:
+        async def go() -> None:
+            connection = await asyncpg.connect(
+                settings.metadata_dsn(), timeout=settings.metadata.connect_timeout_s
+            )
+            try:
+                await action(settings, args, connection)
+            finally:
+                await connection.close()
+
+        asyncio.run(go())
+        return 0
+
+    return run
+
+
+@with_metadata
+async def cmd_groups_list(_s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
+    groups = (await store.load_snapshot(db)).to_json()["groups"]
+    output(
+        args,
+        groups,
+        lambda: print_table(
+            [{**g, "shards": ",".join(g["shards"])} for g in groups],
+            ["name", "placement", "shards"],
+        ),
+    )
+
+
+@with_metadata
+async def cmd_groups_add(_s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
+    group = await store.add_group(db, args.name, args.placement)
+    print(f"added group {group.name} (placement {group.placement})")
+
+
+@with_metadata
+async def cmd_shards_list(_s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
+    shards = (await store.load_snapshot(db)).to_json()["shards"]
+    output(args, shards, lambda: print_table(shards, ["name", "group", "state", "dsn"]))
+
+
+@with_metadata
+async def cmd_shards_add(s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
+    shard = await shard_admin.register_shard(
+        db, s.schema_dir, s.pools, args.name, args.group, args.dsn
+    )
+    print(f"added shard {shard.name} to group {shard.group}: {shard_json(shard)['dsn']}")
+
+
+def state_command(state: str) -> Callable[[Settings, argparse.Namespace], int]:
+    @with_metadata
+    async def command(_s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
+        shard = await store.set_shard_state(db, args.name, state)
+        print(f"shard {shard.name} is now {shard.state}")
+
+    return command
+
+
+@with_metadata
+async def cmd_owners_show(_s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
+    mapping = await store.get_owner(db, args.kind, args.key)
+    if mapping is None:
+        raise ShardlogError(f"{args.kind} owner {args.key!r} is not mapped yet", "key")
+    print(f"{mapping.kind} {mapping.key!r} -> {mapping.group} ({mapping.assigned_by})")
+
+
+@with_metadata
+async def cmd_owners_map(_s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
+    mapping = await store.map_owner(db, args.kind, args.key, args.group, force=args.force)
+    print(f"{mapping.kind} {mapping.key!r} -> {mapping.group}")
+
+
+@with_metadata
+async def cmd_catalog_show(_s: Settings, _args: argparse.Namespace, db: asyncpg.Connection) -> None:
+    print(json.dumps((await store.load_snapshot(db)).to_json(), indent=2))
+
+
+def output(args: argparse.Namespace, data: Any, table: Callable[[], None]) -> None:
+    if getattr(args, "json", False):
+        print(json.dumps(data, indent=2))
+    else:
+        table()
+
+
+# --- parser --------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="shardlog", description="Sharded audit-log and flow storage on PostgreSQL."
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    up = commands.add_parser("up", help="start the local cluster and the router")
+    up.add_argument("--no-router", action="store_true", help="start PostgreSQL only")
+    up.set_defaults(run=cmd_up)
+    commands.add_parser("down", help="stop the router and the local cluster").set_defaults(
+        run=cmd_down
+    )
+    commands.add_parser("status", help="what runs where").set_defaults(run=cmd_status)
+    commands.add_parser("clean", help="stop everything and remove the data directory").set_defaults(
+        run=cmd_clean
+    )
+    commands.add_parser(
+        "migrate", help="migrate the metadata database and every shard"
+    ).set_defaults(run=cmd_migrate)
+    serve = commands.add_parser("serve", help="run the router in the foreground")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.set_defaults(run=cmd_serve)
+
+    groups = commands.add_parser("groups", help="shard groups").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    groups_list = groups.add_parser("list", help="list groups")
+    groups_list.add_argument("--json", action="store_true")
+    groups_list.set_defaults(run=cmd_groups_list)
+    groups_add = groups.add_parser("add", help="add a group")
+    groups_add.add_argument("name")
+    groups_add.add_argument("--placement", choices=PLACEMENTS, default="random")
+    groups_add.set_defaults(run=cmd_groups_add)
+
+    shards = commands.add_parser("shards", help="shards").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    shards_list = shards.add_parser("list", help="list shards")
+    shards_list.add_argument("--json", action="store_true")
+    shards_list.set_defaults(run=cmd_shards_list)
+    shards_add = shards.add_parser("add", help="add a shard (probed, migrated, recorded)")
+    shards_add.add_argument("name")
+    shards_add.add_argument("--group", required=True)
+    shards_add.add_argument("--dsn", required=True, help="libpq DSN; multi-host allowed")
+    shards_add.set_defaults(run=cmd_shards_add)
+    for action, state, text in (
+        ("drain", "draining", "stop placing new rows on a shard"),
+        ("activate", "active", "place rows on a shard again"),
+        ("mark-down", "down", "mark a shard down (not probed)"),
+    ):
+        state_parser = shards.add_parser(action, help=text)
+        state_parser.add_argument("name")
+        state_parser.set_defaults(run=state_command(state))
+
+    owners = commands.add_parser("owners", help="owner to group mappings").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    owners_show = owners.add_parser("show", help="the group of an owner")
+    owners_show.add_argument("kind", choices=OWNER_KINDS)
+    owners_show.add_argument("key")
+    owners_show.set_defaults(run=cmd_owners_show)
+    owners_map = owners.add_parser("map", help="map an owner to a group")
+    owners_map.add_argument("kind", choices=OWNER_KINDS)
+    owners_map.add_argument("key")
+    owners_map.add_argument("group")
+    owners_map.add_argument(
+        "--force", action="store_true", help="remap an owner already mapped to another group"
+    )
+    owners_map.set_defaults(run=cmd_owners_map)
+
+    catalog = commands.add_parser("catalog", help="the catalog").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    catalog.add_parser("show", help="print the catalog as JSON").set_defaults(run=cmd_catalog_show)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = Settings()
+        code: int = args.run(settings, args)
+    except ShardlogError as exc:
+        where = f" ({exc.field})" if exc.field else ""
+        print(f"shardlog: error{where}: {exc.message}", file=sys.stderr)
+        return 2
+    except (
+        ServiceError,
+        MigrationError,
+        ValueError,
+        RuntimeError,
+        OSError,
+        asyncpg.PostgresError,
+    ) as exc:
+        print(f"shardlog: error: {exc}", file=sys.stderr)
+        return 1
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

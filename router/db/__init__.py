@@ -1,0 +1,1 @@
+"""Database plumbing: connection pools, DSN checks, migrations."""

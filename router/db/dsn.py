@@ -1,0 +1,166 @@
+"""Checks of libpq connection strings (URI or key=value form, multi-host allowed) before they
+enter the catalog, so that a typo is a 422 naming ``dsn`` instead of a shard that never connects."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+_KNOWN_PARAMS = frozenset(
+    {
+        "host",
+        "hostaddr",
+        "port",
+        "dbname",
+        "user",
+        "password",
+        "passfile",
+        "connect_timeout",
+        "client_encoding",
+        "options",
+        "application_name",
+        "fallback_application_name",
+        "keepalives",
+        "keepalives_idle",
+        "keepalives_interval",
+        "keepalives_count",
+        "tcp_user_timeout",
+        "sslmode",
+        "sslcert",
+        "sslkey",
+        "sslrootcert",
+        "sslcrl",
+        "sslpassword",
+        "sslcompression",
+        "sslsni",
+        "ssl_min_protocol_version",
+        "ssl_max_protocol_version",
+        "requiressl",
+        "krbsrvname",
+        "gsslib",
+        "gssencmode",
+        "service",
+        "target_session_attrs",
+        "load_balance_hosts",
+        "channel_binding",
+        "server_settings",
+        "direct_tls",
+    }
+)
+_TARGET_SESSION_ATTRS = frozenset(
+    {"any", "read-write", "read-only", "primary", "standby", "prefer-standby"}
+)
+_KEYWORD_PAIR = re.compile(r"\s*([A-Za-z_]+)\s*=\s*('(?:[^'\\]|\\.)*'|[^\s']*)")
+
+
+class DsnError(ValueError):
+    """The connection string is malformed; the message says where."""
+
+
+@dataclass(frozen=True)
+class ParsedDsn:
+    hosts: tuple[tuple[str, int], ...]
+    dbname: str | None
+    user: str | None
+    params: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def multi_host(self) -> bool:
+        return len(self.hosts) > 1
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise DsnError(f"port {text!r} is not a number from 1 to 65535")
+    return int(text)
+
+
+def _check_params(params: dict[str, str]) -> None:
+    for name in params:
+        if name not in _KNOWN_PARAMS:
+            raise DsnError(f"unknown connection parameter {name!r}")
+    attrs = params.get("target_session_attrs")
+    if attrs is not None and attrs not in _TARGET_SESSION_ATTRS:
+        raise DsnError(
+            f"target_session_attrs {attrs!r} is not one of "
+            + ", ".join(sorted(_TARGET_SESSION_ATTRS))
+        )
+
+
+def _split_host_port(item: str) -> tuple[str, str | None]:
+    if item.startswith("["):
+        host, _, rest = item[1:].partition("]")
+        if rest and not rest.startswith(":"):
+            raise DsnError(f"malformed host {item!r}")
+        return host, rest[1:] or None
+    host, _, port = item.partition(":")
+    return host, port or None
+
+
+def _parse_uri(dsn: str) -> ParsedDsn:
+    parts = urlsplit(dsn)
+    if parts.fragment:
+        raise DsnError("a connection URI has no #fragment")
+    userinfo, _, hostlist = parts.netloc.rpartition("@")
+    user = unquote(userinfo.partition(":")[0]) or None
+    hosts: list[tuple[str, int]] = []
+    for item in hostlist.split(","):
+        host, port = _split_host_port(item)
+        if not host:
+            raise DsnError("every host in the list needs a name or address")
+        hosts.append((unquote(host), _port(port) if port else 5432))
+    try:
+        pairs = parse_qsl(parts.query, keep_blank_values=True, strict_parsing=bool(parts.query))
+        params = dict(pairs)
+    except ValueError as exc:
+        raise DsnError(f"malformed query string: {exc}") from exc
+    _check_params(params)
+    dbname = unquote(parts.path.lstrip("/")) or params.get("dbname")
+    return ParsedDsn(tuple(hosts), dbname, params.get("user", user), params)
+
+
+def _parse_keywords(dsn: str) -> ParsedDsn:
+    params: dict[str, str] = {}
+    position = 0
+    text = dsn.strip()
+    while position < len(text):
+        match = _KEYWORD_PAIR.match(text, position)
+        if not match or match.end() == position:
+            raise DsnError(f"cannot parse {text[position:]!r}: expected keyword=value")
+        key, value = match.group(1), match.group(2)
+        if value.startswith("'"):
+            value = re.sub(r"\\(.)", r"\1", value[1:-1])
+        params[key] = value
+        position = match.end()
+        while position < len(text) and text[position].isspace():
+            position += 1
+    _check_params(params)
+    host_names = params.get("host", params.get("hostaddr", "")).split(",")
+    if host_names == [""]:
+        raise DsnError("no host given")
+    ports = params.get("port", "").split(",") if params.get("port") else []
+    if len(ports) > 1 and len(ports) != len(host_names):
+        raise DsnError(f"{len(host_names)} hosts but {len(ports)} ports")
+    hosts = []
+    for index, host in enumerate(host_names):
+        if not host:
+            raise DsnError("every host in the list needs a name or address")
+        port = ports[index] if len(ports) > 1 else (ports[0] if ports else "5432")
+        hosts.append((host, _port(port)))
+    return ParsedDsn(tuple(hosts), params.get("dbname"), params.get("user"), params)
+
+
+def parse_dsn(dsn: str) -> ParsedDsn:
+    if not dsn or not dsn.strip():
+        raise DsnError("empty connection string")
+    if any(ord(char) < 32 for char in dsn):
+        raise DsnError("control characters in connection string")
+    if re.match(r"^[a-z][a-z0-9+.-]*://", dsn, re.IGNORECASE):
+        scheme = dsn.split("://", 1)[0].lower()
+        if scheme not in ("postgres", "postgresql"):
+            raise DsnError(f"scheme {scheme!r} is not postgresql://")
+        return _parse_uri(dsn)
+    if "=" not in dsn:
+        raise DsnError("neither a postgresql:// URI nor keyword=value pairs")
+    return _parse_keywords(dsn)

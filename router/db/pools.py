@@ -1,0 +1,95 @@
+"""One asyncpg pool per shard, kept in step with the catalog. Every connection carries
+application_name and statement_timeout; multi-host DSNs get target_session_attrs."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import asyncpg
+
+from router.catalog.snapshot import CatalogSnapshot
+from router.db.dsn import parse_dsn
+from router.errors import Unavailable
+from router.settings import PoolSettings
+
+log = logging.getLogger(__name__)
+
+
+def connect_options(dsn: str, settings: PoolSettings) -> dict[str, Any]:
+    options: dict[str, Any] = {
+        "dsn": dsn,
+        "timeout": settings.connect_timeout_s,
+        "server_settings": {
+            "application_name": settings.application_name,
+            "statement_timeout": str(settings.statement_timeout_ms),
+        },
+    }
+    parsed = parse_dsn(dsn)
+    if parsed.multi_host and "target_session_attrs" not in parsed.params:
+        options["target_session_attrs"] = settings.multi_host_target
+    return options
+
+
+async def connect(dsn: str, settings: PoolSettings) -> asyncpg.Connection:
+    return await asyncpg.connect(**connect_options(dsn, settings))
+
+
+async def create_pool(dsn: str, settings: PoolSettings) -> asyncpg.Pool:
+    # min_size 0 by default: a shard that is down at start-up must not stop the router.
+    pool = await asyncpg.create_pool(
+        min_size=settings.min_size, max_size=settings.max_size, **connect_options(dsn, settings)
+    )
+    assert pool is not None
+    return pool
+
+
+class ShardPools:
+    """Pools by shard name; ``reconcile`` opens pools for new shards and closes those whose
+    shard left the catalog or changed its DSN."""
+
+    def __init__(self, settings: PoolSettings) -> None:
+        self._settings = settings
+        self._pools: dict[str, tuple[str, asyncpg.Pool]] = {}
+        self._lock = asyncio.Lock()
+
+    async def reconcile(self, snapshot: CatalogSnapshot) -> None:
+        async with self._lock:
+            stale = [
+                name
+                for name, (dsn, _) in self._pools.items()
+                if name not in snapshot.shards or snapshot.shards[name].dsn != dsn
+            ]
+            for name in stale:
+                _, pool = self._pools.pop(name)
+                await _close(pool)
+            for shard in snapshot.shards.values():
+                if shard.name not in self._pools:
+                    self._pools[shard.name] = (
+                        shard.dsn,
+                        await create_pool(shard.dsn, self._settings),
+                    )
+
+    def get(self, name: str) -> asyncpg.Pool:
+        try:
+            return self._pools[name][1]
+        except KeyError:
+            raise Unavailable(f"no connection pool for shard {name!r}", "shard") from None
+
+    def names(self) -> list[str]:
+        return sorted(self._pools)
+
+    async def close(self) -> None:
+        async with self._lock:
+            pools = [pool for _, pool in self._pools.values()]
+            self._pools.clear()
+        await asyncio.gather(*(_close(pool) for pool in pools))
+
+
+async def _close(pool: asyncpg.Pool) -> None:
+    try:
+        await asyncio.wait_for(pool.close(), timeout=5)
+    except (TimeoutError, OSError, asyncpg.PostgresError):
+        log.warning("pool did not close in time; terminating its connections")
+        pool.terminate()

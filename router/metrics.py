@@ -1,0 +1,54 @@
+"""Prometheus metrics of one router, in a registry of its own (several apps per process in
+tests must not collide)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "shardlog_http_requests",
+            "HTTP requests by route and status",
+            ["method", "route", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "shardlog_http_request_duration_seconds",
+            "HTTP request latency by route",
+            ["method", "route"],
+            registry=self.registry,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+        )
+        self.catalog_version = Gauge(
+            "shardlog_catalog_version",
+            "Catalog version this router serves",
+            registry=self.registry,
+        )
+        self.catalog_refreshes = Counter(
+            "shardlog_catalog_refreshes", "Catalog snapshots loaded", registry=self.registry
+        )
+        self.shard_up = Gauge(
+            "shardlog_shard_up",
+            "1 when the last readiness probe reached the shard",
+            ["shard", "group"],
+            registry=self.registry,
+        )
+        self.shard_state = Gauge(
+            "shardlog_shard_state",
+            "Catalog state of each shard (1 for the current state)",
+            ["shard", "group", "state"],
+            registry=self.registry,
+        )
+        self.unexpected_errors = Counter(
+            "shardlog_unexpected_errors",
+            "Unexpected exceptions turned into 500 responses",
+            registry=self.registry,
+        )
+
+    def render(self) -> bytes:
+        return bytes(generate_latest(self.registry))

@@ -1,0 +1,35 @@
+"""Bodies of the admin API."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from router.catalog.snapshot import OwnerKind, Placement, ShardState
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class GroupIn(Body):
+    name: str = Field(description="1-63 characters: lowercase letters, digits, '_' or '-'")
+    placement: Placement = Field(
+        "random", description="How rows spread over the group's shards: random or hash"
+    )
+
+
+class ShardIn(Body):
+    name: str = Field(description="1-63 characters: lowercase letters, digits, '_' or '-'")
+    group: str
+    dsn: str = Field(description="libpq connection string; multi-host strings allowed")
+
+
+class ShardStateIn(Body):
+    state: ShardState
+
+
+class OwnerMapIn(Body):
+    kind: OwnerKind
+    key: str = Field(min_length=1, max_length=256)
+    group: str
+    force: bool = Field(False, description="Remap an owner that is mapped to another group")

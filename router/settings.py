@@ -1,0 +1,87 @@
+"""Typed settings, read once from the environment (prefix ``SHARDLOG_``, sections joined by
+``__``, e.g. ``SHARDLOG_POOLS__MAX_SIZE=20``). Unknown keys are rejected. Each component is
+handed only its own section."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from services.postgres import DEFAULT_BIN_DIR, SUPERUSER
+from services.topology import DEFAULT_BASE_PORT, DEFAULT_GROUPS, DEFAULT_SHARDS
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ServerSettings(Section):
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=1, le=65535)
+    admin_token: str | None = Field(
+        None, description="When set, /v1/admin requires 'Authorization: Bearer <token>'."
+    )
+
+
+class MetadataSettings(Section):
+    dsn: str | None = Field(
+        None, description="libpq DSN of the metadata database; default: the local cluster's."
+    )
+    connect_timeout_s: float = Field(5.0, gt=0)
+
+
+class PoolSettings(Section):
+    min_size: int = Field(0, ge=0)
+    max_size: int = Field(10, ge=1)
+    connect_timeout_s: float = Field(5.0, gt=0)
+    statement_timeout_ms: int = Field(30_000, ge=0)
+    application_name: str = "shardlog-router"
+    multi_host_target: Literal["read-write", "primary", "any", "prefer-standby"] = Field(
+        "read-write",
+        description="target_session_attrs for multi-host DSNs that do not name one.",
+    )
+
+
+class CatalogSettings(Section):
+    poll_interval_s: float = Field(
+        5.0, gt=0, description="Fallback check of the catalog version when NOTIFY is missed."
+    )
+
+
+class HealthSettings(Section):
+    probe_timeout_s: float = Field(2.0, gt=0)
+
+
+class ClusterSettings(Section):
+    data_dir: Path = Path("var")
+    shards: int = Field(DEFAULT_SHARDS, ge=1)
+    groups: int = Field(DEFAULT_GROUPS, ge=1)
+    base_port: int = Field(DEFAULT_BASE_PORT, ge=1024, le=65000)
+    host: str = "127.0.0.1"
+    bin_dir: Path = DEFAULT_BIN_DIR
+    server_user: str = Field("postgres", description="OS user servers run as when started by root.")
+    start_timeout_s: float = Field(60.0, gt=0)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="SHARDLOG_", env_nested_delimiter="__", extra="forbid", frozen=True
+    )
+
+    server: ServerSettings = ServerSettings()
+    metadata: MetadataSettings = MetadataSettings()
+    pools: PoolSettings = PoolSettings()
+    catalog: CatalogSettings = CatalogSettings()
+    health: HealthSettings = HealthSettings()
+    cluster: ClusterSettings = ClusterSettings()
+    schema_dir: Path = REPO_ROOT / "schema"
+
+    def metadata_dsn(self) -> str:
+        if self.metadata.dsn:
+            return self.metadata.dsn
+        return f"postgresql://{SUPERUSER}@{self.cluster.host}:{self.cluster.base_port}/shardlog"

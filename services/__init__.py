@@ -1,0 +1,1 @@
+"""Process controllers for the services shardlog runs on: PostgreSQL instances and the router."""
