@@ -8,7 +8,6 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
-import asyncpg
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -16,7 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from router.api import admin, health
 from router.catalog.cache import CatalogCache
-from router.db.pools import ShardPools
+from router.db.pools import ShardPools, create_metadata_pool
 from router.errors import BUG_MARKER, ShardlogError, error_body
 from router.metrics import Metrics
 from router.runtime import Runtime
@@ -32,14 +31,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         dsn = settings.metadata_dsn()
-        metadata = await asyncpg.create_pool(
-            dsn,
-            min_size=1,
-            max_size=4,
-            timeout=settings.metadata.connect_timeout_s,
-            server_settings={"application_name": settings.pools.application_name},
-        )
-        assert metadata is not None
+        metadata = await create_metadata_pool(dsn, settings.metadata)
         catalog = CatalogCache(metadata, dsn, settings.catalog)
         runtime = Runtime(settings, metadata, catalog, ShardPools(settings.pools), metrics)
         catalog.subscribe(runtime.on_catalog)

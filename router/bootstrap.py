@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-import asyncpg
-
 from router.catalog import shards as shard_admin
 from router.catalog import store
 from router.db import pools
@@ -27,9 +25,7 @@ async def migrate_all(settings: Settings) -> MigrationReport:
     """Metadata first, then every shard in the catalog that is not marked down.
     A shard that cannot be reached fails the run (after the others were migrated)."""
     report = MigrationReport()
-    connection = await asyncpg.connect(
-        settings.metadata_dsn(), timeout=settings.metadata.connect_timeout_s
-    )
+    connection = await pools.connect_metadata(settings.metadata_dsn(), settings.metadata)
     try:
         applied = await migrate(connection, settings.schema_dir, "metadata")
         report.metadata = [f"{m.version:04d}_{m.name}" for m in applied]
@@ -60,9 +56,7 @@ async def migrate_all(settings: Settings) -> MigrationReport:
 async def register_topology(settings: Settings, topology: Topology) -> list[str]:
     """Record the topology's groups and shards in the catalog; existing entries are left as
     they are. Returns the names of shards added."""
-    connection = await asyncpg.connect(
-        settings.metadata_dsn(), timeout=settings.metadata.connect_timeout_s
-    )
+    connection = await pools.connect_metadata(settings.metadata_dsn(), settings.metadata)
     added: list[str] = []
     try:
         for group in topology.groups:

@@ -17,6 +17,7 @@ from router import bootstrap
 from router.catalog import shards as shard_admin
 from router.catalog import store
 from router.catalog.snapshot import OWNER_KINDS, PLACEMENTS, shard_json
+from router.db import pools
 from router.db.migrate import MigrationError
 from router.errors import ShardlogError
 from router.settings import Settings
@@ -134,9 +135,7 @@ def with_metadata(
 ) -> Callable[[Settings, argparse.Namespace], int]:
     def run(settings: Settings, args: argparse.Namespace) -> int:
         async def go() -> None:
-            connection = await asyncpg.connect(
-                settings.metadata_dsn(), timeout=settings.metadata.connect_timeout_s
-            )
+            connection = await pools.connect_metadata(settings.metadata_dsn(), settings.metadata)
             try:
                 await action(settings, args, connection)
             finally:

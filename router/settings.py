@@ -33,6 +33,8 @@ class MetadataSettings(Section):
         None, description="libpq DSN of the metadata database; default: the local cluster's."
     )
     connect_timeout_s: float = Field(5.0, gt=0)
+    pool_size: int = Field(4, ge=1)
+    application_name: str = "shardlog"
 
 
 class PoolSettings(Section):

@@ -14,11 +14,13 @@ import asyncpg
 
 from router.catalog import store
 from router.catalog.snapshot import CatalogSnapshot
+from router.db.dsn import as_uri
 from router.settings import CatalogSettings
 
 log = logging.getLogger(__name__)
 
 CHANNEL = "shardlog_catalog"
+LISTENER_APPLICATION_NAME = "shardlog-catalog-listener"
 Subscriber = Callable[[CatalogSnapshot], Awaitable[None]]
 
 
@@ -75,7 +77,11 @@ class CatalogCache:
 
     async def _listen(self) -> None:
         try:
-            self._listener = await asyncpg.connect(self._listener_dsn, timeout=5)
+            self._listener = await asyncpg.connect(
+                as_uri(self._listener_dsn),
+                timeout=5,
+                server_settings={"application_name": LISTENER_APPLICATION_NAME},
+            )
             await self._listener.add_listener(CHANNEL, self._on_notify)
         except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             self._listener = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 _KNOWN_PARAMS = frozenset(
     {
@@ -164,3 +164,26 @@ def parse_dsn(dsn: str) -> ParsedDsn:
     if "=" not in dsn:
         raise DsnError("neither a postgresql:// URI nor keyword=value pairs")
     return _parse_keywords(dsn)
+
+
+_URI_PARTS = frozenset({"host", "hostaddr", "port", "user", "password", "dbname"})
+
+
+def as_uri(dsn: str) -> str:
+    """The DSN in URI form: asyncpg reads only postgresql:// URIs, libpq both forms."""
+    if "://" in dsn:
+        return dsn
+    parsed = parse_dsn(dsn)
+    userinfo = ""
+    if parsed.user:
+        userinfo = quote(parsed.user, safe="")
+        if "password" in parsed.params:
+            userinfo += ":" + quote(parsed.params["password"], safe="")
+        userinfo += "@"
+    hosts = ",".join(
+        f"[{host}]:{port}" if ":" in host else f"{quote(host, safe='')}:{port}"
+        for host, port in parsed.hosts
+    )
+    query = urlencode({k: v for k, v in parsed.params.items() if k not in _URI_PARTS})
+    path = "/" + quote(parsed.dbname, safe="") if parsed.dbname else ""
+    return f"postgresql://{userinfo}{hosts}{path}" + (f"?{query}" if query else "")

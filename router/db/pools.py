@@ -10,16 +10,16 @@ from typing import Any
 import asyncpg
 
 from router.catalog.snapshot import CatalogSnapshot
-from router.db.dsn import parse_dsn
+from router.db.dsn import as_uri, parse_dsn
 from router.errors import Unavailable
-from router.settings import PoolSettings
+from router.settings import MetadataSettings, PoolSettings
 
 log = logging.getLogger(__name__)
 
 
 def connect_options(dsn: str, settings: PoolSettings) -> dict[str, Any]:
     options: dict[str, Any] = {
-        "dsn": dsn,
+        "dsn": as_uri(dsn),
         "timeout": settings.connect_timeout_s,
         "server_settings": {
             "application_name": settings.application_name,
@@ -93,3 +93,23 @@ async def _close(pool: asyncpg.Pool) -> None:
     except (TimeoutError, OSError, asyncpg.PostgresError):
         log.warning("pool did not close in time; terminating its connections")
         pool.terminate()
+
+
+async def connect_metadata(dsn: str, settings: MetadataSettings) -> asyncpg.Connection:
+    return await asyncpg.connect(
+        as_uri(dsn),
+        timeout=settings.connect_timeout_s,
+        server_settings={"application_name": settings.application_name},
+    )
+
+
+async def create_metadata_pool(dsn: str, settings: MetadataSettings) -> asyncpg.Pool:
+    pool = await asyncpg.create_pool(
+        as_uri(dsn),
+        min_size=1,
+        max_size=settings.pool_size,
+        timeout=settings.connect_timeout_s,
+        server_settings={"application_name": settings.application_name},
+    )
+    assert pool is not None
+    return pool

@@ -1,0 +1,88 @@
+"""Session-scoped real servers: one local cluster (4 shards in 2 groups) and one router process
+started by the project's own launcher."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from router import bootstrap
+from router.errors import BUG_MARKER
+from router.settings import CatalogSettings, ClusterSettings, ServerSettings, Settings
+from services.cluster import LocalCluster
+from services.process import free_port, server_user
+from services.router_process import RouterProcess
+from services.topology import build_topology
+from tests.support import settings_env
+
+TEST_SHARDS = 4
+TEST_GROUPS = 2
+
+
+@pytest.fixture(scope="session")
+def cluster_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("shardlog")
+
+
+@pytest.fixture(scope="session")
+def settings(cluster_root: Path) -> Settings:
+    from tests.support import free_port_range
+
+    return Settings(
+        cluster=ClusterSettings(
+            data_dir=cluster_root,
+            shards=TEST_SHARDS,
+            groups=TEST_GROUPS,
+            base_port=free_port_range(TEST_SHARDS + 1),
+        ),
+        server=ServerSettings(port=free_port()),
+        # Long enough that a change seen within a second came by NOTIFY, not by polling.
+        catalog=CatalogSettings(poll_interval_s=3.0),
+    )
+
+
+@pytest.fixture(scope="session")
+def cluster(settings: Settings) -> Iterator[LocalCluster]:
+    c = settings.cluster
+    local = LocalCluster(
+        build_topology(c.shards, c.groups, c.base_port, c.host),
+        c.data_dir,
+        server_user(c.server_user),
+        c.bin_dir,
+        # Tests value speed over durability.
+        {"fsync": "off", "synchronous_commit": "off", "shared_buffers": "64MB"},
+    )
+    try:
+        local.start()
+        asyncio.run(bootstrap.migrate_all(settings))
+        asyncio.run(bootstrap.register_topology(settings, local.topology))
+        yield local
+    finally:
+        local.stop()
+
+
+@pytest.fixture(scope="session")
+def router_process(settings: Settings, cluster: LocalCluster) -> Iterator[RouterProcess]:
+    router = RouterProcess(
+        settings.cluster.data_dir,
+        settings.server.host,
+        settings.server.port,
+        env=settings_env(settings),
+    )
+    router.start()
+    try:
+        yield router
+    finally:
+        router.stop()
+        log = router.log_file.read_text(errors="replace")
+        assert BUG_MARKER not in log, f"the router logged an unexpected error:\n{log[-4000:]}"
+
+
+@pytest.fixture(scope="session")
+def api(router_process: RouterProcess) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=router_process.url, timeout=30) as client:
+        yield client

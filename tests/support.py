@@ -1,0 +1,67 @@
+"""Helpers for tests that run real servers: settings as environment, the CLI as a subprocess."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from router.settings import Settings
+from services.process import port_in_use
+
+T = TypeVar("T")
+REPO = Path(__file__).resolve().parent.parent
+
+
+def free_port_range(count: int, low: int = 20000, high: int = 40000) -> int:
+    """A base port whose next ``count`` ports are all free on loopback."""
+    for _ in range(200):
+        base = random.randrange(low, high - count)
+        if not any(port_in_use("127.0.0.1", base + i) for i in range(count)):
+            return base
+    raise RuntimeError("no free port range")
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    env = {
+        "SHARDLOG_CLUSTER__DATA_DIR": str(settings.cluster.data_dir),
+        "SHARDLOG_CLUSTER__SHARDS": str(settings.cluster.shards),
+        "SHARDLOG_CLUSTER__GROUPS": str(settings.cluster.groups),
+        "SHARDLOG_CLUSTER__BASE_PORT": str(settings.cluster.base_port),
+        "SHARDLOG_SERVER__HOST": settings.server.host,
+        "SHARDLOG_SERVER__PORT": str(settings.server.port),
+        "SHARDLOG_CATALOG__POLL_INTERVAL_S": str(settings.catalog.poll_interval_s),
+    }
+    if settings.metadata.dsn:
+        env["SHARDLOG_METADATA__DSN"] = settings.metadata.dsn
+    return env
+
+
+def run_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("SHARDLOG_")}
+    return subprocess.run(
+        [sys.executable, "-m", "router.cli", *args],
+        env={**clean, **settings_env(settings)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=REPO,
+    )
+
+
+def eventually(check: Callable[[], T | None], timeout: float = 10.0, interval: float = 0.1) -> T:
+    """Poll until ``check`` returns something truthy; fail with its last value otherwise."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s (last: {last!r})")

@@ -1,0 +1,74 @@
+import pytest
+
+from router.catalog.snapshot import redact_dsn
+from router.db.dsn import DsnError, as_uri, parse_dsn
+
+
+@pytest.mark.parametrize(
+    ("dsn", "hosts", "dbname"),
+    [
+        ("postgresql://u@127.0.0.1:5433/shardlog", (("127.0.0.1", 5433),), "shardlog"),
+        ("postgres://db.example/x", (("db.example", 5432),), "x"),
+        (
+            "postgresql://u:secret@h1:5432,h2:5433/logs?target_session_attrs=read-write",
+            (("h1", 5432), ("h2", 5433)),
+            "logs",
+        ),
+        ("postgresql://[::1]:6000/x", (("::1", 6000),), "x"),
+        ("host=a,b port=1,2 dbname=x user=u", (("a", 1), ("b", 2)), "x"),
+        ("host=a port=7 dbname='my db' password='it\\'s'", (("a", 7),), "my db"),
+        ("host=a dbname=x", (("a", 5432),), "x"),
+    ],
+)
+def test_valid(dsn: str, hosts: tuple[tuple[str, int], ...], dbname: str) -> None:
+    parsed = parse_dsn(dsn)
+    assert parsed.hosts == hosts
+    assert parsed.dbname == dbname
+    assert parsed.multi_host == (len(hosts) > 1)
+
+
+@pytest.mark.parametrize(
+    ("dsn", "reason"),
+    [
+        ("", "empty"),
+        ("   ", "empty"),
+        ("mysql://h/db", "scheme"),
+        ("postgresql://h:99999/db", "port"),
+        ("postgresql://h:abc/db", "port"),
+        ("postgresql://h1,,h2/db", "host"),
+        ("postgresql://h/db?bogus=1", "unknown connection parameter"),
+        ("postgresql://h/db?target_session_attrs=sometimes", "target_session_attrs"),
+        ("just words", "neither"),
+        ("host=a,b port=1,2,3", "3 ports"),
+        ("dbname=x", "no host"),
+        ("host=a\nport=1", "control"),
+        ("host=a port=1 nonsense", "cannot parse"),
+    ],
+)
+def test_invalid(dsn: str, reason: str) -> None:
+    with pytest.raises(DsnError, match=reason):
+        parse_dsn(dsn)
+
+
+@pytest.mark.parametrize(
+    ("dsn", "uri"),
+    [
+        ("postgresql://u@h/x", "postgresql://u@h/x"),
+        ("host=a,b port=1,2 dbname=x user=u", "postgresql://u@a:1,b:2/x"),
+        (
+            "host=::1 port=5 dbname='my db' user=u password='p@ss' sslmode=require",
+            "postgresql://u:p%40ss@[::1]:5/my%20db?sslmode=require",
+        ),
+        ("host=h dbname=x", "postgresql://h:5432/x"),
+    ],
+)
+def test_keyword_dsns_become_uris(dsn: str, uri: str) -> None:
+    assert as_uri(dsn) == uri
+    assert parse_dsn(as_uri(dsn)).hosts == parse_dsn(dsn).hosts
+
+
+def test_passwords_are_redacted() -> None:
+    assert redact_dsn("postgresql://u:secret@h/x") == "postgresql://u:***@h/x"
+    assert "secret" not in redact_dsn("host=h password=secret dbname=x")
+    assert "secret" not in redact_dsn("host=h password='se cret' dbname=x")
+    assert "secret" not in redact_dsn("postgresql://h/x?password=secret&sslmode=require")

@@ -1,0 +1,28 @@
+from pathlib import Path
+
+import pytest
+
+from router.db.migrate import MigrationError, load_migrations
+from router.settings import REPO_ROOT
+
+
+@pytest.mark.parametrize("target", ["metadata", "shard"])
+def test_shipped_migrations_load_in_order(target: str) -> None:
+    migrations = load_migrations(REPO_ROOT / "schema", target)  # type: ignore[arg-type]
+    assert [m.version for m in migrations] == list(range(1, len(migrations) + 1))
+    assert all(len(m.checksum) == 64 for m in migrations)
+
+
+def test_gaps_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "shard").mkdir()
+    (tmp_path / "shard" / "0001_a.sql").write_text("SELECT 1;")
+    (tmp_path / "shard" / "0003_c.sql").write_text("SELECT 1;")
+    with pytest.raises(MigrationError, match="without gaps"):
+        load_migrations(tmp_path, "shard")
+
+
+def test_badly_named_files_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "shard").mkdir()
+    (tmp_path / "shard" / "1_a.sql").write_text("SELECT 1;")
+    with pytest.raises(MigrationError, match=r"NNNN_name\.sql"):
+        load_migrations(tmp_path, "shard")
