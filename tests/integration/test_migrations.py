@@ -34,26 +34,32 @@ async def test_metadata_migrations_are_idempotent(scratch_db, settings: Settings
     assert await scratch_db.fetchval("SELECT version FROM catalog_version") == 1
 
 
-async def test_edited_applied_migration_is_refused(
-    scratch_db, settings: Settings, tmp_path: Path
-) -> None:
+@pytest.fixture
+async def schema_copy(scratch_db, settings: Settings, tmp_path: Path) -> Path:
+    """A copy of schema/ whose shard migrations are applied to the scratch database."""
     schema = tmp_path / "schema"
     shutil.copytree(settings.schema_dir, schema)
     await migrate(scratch_db, schema, "shard")
+    return schema
+
+
+def next_shard_migration(schema: Path, name: str, sql: str) -> int:
+    count = len(list((schema / "shard").glob("*.sql")))
+    (schema / "shard" / f"{count + 1:04d}_{name}.sql").write_text(sql)
+    return count
+
+
+async def test_edited_applied_migration_is_refused(scratch_db, schema_copy: Path) -> None:
+    schema = schema_copy
     migration = schema / "shard" / "0001_identity.sql"
     migration.write_text(migration.read_text() + "\n-- edited\n")
     with pytest.raises(MigrationError, match="changed after it was applied"):
         await migrate(scratch_db, schema, "shard")
 
 
-async def test_new_migration_is_applied_once(
-    scratch_db, settings: Settings, tmp_path: Path
-) -> None:
-    schema = tmp_path / "schema"
-    shutil.copytree(settings.schema_dir, schema)
-    await migrate(scratch_db, schema, "shard")
-    count = len(list((schema / "shard").glob("*.sql")))
-    (schema / "shard" / f"{count + 1:04d}_extra.sql").write_text("CREATE TABLE extra (v int);")
+async def test_new_migration_is_applied_once(scratch_db, schema_copy: Path) -> None:
+    schema = schema_copy
+    next_shard_migration(schema, "extra", "CREATE TABLE extra (v int);")
     applied = await migrate(scratch_db, schema, "shard")
     assert [m.name for m in applied] == ["extra"]
     assert await migrate(scratch_db, schema, "shard") == []
@@ -71,15 +77,10 @@ async def test_database_newer_than_files_is_refused(
         await migrate(scratch_db, settings.schema_dir, "shard")
 
 
-async def test_failed_migration_leaves_nothing_half_applied(
-    scratch_db, settings: Settings, tmp_path: Path
-) -> None:
-    schema = tmp_path / "schema"
-    shutil.copytree(settings.schema_dir, schema)
-    await migrate(scratch_db, schema, "shard")
-    count = len(list((schema / "shard").glob("*.sql")))
-    (schema / "shard" / f"{count + 1:04d}_broken.sql").write_text(
-        "CREATE TABLE half (v int); SELECT * FROM no_such_table;"
+async def test_failed_migration_leaves_nothing_half_applied(scratch_db, schema_copy: Path) -> None:
+    schema = schema_copy
+    count = next_shard_migration(
+        schema, "broken", "CREATE TABLE half (v int); SELECT * FROM no_such_table;"
     )
     with pytest.raises(asyncpg.UndefinedTableError):
         await migrate(scratch_db, schema, "shard")
