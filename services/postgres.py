@@ -108,6 +108,11 @@ class PostgresInstance:
             pid = int(first_line.strip())
         except (FileNotFoundError, IndexError, ValueError):
             return None
+        except PermissionError as exc:
+            raise ServiceError(
+                f"cannot read {self.pid_file}: permission denied; the data directory belongs "
+                "to another user"
+            ) from exc
         if not process.is_alive(pid):
             return None
         cmdline = process.process_cmdline(pid)
