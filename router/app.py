@@ -13,9 +13,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from router.api import admin, health
-from router.catalog.cache import CatalogCache
-from router.db.pools import ShardPools, create_metadata_pool
+from router.api import admin, health, ingest
+from router.db.pools import create_metadata_pool
 from router.errors import BUG_MARKER, ShardlogError, error_body
 from router.metrics import Metrics
 from router.runtime import Runtime
@@ -32,9 +31,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         dsn = settings.metadata_dsn()
         metadata = await create_metadata_pool(dsn, settings.metadata)
-        catalog = CatalogCache(metadata, dsn, settings.catalog)
-        runtime = Runtime(settings, metadata, catalog, ShardPools(settings.pools), metrics)
-        catalog.subscribe(runtime.on_catalog)
+        runtime = Runtime.build(settings, metadata, metrics)
+        catalog = runtime.catalog
         try:
             await catalog.start()
             app.state.runtime = runtime
@@ -51,6 +49,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.include_router(health.router)
+    app.include_router(ingest.router)
     app.include_router(admin.router)
     _install_error_handlers(app, metrics)
     _install_metrics(app, metrics)
@@ -68,7 +67,7 @@ def _field_of(location: tuple[object, ...] | list[object]) -> str:
 def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
     @app.exception_handler(ShardlogError)
     async def shardlog_error(_request: Request, exc: ShardlogError) -> JSONResponse:
-        return JSONResponse(exc.body(), status_code=exc.status)
+        return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers())
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:

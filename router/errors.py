@@ -14,10 +14,16 @@ class ShardlogError(Exception):
     status: ClassVar[int] = 500
     code: ClassVar[str] = "internal"
 
-    def __init__(self, message: str, field: str | None = None) -> None:
+    def __init__(
+        self, message: str, field: str | None = None, *, retry_after_s: int | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.field = field
+        self.retry_after_s = retry_after_s
+
+    def headers(self) -> dict[str, str]:
+        return {} if self.retry_after_s is None else {"Retry-After": str(self.retry_after_s)}
 
     def body(self) -> dict[str, Any]:
         return error_body(self.code, self.message, self.field)
@@ -46,6 +52,16 @@ class NotFound(ShardlogError):
 class Conflict(ShardlogError):
     status = 409
     code = "conflict"
+
+
+class TooLarge(ShardlogError):
+    status = 413
+    code = "too_large"
+
+
+class Overloaded(ShardlogError):
+    status = 429
+    code = "overloaded"
 
 
 class Unavailable(ShardlogError):

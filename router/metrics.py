@@ -44,6 +44,26 @@ class Metrics:
             ["shard", "group", "state"],
             registry=self.registry,
         )
+        self.ingest_rows = Counter(
+            "shardlog_ingest_rows", "Rows committed by kind", ["kind"], registry=self.registry
+        )
+        self.ingest_batches = Counter(
+            "shardlog_ingest_batches",
+            "COPY batches by kind, shard and outcome",
+            ["kind", "shard", "outcome"],
+            registry=self.registry,
+        )
+        self.ingest_fallbacks = Counter(
+            "shardlog_ingest_fallbacks",
+            "Audit batches moved off a failing shard",
+            ["shard"],
+            registry=self.registry,
+        )
+        self.ingest_inflight_bytes = Gauge(
+            "shardlog_ingest_inflight_bytes",
+            "Request body bytes held by this router",
+            registry=self.registry,
+        )
         self.unexpected_errors = Counter(
             "shardlog_unexpected_errors",
             "Unexpected exceptions turned into 500 responses",

@@ -8,8 +8,15 @@ from dataclasses import dataclass
 import asyncpg
 
 from router.catalog.cache import CatalogCache
+from router.catalog.owners import OwnerDirectory
 from router.catalog.snapshot import SHARD_STATES, CatalogSnapshot
 from router.db.pools import ShardPools
+from router.db.shard_health import ShardHealth
+from router.ingest.body import ByteBudget
+from router.ingest.deletion import FlowDeletion
+from router.ingest.idempotency import IdempotencyStore
+from router.ingest.service import IngestService
+from router.ingest.writer import PartWriter
 from router.metrics import Metrics
 from router.settings import Settings
 
@@ -21,9 +28,43 @@ class Runtime:
     catalog: CatalogCache
     pools: ShardPools
     metrics: Metrics
+    owners: OwnerDirectory
+    ingest: IngestService
+    ingest_budget: ByteBudget
+    flow_deletion: FlowDeletion
+
+    @classmethod
+    def build(cls, settings: Settings, metadata: asyncpg.Pool, metrics: Metrics) -> Runtime:
+        catalog = CatalogCache(metadata, settings.metadata_dsn(), settings.catalog)
+        pools = ShardPools(settings.pools)
+        owners = OwnerDirectory(metadata, catalog)
+        ingest = settings.ingest
+        service = IngestService(
+            catalog,
+            owners,
+            PartWriter(pools, ingest),
+            IdempotencyStore(metadata, ingest.idempotency_lease_s, ingest.retry_after_s),
+            ShardHealth(),
+            ingest,
+            metrics,
+        )
+        runtime = cls(
+            settings,
+            metadata,
+            catalog,
+            pools,
+            metrics,
+            owners,
+            service,
+            ByteBudget(ingest.inflight_budget_bytes),
+            FlowDeletion(catalog, owners, pools, ingest.retry_after_s),
+        )
+        catalog.subscribe(runtime.on_catalog)
+        return runtime
 
     async def on_catalog(self, snapshot: CatalogSnapshot) -> None:
         await self.pools.reconcile(snapshot)
+        await self.owners.on_catalog(snapshot)
         self.metrics.catalog_version.set(snapshot.version)
         self.metrics.catalog_refreshes.inc()
         self.metrics.shard_state.clear()

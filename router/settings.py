@@ -59,6 +59,29 @@ class HealthSettings(Section):
     probe_timeout_s: float = Field(2.0, gt=0)
 
 
+class IngestSettings(Section):
+    max_body_bytes: int = Field(256 * 2**20, ge=1024, description="Larger bodies get 413.")
+    max_records: int = Field(200_000, ge=1, description="Records per request; more get 413.")
+    max_content_bytes: int = Field(64 * 1024, ge=1, description="UTF-8 bytes of one content.")
+    max_attrs_bytes: int = Field(16 * 1024, ge=2, description="JSON bytes of one attrs.")
+    max_owner_chars: int = Field(256, ge=1, le=256)
+    future_skew_s: float = Field(300.0, ge=0, description="How far ahead of now a ts may be.")
+    default_keep_days: int = Field(
+        30, ge=1, description="Oldest day accepted when no retention policy applies."
+    )
+    inflight_budget_bytes: int = Field(
+        512 * 2**20, ge=1024, description="Request bytes held at once; past it 429."
+    )
+    retry_after_s: int = Field(1, ge=1, description="Retry-After of 429 and 503 answers.")
+    batch_rows: int = Field(20_000, ge=1, description="Rows per COPY into one day table.")
+    audit_index: Literal["btree", "brin"] = "btree"
+    flow_index: Literal["btree", "brin"] = "brin"
+    idempotency_lease_s: float = Field(
+        120.0, gt=0, description="How long an attempt holds its Idempotency-Key."
+    )
+    idempotency_keep_hours: float = Field(48.0, gt=0, description="How long keys are kept.")
+
+
 class ClusterSettings(Section):
     data_dir: Path = Path("var")
     shards: int = Field(DEFAULT_SHARDS, ge=1)
@@ -80,6 +103,7 @@ class Settings(BaseSettings):
     pools: PoolSettings = PoolSettings()
     catalog: CatalogSettings = CatalogSettings()
     health: HealthSettings = HealthSettings()
+    ingest: IngestSettings = IngestSettings()
     cluster: ClusterSettings = ClusterSettings()
     schema_dir: Path = REPO_ROOT / "schema"
 

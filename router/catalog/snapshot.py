@@ -45,6 +45,7 @@ class OwnerMapping:
     key: str
     group: str
     assigned_by: Literal["rule", "admin"]
+    id: int
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,25 @@ class CatalogSnapshot:
 
     def shards_of(self, group: str) -> tuple[Shard, ...]:
         return tuple(shard for shard in self.shards.values() if shard.group == group)
+
+    def active_shards(self, group: str) -> tuple[str, ...]:
+        return tuple(sorted(s.name for s in self.shards_of(group) if s.state == "active"))
+
+    def serving_shards(self, group: str) -> tuple[str, ...]:
+        """Shards that hold or take rows: everything but those marked down, by name."""
+        return tuple(sorted(s.name for s in self.shards_of(group) if s.state != "down"))
+
+    def keep_days(self, kind: str, group: str, owner: str) -> int | None:
+        """The retention that applies to an owner: its own policy, else its group's."""
+        fallback = None
+        for policy in self.retention:
+            if policy.kind != kind or policy.group != group:
+                continue
+            if policy.owner_key == owner:
+                return policy.keep_days
+            if policy.owner_key is None:
+                fallback = policy.keep_days
+        return fallback
 
     def writable_groups(self) -> tuple[str, ...]:
         """Groups with at least one active shard: the only ones a new owner may be given."""

@@ -3,7 +3,7 @@ comes from the admin API or the CLI; triggers bump the catalog version and NOTIF
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -18,7 +18,7 @@ from router.catalog.snapshot import (
     Shard,
     ShardGroup,
 )
-from router.errors import Conflict, Invalid, NotFound, Unavailable
+from router.errors import Conflict, NotFound, Unavailable
 from router.routing.groups import choose_group
 
 Executor = asyncpg.Connection | asyncpg.Pool
@@ -117,7 +117,7 @@ async def set_shard_state(db: Executor, name: str, state: str) -> Shard:
 
 async def get_owner(db: Executor, kind: str, key: str) -> OwnerMapping | None:
     row = await db.fetchrow(
-        "SELECT kind, key, group_name, assigned_by FROM owners WHERE kind = $1 AND key = $2",
+        "SELECT kind, key, group_name, assigned_by, id FROM owners WHERE kind = $1 AND key = $2",
         kind,
         key,
     )
@@ -148,7 +148,7 @@ async def map_owner(
             "INSERT INTO owners (kind, key, group_name, assigned_by) VALUES ($1, $2, $3, 'admin') "
             "ON CONFLICT (kind, key) DO UPDATE SET group_name = EXCLUDED.group_name, "
             "assigned_by = 'admin', updated_at = now() "
-            "RETURNING kind, key, group_name, assigned_by",
+            "RETURNING kind, key, group_name, assigned_by, id",
             kind,
             key,
             group,
@@ -156,35 +156,53 @@ async def map_owner(
     return _owner(row)
 
 
+async def resolve_owners(
+    db: Executor, snapshot: CatalogSnapshot, kind: str, keys: Iterable[str]
+) -> dict[str, OwnerMapping]:
+    """Every owner's group; unmapped owners are given one by the stable rule and recorded.
+    Concurrent first writes from several routers agree: the first recorded mapping wins."""
+    wanted = sorted(set(keys))
+    found = await _owners(db, kind, wanted)
+    missing = [key for key in wanted if key not in found]
+    if missing:
+        rules.check_kind(kind)
+        for key in missing:
+            rules.check_owner_key(key, "owner")
+        candidates = snapshot.writable_groups()
+        if not candidates:
+            raise Unavailable("no shard group has an active shard")
+        groups = [choose_group(kind, key, candidates) for key in missing]
+        await db.execute(
+            "INSERT INTO owners (kind, key, group_name, assigned_by) "
+            "SELECT $1, key, group_name, 'rule' FROM unnest($2::text[], $3::text[]) "
+            "AS new (key, group_name) ON CONFLICT (kind, key) DO NOTHING",
+            kind,
+            missing,
+            groups,
+        )
+        found.update(await _owners(db, kind, missing))
+    return found
+
+
+async def _owners(db: Executor, kind: str, keys: list[str]) -> dict[str, OwnerMapping]:
+    rows = await db.fetch(
+        "SELECT kind, key, group_name, assigned_by, id FROM owners "
+        "WHERE kind = $1 AND key = ANY($2::text[])",
+        kind,
+        keys,
+    )
+    return {row["key"]: _owner(row) for row in rows}
+
+
 async def resolve_owner(
     db: Executor, snapshot: CatalogSnapshot, kind: str, key: str
 ) -> OwnerMapping:
-    """The owner's group; an unmapped owner is given one by the stable rule and recorded.
-    Concurrent first writes from several routers agree: the first recorded mapping wins."""
-    existing = await get_owner(db, kind, key)
-    if existing is not None:
-        return existing
-    rules.check_kind(kind)
     rules.check_owner_key(key, "owner")
-    candidates = snapshot.writable_groups()
-    if not candidates:
-        raise Unavailable("no shard group has an active shard")
-    group = choose_group(kind, key, candidates)
-    await db.execute(
-        "INSERT INTO owners (kind, key, group_name, assigned_by) VALUES ($1, $2, $3, 'rule') "
-        "ON CONFLICT (kind, key) DO NOTHING",
-        kind,
-        key,
-        group,
-    )
-    recorded = await get_owner(db, kind, key)
-    if recorded is None:
-        raise Invalid("owner mapping vanished while it was being recorded", "owner")
-    return recorded
+    return (await resolve_owners(db, snapshot, kind, [key]))[key]
 
 
 def _owner(row: Any) -> OwnerMapping:
-    return OwnerMapping(row["kind"], row["key"], row["group_name"], row["assigned_by"])
+    return OwnerMapping(row["kind"], row["key"], row["group_name"], row["assigned_by"], row["id"])
 
 
 @asynccontextmanager

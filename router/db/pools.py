@@ -8,13 +8,18 @@ import logging
 from typing import Any
 
 import asyncpg
+from asyncpg.pool import PoolConnectionProxy
 
 from router.catalog.snapshot import CatalogSnapshot
 from router.db.dsn import as_uri, parse_dsn
+from router.db.inet import install_codec
 from router.errors import Unavailable
 from router.settings import MetadataSettings, PoolSettings
 
 log = logging.getLogger(__name__)
+
+# A connection of our own or one lent by a pool: both run the same queries.
+Connection = asyncpg.Connection | PoolConnectionProxy
 
 
 def connect_options(dsn: str, settings: PoolSettings) -> dict[str, Any]:
@@ -39,7 +44,10 @@ async def connect(dsn: str, settings: PoolSettings) -> asyncpg.Connection:
 async def create_pool(dsn: str, settings: PoolSettings) -> asyncpg.Pool:
     # min_size 0 by default: a shard that is down at start-up must not stop the router.
     pool = await asyncpg.create_pool(
-        min_size=settings.min_size, max_size=settings.max_size, **connect_options(dsn, settings)
+        min_size=settings.min_size,
+        max_size=settings.max_size,
+        init=install_codec,
+        **connect_options(dsn, settings),
     )
     assert pool is not None
     return pool

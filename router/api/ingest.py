@@ -1,0 +1,130 @@
+"""The write API: POST /v1/audit, POST /v1/flows, DELETE /v1/flows."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Header, Query, Request
+
+from router.api.deps import RuntimeDep
+from router.errors import Invalid, ShardlogError, TooLarge
+from router.ingest import body as bodies
+from router.ingest.idempotency import check_key
+from router.ingest.service import Request as WriteRequest
+from router.models.ingest import Accepted, FlowDeleteIn, Removed
+from router.runtime import Runtime
+
+router = APIRouter(prefix="/v1", tags=["ingest"])
+
+NDJSON_TYPES = ("application/x-ndjson", "application/ndjson", "application/jsonl")
+WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"description": text}
+    for code, text in (
+        (400, "malformed body"),
+        (413, "body or record count over the limit"),
+        (415, "unsupported content type"),
+        (422, "a record or field is invalid; nothing written"),
+        (429, "the router holds too many request bytes; see Retry-After"),
+        (503, "a shard could not take its rows; see Retry-After"),
+    )
+}
+
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        description="Retrying with the same key never stores or merges a row twice",
+    ),
+]
+
+
+class UnsupportedMediaType(ShardlogError):
+    status = 415
+    code = "unsupported_media_type"
+
+
+def _open_body(request: Request, runtime: Runtime) -> bodies.Body:
+    settings = runtime.settings.ingest
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > settings.max_body_bytes:
+        raise TooLarge(f"request body is larger than {settings.max_body_bytes} bytes", "body")
+    return bodies.Body(
+        request.stream(), settings.max_body_bytes, runtime.ingest_budget, settings.retry_after_s
+    )
+
+
+def _records(
+    request: Request, body: bodies.Body, switch: str | None, allow_csv: bool
+) -> tuple[AsyncIterator[tuple[int, Any]], str]:
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media in NDJSON_TYPES:
+        return bodies.ndjson(body), "records"
+    if media in ("application/json", ""):
+        return bodies.json_array(body), "records"
+    if media == "text/csv" and allow_csv:
+        if switch is None:
+            raise Invalid("CSV flows need the switch as a query parameter (?switch=…)", "switch")
+        return bodies.csv_flows(body, switch), "lines"
+    accepted = ", ".join(("application/json", *NDJSON_TYPES[:1], *(["text/csv"] * allow_csv)))
+    raise UnsupportedMediaType(f"content type {media!r} is not one of {accepted}", "content-type")
+
+
+async def _write(
+    request: Request,
+    runtime: Runtime,
+    key: str | None,
+    switch: str | None,
+    kind: Literal["audit", "flow"],
+) -> dict[str, Any]:
+    checked_key = check_key(key) if key is not None else None
+    body = _open_body(request, runtime)
+    try:
+        records, label = _records(request, body, switch, allow_csv=kind == "flow")
+        write = WriteRequest(records, label, checked_key, lambda: body.digest)
+        runtime.metrics.ingest_inflight_bytes.set(runtime.ingest_budget.used)
+        if kind == "audit":
+            return await runtime.ingest.write_audit(write)
+        return await runtime.ingest.write_flows(write)
+    finally:
+        body.release()
+        runtime.metrics.ingest_inflight_bytes.set(runtime.ingest_budget.used)
+
+
+@router.post(
+    "/audit",
+    summary="Write audit records (JSON array or NDJSON)",
+    response_model=Accepted,
+    responses=WRITE_ERRORS,
+)
+async def write_audit(
+    request: Request, runtime: RuntimeDep, key: IdempotencyKey = None
+) -> dict[str, Any]:
+    return await _write(request, runtime, key, None, "audit")
+
+
+@router.post(
+    "/flows",
+    summary="Write flows (JSON array, NDJSON or CSV)",
+    response_model=Accepted,
+    responses=WRITE_ERRORS,
+)
+async def write_flows(
+    request: Request,
+    runtime: RuntimeDep,
+    key: IdempotencyKey = None,
+    switch: Annotated[
+        str | None, Query(min_length=1, max_length=256, description="The switch of every CSV row")
+    ] = None,
+) -> dict[str, Any]:
+    return await _write(request, runtime, key, switch, "flow")
+
+
+@router.delete(
+    "/flows",
+    summary="Remove flows: 5-tuples of one switch over a day range",
+    response_model=Removed,
+    responses={422: {}, 503: {}},
+)
+async def delete_flows(body: FlowDeleteIn, runtime: RuntimeDep) -> dict[str, int]:
+    return {"removed": await runtime.flow_deletion.delete(body)}

@@ -1,0 +1,58 @@
+"""The router's memory of owner mappings. A recorded mapping only changes by an admin
+remap, which bumps the catalog version, so the cache is cleared on every new version."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import asyncpg
+
+from router.catalog import store
+from router.catalog.cache import CatalogCache
+from router.catalog.snapshot import CatalogSnapshot, OwnerKind, OwnerMapping
+from router.db.failures import describe, is_transient
+from router.errors import Unavailable
+
+MAX_CACHED = 200_000
+
+
+class OwnerDirectory:
+    def __init__(self, metadata: asyncpg.Pool, catalog: CatalogCache) -> None:
+        self._metadata = metadata
+        self._catalog = catalog
+        self._cache: dict[tuple[str, str], OwnerMapping] = {}
+
+    async def on_catalog(self, _snapshot: CatalogSnapshot) -> None:
+        self._cache.clear()
+
+    async def resolve(self, kind: OwnerKind, keys: Iterable[str]) -> dict[str, OwnerMapping]:
+        result: dict[str, OwnerMapping] = {}
+        unknown: list[str] = []
+        for key in set(keys):
+            cached = self._cache.get((kind, key))
+            if cached is None:
+                unknown.append(key)
+            else:
+                result[key] = cached
+        if unknown:
+            try:
+                fetched = await store.resolve_owners(
+                    self._metadata, self._catalog.snapshot, kind, unknown
+                )
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                if not is_transient(exc):
+                    raise
+                raise Unavailable(
+                    f"metadata database unreachable: {describe(exc)}", retry_after_s=1
+                ) from exc
+            if len(self._cache) + len(fetched) > MAX_CACHED:
+                self._cache.clear()
+            for key, mapping in fetched.items():
+                self._cache[(kind, key)] = mapping
+            result.update(fetched)
+        return result
+
+    async def lookup(self, kind: OwnerKind, key: str) -> OwnerMapping | None:
+        """The mapping of an owner that may not exist, without creating one."""
+        cached = self._cache.get((kind, key))
+        return cached if cached is not None else await store.get_owner(self._metadata, kind, key)

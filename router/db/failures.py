@@ -1,0 +1,26 @@
+"""Which driver errors mean "this shard could not take the write right now", by SQLSTATE class
+and exception type, never by message text."""
+
+from __future__ import annotations
+
+import asyncpg
+
+# 08 connection exception, 53 insufficient resources, 57 operator intervention (admin shutdown,
+# cannot connect now, statement timeout), 40 transaction rollback (serialization, deadlock),
+# 25 read-only transaction (a standby after failover).
+_TRANSIENT_CLASSES = ("08", "53", "57", "40", "25")
+
+
+def is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, (OSError, TimeoutError, asyncpg.InterfaceError)):
+        return True
+    if isinstance(exc, asyncpg.PostgresError):
+        state = getattr(exc, "sqlstate", None) or ""
+        return state[:2] in _TRANSIENT_CLASSES
+    return False
+
+
+def describe(exc: BaseException) -> str:
+    state = getattr(exc, "sqlstate", None)
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return f"{type(exc).__name__}{f' [{state}]' if state else ''}: {text}"

@@ -1,0 +1,72 @@
+"""The only place table names are built, parsed and quoted.
+
+Day tables are named from the owner's catalog id, never from the owner key: ``audit_o42_20261123``
+for an audit owner, ``flow_s7_20261123`` for a switch. Ids are unique per owner, so two owners
+can never share a table, every name is ASCII well under PostgreSQL's 63-byte limit, and nothing a
+client sends reaches an identifier.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Literal
+
+Kind = Literal["audit", "flow"]
+
+_PREFIX: dict[Kind, str] = {"audit": "audit_o", "flow": "flow_s"}
+_DAY_TABLE = re.compile(r"^(audit_o|flow_s)([1-9][0-9]{0,18})_([0-9]{8})$")
+_SAFE_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+MAX_IDENTIFIER_BYTES = 63
+
+
+def quote_ident(name: str) -> str:
+    """Quote an identifier that this module built (or a fixed one); anything else is a bug."""
+    if not _SAFE_IDENTIFIER.match(name):
+        raise ValueError(f"refusing to quote unexpected identifier {name!r}")
+    return f'"{name}"'
+
+
+@dataclass(frozen=True, order=True)
+class DayTable:
+    kind: Kind
+    owner_id: int
+    day: date
+
+    @property
+    def name(self) -> str:
+        return f"{_PREFIX[self.kind]}{self.owner_id}_{self.day:%Y%m%d}"
+
+    @property
+    def quoted(self) -> str:
+        return quote_ident(self.name)
+
+    def index_name(self, suffix: str) -> str:
+        return quote_ident(f"{self.name}_{suffix}")
+
+
+def day_table(kind: Kind, owner_id: int, day: date | datetime) -> DayTable:
+    if owner_id < 1:
+        raise ValueError(f"owner id must be positive, not {owner_id}")
+    if isinstance(day, datetime):
+        day = day.date()
+    return DayTable(kind, owner_id, day)
+
+
+def parse_day_table(name: str) -> DayTable | None:
+    """The DayTable a relation name stands for, or None for any other relation."""
+    match = _DAY_TABLE.match(name)
+    if not match:
+        return None
+    kind: Kind = "audit" if match.group(1) == "audit_o" else "flow"
+    try:
+        day = datetime.strptime(match.group(3), "%Y%m%d").date()
+    except ValueError:
+        return None
+    return DayTable(kind, int(match.group(2)), day)
+
+
+def day_table_pattern(kind: Kind) -> str:
+    """A LIKE pattern matching every day table of a kind (for catalog queries)."""
+    return _PREFIX[kind].replace("_", "\\_") + "%"

@@ -1,0 +1,209 @@
+"""Validation of single audit and flow records into the tuples the writers COPY.
+
+Pure: no I/O. Every error is an Invalid naming the record and field, e.g. ``records[12].ts``
+or, for CSV, ``lines[7].src_ip``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, NamedTuple
+
+import orjson
+
+from router.db.inet import encode_address, version_of
+from router.errors import Invalid
+
+AUDIT_FIELDS = frozenset({"owner", "ts", "content", "attrs"})
+FLOW_FIELDS = frozenset(
+    {
+        "switch",
+        "ts",
+        "src_ip",
+        "dst_ip",
+        "src_port",
+        "dst_port",
+        "ip_version",
+        "proto",
+        "bytes",
+        "packets",
+    }
+)
+_MAX_BIGINT = 2**63 - 1
+
+
+class AuditRow(NamedTuple):
+    position: int
+    owner: str
+    ts: datetime
+    content: str
+    attrs: str | None
+
+
+class FlowRow(NamedTuple):
+    position: int
+    switch: str
+    ts: datetime
+    src_ip: bytes
+    dst_ip: bytes
+    src_port: int
+    dst_port: int
+    ip_version: int
+    proto: int | None
+    bytes: int
+    packets: int
+
+
+class FlowKey(NamedTuple):
+    src_ip: bytes
+    dst_ip: bytes
+    src_port: int
+    dst_port: int
+    proto: int | None
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_content_bytes: int
+    max_attrs_bytes: int
+    max_owner_chars: int
+    future_skew: timedelta
+
+
+class Location:
+    """Where a record came from, for error messages: records[i] or lines[n]."""
+
+    __slots__ = ("label", "number")
+
+    def __init__(self, label: str, number: int) -> None:
+        self.label = label
+        self.number = number
+
+    def field(self, name: str) -> str:
+        return f"{self.label}[{self.number}].{name}"
+
+    def error(self, name: str, message: str) -> Invalid:
+        return Invalid(f"{self.label}[{self.number}]: {name} {message}", self.field(name))
+
+
+def _check_fields(raw: Any, allowed: frozenset[str], where: Location) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise Invalid(
+            f"{where.label}[{where.number}] is not a JSON object", f"{where.label}[{where.number}]"
+        )
+    for name in raw:
+        if name not in allowed:
+            raise where.error(name, "is not a known field")
+    return raw
+
+
+def check_key(value: Any, name: str, where: Location, limits: Limits) -> str:
+    if not isinstance(value, str) or not value:
+        raise where.error(name, "must be a non-empty string")
+    if len(value) > limits.max_owner_chars:
+        raise where.error(
+            name, f"has {len(value)} characters; the limit is {limits.max_owner_chars}"
+        )
+    if not value.isprintable():
+        raise where.error(name, "contains control or unprintable characters")
+    return value
+
+
+def parse_ts(value: Any, where: Location, now: datetime, limits: Limits) -> datetime:
+    if value is None:
+        return now
+    if not isinstance(value, str):
+        raise where.error("ts", "must be an RFC 3339 string")
+    try:
+        ts = datetime.fromisoformat(value)
+    except ValueError:
+        raise where.error("ts", f"{value[:40]!r} is not an RFC 3339 timestamp") from None
+    if ts.tzinfo is None or "T" not in value.upper():
+        raise where.error("ts", "needs a date, a time and a UTC offset (RFC 3339)")
+    if ts - now > limits.future_skew:
+        raise where.error(
+            "ts", f"is more than {limits.future_skew.total_seconds():.0f}s in the future"
+        )
+    return ts
+
+
+def audit_row(raw: Any, where: Location, now: datetime, limits: Limits) -> AuditRow:
+    record = _check_fields(raw, AUDIT_FIELDS, where)
+    owner = check_key(record.get("owner"), "owner", where, limits)
+    ts = parse_ts(record.get("ts"), where, now, limits)
+    content = record.get("content")
+    if not isinstance(content, str):
+        raise where.error("content", "must be a string")
+    if len(content) * 4 > limits.max_content_bytes and (
+        len(content.encode()) > limits.max_content_bytes
+    ):
+        raise where.error("content", f"is longer than {limits.max_content_bytes} bytes")
+    if "\x00" in content:
+        raise where.error("content", "contains a NUL character")
+    attrs = record.get("attrs")
+    attrs_text: str | None = None
+    if attrs is not None:
+        if not isinstance(attrs, dict):
+            raise where.error("attrs", "must be a JSON object")
+        encoded = orjson.dumps(attrs)
+        if len(encoded) > limits.max_attrs_bytes:
+            raise where.error("attrs", f"is longer than {limits.max_attrs_bytes} bytes")
+        if b"\\u0000" in encoded:
+            raise where.error("attrs", "contains a NUL character")
+        attrs_text = encoded.decode()
+    return AuditRow(where.number, owner, ts, content, attrs_text)
+
+
+def _int(value: Any, name: str, where: Location, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value)
+        else:
+            raise where.error(name, "must be an integer")
+    if not low <= value <= high:
+        raise where.error(name, f"must be between {low} and {high}")
+    return int(value)
+
+
+def _address(value: Any, name: str, where: Location) -> bytes:
+    if not isinstance(value, str):
+        raise where.error(name, "must be an IP address string")
+    try:
+        return encode_address(value.strip())
+    except ValueError as exc:
+        raise where.error(name, str(exc)) from None
+
+
+def flow_row(raw: Any, where: Location, now: datetime, limits: Limits) -> FlowRow:
+    record = _check_fields(raw, FLOW_FIELDS, where)
+    switch = check_key(record.get("switch"), "switch", where, limits)
+    ts = parse_ts(record.get("ts"), where, now, limits)
+    src = _address(record.get("src_ip"), "src_ip", where)
+    dst = _address(record.get("dst_ip"), "dst_ip", where)
+    version = version_of(src)
+    if version_of(dst) != version:
+        raise where.error("dst_ip", f"is not IPv{version} like src_ip")
+    declared = record.get("ip_version")
+    if declared is not None and declared not in (4, 6):
+        raise where.error("ip_version", "must be 4 or 6")
+    if declared is not None and declared != version:
+        raise where.error("ip_version", f"says {declared} but the addresses are IPv{version}")
+    proto = record.get("proto")
+    return FlowRow(
+        where.number,
+        switch,
+        ts,
+        src,
+        dst,
+        _int(record.get("src_port"), "src_port", where, 0, 65535),
+        _int(record.get("dst_port"), "dst_port", where, 0, 65535),
+        version,
+        None if proto is None else _int(proto, "proto", where, 0, 255),
+        _int(record.get("bytes"), "bytes", where, 0, _MAX_BIGINT),
+        _int(record.get("packets", 0), "packets", where, 0, _MAX_BIGINT),
+    )
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,289 @@
+"""The write path: validated records -> owner groups -> day tables -> parts placed on shards
+-> written in parallel -> acknowledged only when every part committed."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from router.catalog.cache import CatalogCache
+from router.catalog.owners import OwnerDirectory
+from router.catalog.snapshot import CatalogSnapshot, OwnerKind, OwnerMapping
+from router.db.names import DayTable, day_table
+from router.db.shard_health import ShardHealth
+from router.errors import Invalid, TooLarge, Unavailable
+from router.ingest.idempotency import Claim, IdempotencyStore
+from router.ingest.records import Limits, Location, audit_row, flow_row, utc_now
+from router.ingest.writer import Part, PartFailed, PartWriter
+from router.metrics import Metrics
+from router.routing import placement
+from router.settings import IngestSettings
+
+Records = AsyncIterator[tuple[int, Any]]
+
+
+@dataclass
+class Request:
+    """One write: its records, where they are numbered from, and its idempotency."""
+
+    records: Records
+    label: str
+    key: str | None
+    digest: Callable[[], str]  # of the whole body, known once the records were read
+
+
+class IngestService:
+    def __init__(
+        self,
+        catalog: CatalogCache,
+        owners: OwnerDirectory,
+        writer: PartWriter,
+        idempotency: IdempotencyStore,
+        health: ShardHealth,
+        settings: IngestSettings,
+        metrics: Metrics,
+    ) -> None:
+        self._catalog = catalog
+        self._owners = owners
+        self._writer = writer
+        self._idempotency = idempotency
+        self._health = health
+        self._settings = settings
+        self._metrics = metrics
+        self._limits = Limits(
+            max_content_bytes=settings.max_content_bytes,
+            max_attrs_bytes=settings.max_attrs_bytes,
+            max_owner_chars=settings.max_owner_chars,
+            future_skew=timedelta(seconds=settings.future_skew_s),
+        )
+
+    # --- validation --------------------------------------------------------------------
+
+    async def _collect(self, request: Request, parse: Callable[..., Any]) -> list[Any]:
+        now = utc_now()
+        rows: list[Any] = []
+        async for position, raw in request.records:
+            if len(rows) >= self._settings.max_records:
+                raise TooLarge(
+                    f"more than {self._settings.max_records} records in one request", "records"
+                )
+            rows.append(parse(raw, Location(request.label, position), now, self._limits))
+        return rows
+
+    def _oldest_day(self, snapshot: CatalogSnapshot, mapping: OwnerMapping) -> date:
+        keep = snapshot.keep_days(mapping.kind, mapping.group, mapping.key)
+        return datetime.now(UTC).date() - timedelta(days=keep or self._settings.default_keep_days)
+
+    def _table_for(
+        self,
+        snapshot: CatalogSnapshot,
+        mapping: OwnerMapping,
+        ts: datetime,
+        position: int,
+        label: str,
+        oldest: dict[str, date],
+    ) -> DayTable:
+        day = ts.astimezone(UTC).date()
+        limit = oldest.get(mapping.key)
+        if limit is None:
+            limit = oldest[mapping.key] = self._oldest_day(snapshot, mapping)
+        if day < limit:
+            raise Invalid(
+                f"{label}[{position}]: ts {ts.isoformat()} is older than the retention window "
+                f"(oldest day kept: {limit.isoformat()})",
+                f"{label}[{position}].ts",
+            )
+        return day_table(mapping.kind, mapping.id, day)
+
+    # --- audit -------------------------------------------------------------------------
+
+    async def write_audit(self, request: Request) -> dict[str, Any]:
+        rows = await self._collect(request, audit_row)
+        if not rows:
+            return {"accepted": 0}
+        snapshot = self._catalog.snapshot
+        owners = await self._owners.resolve("audit", {row.owner for row in rows})
+        tables: dict[DayTable, list[tuple[Any, ...]]] = defaultdict(list)
+        group_of: dict[DayTable, str] = {}
+        oldest: dict[str, date] = {}
+        for row in rows:
+            mapping = owners[row.owner]
+            table = self._table_for(snapshot, mapping, row.ts, row.position, request.label, oldest)
+            tables[table].append((row.ts, row.content, row.attrs))
+            group_of[table] = mapping.group
+
+        rng = placement.rng_for(request.key)
+        planned: dict[str, Any] = {}
+        for group in sorted(set(group_of.values())):
+            shards = self._usable(snapshot, group)
+            ids: list[str] = []
+            for table in sorted(t for t in tables if group_of[t] == group):
+                for number, span in enumerate(
+                    placement.split(len(tables[table]), self._settings.batch_rows, len(shards))
+                ):
+                    part_id = f"{table.name}:{number}"
+                    ids.append(part_id)
+                    planned[part_id] = {"start": span.start, "stop": span.stop}
+            for part_id, shard in placement.deal(ids, shards, rng).items():
+                planned[part_id]["shard"] = shard
+
+        claim = await self._claim(request, "audit", planned)
+        if claim is not None and claim.result is not None:
+            return claim.result
+        recorded = claim.placement if claim is not None else planned
+        by_name = {table.name: table for table in tables}
+        parts = []
+        for part_id, spot in recorded.items():
+            table = by_name[part_id.rsplit(":", 1)[0]]
+            rows_of_part = tables[table][spot["start"] : spot["stop"]]
+            parts.append(Part(part_id, table, rows_of_part, spot["shard"]))
+
+        async def write(part: Part) -> None:
+            await self._write_audit_part(part, group_of[part.table], claim, rng)
+
+        return await self._run(claim, parts, write, {"accepted": len(rows)}, "audit")
+
+    def _usable(self, snapshot: CatalogSnapshot, group: str) -> list[str]:
+        shards = snapshot.active_shards(group)
+        if not shards:
+            raise Unavailable(
+                f"shard group {group!r} has no active shard",
+                retry_after_s=self._settings.retry_after_s,
+            )
+        return self._health.usable(shards)
+
+    async def _write_audit_part(
+        self, part: Part, group: str, claim: Claim | None, rng: Any
+    ) -> None:
+        shard = part.shard
+        tried: set[str] = set()
+        while True:
+            try:
+                await self._write(part, shard, claim)
+                return
+            except PartFailed as failure:
+                tried.add(shard)
+                may_move = not failure.in_doubt and (claim is None or claim.first_attempt)
+                candidates = self._catalog.snapshot.active_shards(group)
+                replacement = placement.fallback(candidates, tried, rng) if may_move else None
+                if replacement is None:
+                    raise
+                if claim is not None:
+                    await self._idempotency.move_part(claim.key, part.id, replacement)
+                self._metrics.ingest_fallbacks.labels(shard).inc()
+                shard = replacement
+
+    async def _write(self, part: Part, shard: str, claim: Claim | None) -> None:
+        kind = part.table.kind
+        try:
+            written = await self._writer.write(part, shard, claim.key if claim else None)
+        except PartFailed:
+            self._health.failed(shard)
+            self._metrics.ingest_batches.labels(kind, shard, "failed").inc()
+            raise
+        self._health.succeeded(shard)
+        outcome = "written" if written else "already_written"
+        self._metrics.ingest_batches.labels(kind, shard, outcome).inc()
+        if written:
+            self._metrics.ingest_rows.labels(kind).inc(len(part.rows))
+
+    # --- flows -------------------------------------------------------------------------
+
+    async def write_flows(self, request: Request) -> dict[str, Any]:
+        rows = await self._collect(request, flow_row)
+        if not rows:
+            return {"accepted": 0}
+        snapshot = self._catalog.snapshot
+        switches = await self._owners.resolve("flow", {row.switch for row in rows})
+        rings = {
+            group: list(snapshot.serving_shards(group))
+            for group in {m.group for m in switches.values()}
+        }
+        planned: dict[str, Any] = {"rings": rings, "batch_rows": self._settings.batch_rows}
+        claim = await self._claim(request, "flow", planned)
+        if claim is not None and claim.result is not None:
+            return claim.result
+        if claim is not None:
+            rings = claim.placement["rings"]
+        batch_rows = int((claim.placement if claim else planned)["batch_rows"])
+        for group, ring in rings.items():
+            if not ring:
+                raise Unavailable(
+                    f"shard group {group!r} has no shard that is not down",
+                    retry_after_s=self._settings.retry_after_s,
+                )
+
+        batches: dict[tuple[DayTable, str], list[tuple[Any, ...]]] = defaultdict(list)
+        oldest: dict[str, date] = {}
+        for row in rows:
+            mapping = switches[row.switch]
+            table = self._table_for(snapshot, mapping, row.ts, row.position, request.label, oldest)
+            key_hash = placement.flow_key_hash(
+                row.src_ip, row.dst_ip, row.src_port, row.dst_port, row.proto
+            )
+            shard = placement.flow_shard(key_hash, rings[mapping.group])
+            batches[(table, shard)].append(
+                (
+                    row.src_ip,
+                    row.dst_ip,
+                    row.src_port,
+                    row.dst_port,
+                    row.ip_version,
+                    row.proto,
+                    row.bytes,
+                    row.packets,
+                    row.ts,
+                )
+            )
+        parts = [
+            Part(f"{table.name}@{shard}:{number}", table, staged[span.start : span.stop], shard)
+            for (table, shard), staged in sorted(batches.items())
+            for number, span in enumerate(placement.split(len(staged), batch_rows, 1))
+        ]
+
+        async def write(part: Part) -> None:
+            await self._write(part, part.shard, claim)
+
+        return await self._run(claim, parts, write, {"accepted": len(rows)}, "flow")
+
+    # --- shared ------------------------------------------------------------------------
+
+    async def _claim(self, request: Request, kind: str, planned: dict[str, Any]) -> Claim | None:
+        if request.key is None:
+            return None
+        return await self._idempotency.claim(request.key, kind, request.digest(), planned)
+
+    async def _run(
+        self,
+        claim: Claim | None,
+        parts: list[Part],
+        write: Callable[[Part], Any],
+        result: dict[str, Any],
+        kind: OwnerKind,
+    ) -> dict[str, Any]:
+        # Every part runs to its end even when another fails: cancelling one mid-COMMIT would
+        # leave its outcome unknown.
+        outcomes = await asyncio.gather(*(write(part) for part in parts), return_exceptions=True)
+        failures = [o for o in outcomes if isinstance(o, BaseException)]
+        if claim is not None:
+            await self._idempotency.finish(claim.key, None if failures else result)
+        if not failures:
+            return result
+        unexpected = [f for f in failures if not isinstance(f, PartFailed)]
+        if unexpected:
+            raise unexpected[0]
+        raise self._unavailable([f for f in failures if isinstance(f, PartFailed)], kind)
+
+    def _unavailable(self, failures: list[PartFailed], kind: OwnerKind) -> Unavailable:
+        shards = sorted({f.shard for f in failures})
+        detail = "; ".join(sorted({str(f) for f in failures}))
+        return Unavailable(
+            f"{kind} rows for shard(s) {', '.join(shards)} were not written ({detail}). Other "
+            "parts of the request may have committed: retry with the same Idempotency-Key, "
+            "which writes only what is missing",
+            retry_after_s=self._settings.retry_after_s,
+        )
