@@ -65,3 +65,37 @@ def eventually(check: Callable[[], T | None], timeout: float = 10.0, interval: f
             return last
         time.sleep(interval)
     raise AssertionError(f"condition not met within {timeout}s (last: {last!r})")
+
+
+def owner_id(api, kind: str, key: str) -> int | None:
+    response = api.get("/v1/admin/owners", params={"kind": kind, "key": key})
+    return response.json()["id"] if response.status_code == 200 else None
+
+
+def day_tables(cluster, kind: str, owner: int) -> dict[str, list[str]]:
+    """The day tables of one owner on every shard instance: {shard: [table, ...]}."""
+    prefix = {"audit": "audit_o", "flow": "flow_s"}[kind] + f"{owner}\\_%"
+    found = {}
+    for instance in cluster.shards:
+        names = instance.psql(
+            "shardlog",
+            f"SELECT relname FROM pg_class WHERE relname LIKE '{prefix}' AND relkind = 'r' "
+            "ORDER BY 1",
+        ).split()
+        if names:
+            found[instance.spec.name] = names
+    return found
+
+
+def query_owner(
+    cluster, kind: str, owner: int, columns: str, where: str = "true"
+) -> list[list[str]]:
+    """Rows of every day table of one owner across the shards, as psql text fields."""
+    rows = []
+    for shard, tables in day_tables(cluster, kind, owner).items():
+        for table in tables:
+            output = cluster.instances[shard].psql(
+                "shardlog", f"SELECT {columns} FROM {table} WHERE {where}"
+            )
+            rows += [line.split("|") for line in output.splitlines() if line]
+    return rows

@@ -10,11 +10,21 @@ from fastapi import APIRouter, Depends, Query
 from router.api.deps import RuntimeDep, require_admin
 from router.catalog import shards as shard_admin
 from router.catalog import store
-from router.catalog.snapshot import OwnerKind, shard_json
+from router.catalog.snapshot import OwnerKind, OwnerMapping, shard_json
 from router.errors import NotFound
 from router.models.admin import GroupIn, OwnerMapIn, ShardIn, ShardStateIn
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"], dependencies=[Depends(require_admin)])
+
+
+def owner_json(mapping: OwnerMapping) -> dict[str, Any]:
+    return {
+        "kind": mapping.kind,
+        "key": mapping.key,
+        "id": mapping.id,
+        "group": mapping.group,
+        "assigned_by": mapping.assigned_by,
+    }
 
 
 @router.get("/catalog", summary="The catalog this router serves")
@@ -74,12 +84,7 @@ async def get_owner(
     mapping = await store.get_owner(runtime.metadata, kind, key)
     if mapping is None:
         raise NotFound(f"{kind} owner is not mapped to a group yet", "key")
-    return {
-        "kind": mapping.kind,
-        "key": mapping.key,
-        "group": mapping.group,
-        "assigned_by": mapping.assigned_by,
-    }
+    return owner_json(mapping)
 
 
 @router.put("/owners", summary="Map an owner to a group")
@@ -87,9 +92,4 @@ async def map_owner(body: OwnerMapIn, runtime: RuntimeDep) -> dict[str, Any]:
     mapping = await store.map_owner(
         runtime.metadata, body.kind, body.key, body.group, force=body.force
     )
-    return {
-        "kind": mapping.kind,
-        "key": mapping.key,
-        "group": mapping.group,
-        "assigned_by": mapping.assigned_by,
-    }
+    return owner_json(mapping)

@@ -48,11 +48,17 @@ def test_flow_hash_spreads_and_is_stable() -> None:
     ring = [f"shard{i:02d}" for i in range(1, 7)]
     counts = Counter()
     for n in range(6000):
-        key = flow_key_hash(encode_address(f"10.0.{n // 256}.{n % 256}"),
-                            encode_address("192.168.1.1"), 1000 + n, 443, 6)
+        key = flow_key_hash(
+            encode_address(f"10.0.{n // 256}.{n % 256}"),
+            encode_address("192.168.1.1"),
+            1000 + n,
+            443,
+            6,
+        )
         counts[flow_shard(key, ring)] += 1
     assert all(800 < c < 1200 for c in counts.values()), counts
     one = flow_key_hash(encode_address("2001:db8::1"), encode_address("2001:db8::2"), 1, 2, None)
-    same = flow_key_hash(encode_address("2001:DB8:0:0:0:0:0:1"),
-                         encode_address("2001:db8::2"), 1, 2, None)
+    same = flow_key_hash(
+        encode_address("2001:DB8:0:0:0:0:0:1"), encode_address("2001:db8::2"), 1, 2, None
+    )
     assert one == same
