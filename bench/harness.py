@@ -1,0 +1,168 @@
+"""What every benchmark shares: its own local cluster and router (the default 12-shard
+topology on ports of its own), repeated timed runs reduced to medians, ratios against a named
+peer, and results written as JSON and a PNG plot under bench/results/."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from router import bootstrap
+from router.settings import ClusterSettings, ServerSettings, Settings
+from services.cluster import LocalCluster
+from services.process import server_user
+from services.router_process import RouterProcess
+from services.topology import build_topology
+
+RESULTS = Path(__file__).parent / "results"
+BENCH_BASE_PORT = int(os.environ.get("SHARDLOG_BENCH_BASE_PORT", "56432"))
+BENCH_ROUTER_PORT = int(os.environ.get("SHARDLOG_BENCH_ROUTER_PORT", "8090"))
+
+
+@dataclass
+class Result:
+    """One configuration measured ``repeats`` times."""
+
+    name: str
+    params: dict[str, Any]
+    rows: int
+    payload_bytes: int
+    seconds: list[float] = field(default_factory=list)
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.seconds)
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.rows / self.median_s
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.payload_bytes / self.median_s / 1e6
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            **asdict(self),
+            "median_s": round(self.median_s, 4),
+            "rows_per_s": round(self.rows_per_s),
+            "mb_per_s": round(self.mb_per_s, 2),
+        }
+
+
+def bench_settings(data_dir: Path, shards: int = 12, groups: int = 2) -> Settings:
+    return Settings(
+        cluster=ClusterSettings(
+            data_dir=data_dir, shards=shards, groups=groups, base_port=BENCH_BASE_PORT
+        ),
+        server=ServerSettings(port=BENCH_ROUTER_PORT),
+    )
+
+
+def router_env(settings: Settings) -> dict[str, str]:
+    return {
+        "SHARDLOG_CLUSTER__DATA_DIR": str(settings.cluster.data_dir),
+        "SHARDLOG_CLUSTER__BASE_PORT": str(settings.cluster.base_port),
+        "SHARDLOG_CLUSTER__SHARDS": str(settings.cluster.shards),
+        "SHARDLOG_CLUSTER__GROUPS": str(settings.cluster.groups),
+        "SHARDLOG_SERVER__PORT": str(settings.server.port),
+    }
+
+
+@contextmanager
+def bench_cluster(
+    settings: Settings, with_router: bool = True
+) -> Iterator[tuple[LocalCluster, RouterProcess | None]]:
+    """Start (or reuse) the benchmark cluster and router; stop them afterwards."""
+    c = settings.cluster
+    cluster = LocalCluster(
+        build_topology(c.shards, c.groups, c.base_port, c.host),
+        c.data_dir,
+        server_user(c.server_user),
+        c.bin_dir,
+    )
+    router = None
+    try:
+        cluster.start()
+        asyncio.run(bootstrap.migrate_all(settings))
+        asyncio.run(bootstrap.register_topology(settings, cluster.topology))
+        asyncio.run(bootstrap.migrate_all(settings))
+        if with_router:
+            router = RouterProcess(
+                c.data_dir, settings.server.host, settings.server.port, env=router_env(settings)
+            )
+            router.start()
+        yield cluster, router
+    finally:
+        if router is not None:
+            router.stop()
+        cluster.stop()
+
+
+def timed(
+    run: Callable[[], Awaitable[None]],
+    repeats: int,
+    warmup: int = 1,
+    setup: Callable[[], Awaitable[None]] | None = None,
+    teardown: Callable[[], Awaitable[None]] | None = None,
+) -> list[float]:
+    """Wall-clock seconds of ``repeats`` runs after ``warmup`` unmeasured ones; ``setup`` and
+    ``teardown`` run untimed in the same event loop."""
+
+    async def go() -> list[float]:
+        if setup is not None:
+            await setup()
+        try:
+            for _ in range(warmup):
+                await run()
+            seconds = []
+            for _ in range(repeats):
+                started = time.perf_counter()
+                await run()
+                seconds.append(time.perf_counter() - started)
+            return seconds
+        finally:
+            if teardown is not None:
+                await teardown()
+
+    return asyncio.run(go())
+
+
+def write_results(
+    name: str, payload: dict[str, Any], plot: Callable[[Any], None]
+) -> tuple[Path, Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "benchmark": name,
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+        **payload,
+    }
+    json_path = RESULTS / f"{name}.json"
+    json_path.write_text(json.dumps(payload, indent=2) + "\n")
+    figure = plt.figure(figsize=(11, 6))
+    plot(figure)
+    figure.tight_layout()
+    png_path = RESULTS / f"{name}.png"
+    figure.savefig(png_path, dpi=110)
+    plt.close(figure)
+    return json_path, png_path

@@ -1,0 +1,232 @@
+"""bench/ingest: REST ingest of audit rows and flows on the default 12-shard local cluster,
+against raw binary COPY (the limit) and the seed's per-row plpgsql method, side by side in one
+run. Prints rows/s and MB/s (medians) and the ratios; writes bench/results/ingest.{json,png}.
+
+    python -m bench.ingest [--repeats 3] [--rows 60000] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.harness import Result, bench_cluster, bench_settings, timed, write_results
+from bench.ingest import generate, peers
+
+BATCHES = (100, 1_000, 10_000, 100_000)
+CLIENTS = (1, 2, 4, 8)
+TARGETS = {"audit_vs_copy": 0.5, "audit_vs_seed": 20.0, "flows_vs_copy": 0.5}
+
+
+async def send(url: str, path: str, bodies: list[bytes], clients: int) -> None:
+    """``clients`` concurrent clients, each posting its share of the bodies in turn."""
+
+    async def client(mine: list[bytes]) -> None:
+        async with httpx.AsyncClient(base_url=url, timeout=300) as http:
+            for body in mine:
+                response = await http.post(
+                    path, content=body, headers={"content-type": "application/x-ndjson"}
+                )
+                if response.status_code != 200:
+                    raise RuntimeError(f"{path}: {response.status_code} {response.text[:300]}")
+
+    await asyncio.gather(*(client(bodies[i::clients]) for i in range(clients)))
+
+
+def rest_matrix(
+    url: str,
+    kind: str,
+    records: list[dict[str, Any]],
+    base_rows: int,
+    batches: tuple[int, ...],
+    clients_list: tuple[int, ...],
+    repeats: int,
+) -> list[Result]:
+    path = "/v1/audit" if kind == "audit" else "/v1/flows"
+    results = []
+    for batch in batches:
+        for clients in clients_list:
+            count = min(len(records), max(base_rows, batch * clients))
+            bodies = generate.ndjson_bodies(records[:count], batch)
+            size = sum(len(b) for b in bodies)
+            result = Result(f"rest-{kind}", {"batch": batch, "clients": clients}, count, size)
+            result.seconds = timed(
+                lambda b=bodies, c=clients: send(url, path, b, c), repeats, warmup=0
+            )
+            print(
+                f"  REST {kind:5} batch {batch:>6} clients {clients}: "
+                f"{result.rows_per_s:>9,.0f} rows/s {result.mb_per_s:7.1f} MB/s",
+                flush=True,
+            )
+            results.append(result)
+    return results
+
+
+def raw_copy(cluster: Any, kind: str, records: list[dict[str, Any]], repeats: int) -> Result:
+    rows = peers.audit_tuples(records) if kind == "audit" else peers.int_flow_tuples(records)
+    size = sum(len(b) for b in generate.ndjson_bodies(records, 10_000))
+    copier = peers.RawCopy(cluster)
+
+    async def run() -> None:
+        await copier.copy(rows, kind)
+
+    name = "raw-copy-audit" if kind == "audit" else "raw-copy-int-flows"
+    result = Result(name, {}, len(rows), size)
+    result.seconds = timed(run, repeats, warmup=1, setup=copier.open, teardown=copier.close)
+    print(f"  {name}: {result.rows_per_s:>9,.0f} rows/s {result.mb_per_s:7.1f} MB/s", flush=True)
+    return result
+
+
+def seed(
+    cluster: Any, settings: Any, records: list[dict[str, Any]], seconds: int, repeats: int
+) -> Result:
+    content = records[0]["content"]
+    row_bytes = sum(len(b) for b in generate.ndjson_bodies(records[:1000], 1000)) / 1000
+    counts = [
+        peers.seed_method(cluster, content, seconds, settings.cluster.bin_dir)
+        for _ in range(repeats)
+    ]
+    median_rows = sorted(counts)[len(counts) // 2]
+    result = Result(
+        "seed-plpgsql",
+        {"clients_per_shard": 3, "seconds": seconds},
+        median_rows,
+        int(median_rows * row_bytes),
+        [float(seconds)] * repeats,
+    )
+    print(
+        f"  seed method: {result.rows_per_s:>9,.0f} rows/s {result.mb_per_s:7.1f} MB/s "
+        f"(runs: {counts})",
+        flush=True,
+    )
+    return result
+
+
+def best(results: list[Result]) -> Result:
+    return max(results, key=lambda r: r.rows_per_s)
+
+
+def plot(results: dict[str, Any]) -> Any:
+    def draw(figure: Any) -> None:
+        for position, kind in enumerate(("audit", "flow"), start=1):
+            axes = figure.add_subplot(1, 2, position)
+            rest = [r for r in results["rest"] if r["name"] == f"rest-{kind}"]
+            for clients in sorted({r["params"]["clients"] for r in rest}):
+                points = sorted(
+                    (r["params"]["batch"], r["rows_per_s"])
+                    for r in rest
+                    if r["params"]["clients"] == clients
+                )
+                axes.plot(
+                    [p[0] for p in points],
+                    [p[1] for p in points],
+                    marker="o",
+                    label=f"REST NDJSON, {clients} client(s)",
+                )
+            copy = results["raw_copy"][kind]
+            axes.axhline(
+                copy["rows_per_s"], color="black", linestyle="--", label=f"{copy['name']} (limit)"
+            )
+            if kind == "audit":
+                axes.axhline(
+                    results["seed"]["rows_per_s"],
+                    color="red",
+                    linestyle=":",
+                    label="seed: per-row plpgsql (pgbench)",
+                )
+            axes.set_xscale("log")
+            axes.set_xlabel("rows per request")
+            axes.set_ylabel("rows/s (median)")
+            axes.set_title(f"{kind} ingest, 12 shards, {results['machine_note']}")
+            axes.legend(fontsize=7)
+            axes.grid(alpha=0.3)
+
+    return draw
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.ingest")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--rows", type=int, default=60_000, help="rows per timed run (at least)")
+    parser.add_argument("--seed-seconds", type=int, default=10)
+    parser.add_argument("--quick", action="store_true", help="fewer configurations")
+    parser.add_argument("--data-dir", type=Path, default=Path("var/bench"))
+    parser.add_argument("--keep", action="store_true", help="keep the benchmark cluster's data")
+    args = parser.parse_args()
+    batches = (1_000, 10_000) if args.quick else BATCHES
+    clients_list = (1, 4) if args.quick else CLIENTS
+    settings = bench_settings(args.data_dir)
+    most = max(args.rows, max(batches) * max(clients_list))
+    audit = generate.audit_records(most, [f"bench-owner-{i}" for i in range(8)], seed=1)
+    flows = generate.flow_records(most, [f"bench-switch-{i}" for i in range(4)], seed=2)
+    try:
+        with bench_cluster(settings) as (cluster, router):
+            assert router is not None
+            print("warm-up", flush=True)
+            asyncio.run(
+                send(router.url, "/v1/audit", generate.ndjson_bodies(audit[:20_000], 2_000), 4)
+            )
+            asyncio.run(
+                send(router.url, "/v1/flows", generate.ndjson_bodies(flows[:20_000], 2_000), 4)
+            )
+            print("audit", flush=True)
+            rest = rest_matrix(
+                router.url, "audit", audit, args.rows, batches, clients_list, args.repeats
+            )
+            copy_audit = raw_copy(cluster, "audit", audit[: args.rows], args.repeats)
+            seed_result = seed(cluster, settings, audit, args.seed_seconds, args.repeats)
+            print("flows", flush=True)
+            rest += rest_matrix(
+                router.url, "flow", flows, args.rows, batches, clients_list, args.repeats
+            )
+            copy_flows = raw_copy(cluster, "flow", flows[: args.rows], args.repeats)
+    finally:
+        if not args.keep:
+            shutil.rmtree(args.data_dir, ignore_errors=True)
+
+    best_audit = best([r for r in rest if r.name == "rest-audit"])
+    best_flows = best([r for r in rest if r.name == "rest-flow"])
+    ratios = {
+        "audit_vs_copy": best_audit.rows_per_s / copy_audit.rows_per_s,
+        "audit_vs_seed": best_audit.rows_per_s / seed_result.rows_per_s,
+        "flows_vs_copy": best_flows.rows_per_s / copy_flows.rows_per_s,
+    }
+    verdicts = {
+        name: {
+            "ratio": round(value, 3),
+            "target": TARGETS[name],
+            "met": value >= TARGETS[name],
+            "shortfall": None
+            if value >= TARGETS[name]
+            else f"{(1 - value / TARGETS[name]) * 100:.0f}% below target",
+        }
+        for name, value in ratios.items()
+    }
+    print("\nbest REST audit:", best_audit.params, f"{best_audit.rows_per_s:,.0f} rows/s")
+    print("best REST flows:", best_flows.params, f"{best_flows.rows_per_s:,.0f} rows/s")
+    for name, verdict in verdicts.items():
+        state = "met" if verdict["met"] else f"MISSED ({verdict['shortfall']})"
+        print(f"  {name:14} {verdict['ratio']:8.3f} (target >= {verdict['target']}): {state}")
+    payload = {
+        "repeats": args.repeats,
+        "rows_per_run": args.rows,
+        "machine_note": "2 cores, router + 13 PostgreSQL + client on one host",
+        "rest": [r.summary() for r in rest],
+        "raw_copy": {"audit": copy_audit.summary(), "flow": copy_flows.summary()},
+        "seed": seed_result.summary(),
+        "best": {"audit": best_audit.summary(), "flow": best_flows.summary()},
+        "ratios": verdicts,
+    }
+    json_path, png_path = write_results("ingest", payload, plot(payload))
+    print(f"wrote {json_path} and {png_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
