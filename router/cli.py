@@ -108,12 +108,20 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    uvicorn.run(
-        create_app(settings),
-        host=args.host or settings.server.host,
-        port=args.port or settings.server.port,
-        log_level="info",
-    )
+    host = args.host or settings.server.host
+    port = args.port or settings.server.port
+    if settings.server.workers == 1:
+        uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+    else:
+        # Worker processes build their app from the same SHARDLOG_* environment.
+        uvicorn.run(
+            "router.app:create_app",
+            factory=True,
+            workers=settings.server.workers,
+            host=host,
+            port=port,
+            log_level="info",
+        )
     return 0
 
 

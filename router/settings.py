@@ -23,6 +23,13 @@ class Section(BaseModel):
 class ServerSettings(Section):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)
+    workers: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Router processes sharing the port; each has its own pools, caches, "
+        "in-flight budget and /metrics.",
+    )
     admin_token: str | None = Field(
         None, description="When set, /v1/admin requires 'Authorization: Bearer <token>'."
     )

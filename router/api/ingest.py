@@ -56,7 +56,7 @@ def _open_body(request: Request, runtime: Runtime) -> bodies.Body:
 
 def _records(
     request: Request, body: bodies.Body, switch: str | None, allow_csv: bool
-) -> tuple[AsyncIterator[tuple[int, Any]], str]:
+) -> tuple[AsyncIterator[bodies.Batch], str]:
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media in NDJSON_TYPES:
         return bodies.ndjson(body), "records"

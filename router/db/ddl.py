@@ -25,7 +25,9 @@ FLOW_STAGE_COLUMNS = (
     "proto",
     "bytes",
     "packets",
-    "ts",
+    "flow_count",
+    "first_seen",
+    "last_seen",
 )
 FLOW_KEY = ("src_ip", "dst_ip", "src_port", "dst_port", "proto")
 FLOW_STAGE = "flow_stage"
@@ -94,25 +96,28 @@ async def ensure_table(connection: Connection, table: DayTable, index: IndexKind
 STAGE_DDL = f"""CREATE TEMP TABLE IF NOT EXISTS {FLOW_STAGE} (
     src_ip inet NOT NULL, dst_ip inet NOT NULL, src_port integer NOT NULL,
     dst_port integer NOT NULL, ip_version smallint NOT NULL, proto smallint,
-    bytes bigint NOT NULL, packets bigint NOT NULL, ts timestamptz NOT NULL
+    bytes bigint NOT NULL, packets bigint NOT NULL, flow_count bigint NOT NULL,
+    first_seen timestamptz NOT NULL, last_seen timestamptz NOT NULL
 ) ON COMMIT DELETE ROWS"""
 
 
+def _saturating_sum(column: str) -> str:
+    return f"least(t.{column}::numeric + EXCLUDED.{column}, 9223372036854775807)::bigint"
+
+
 def flow_merge_sql(table: DayTable) -> str:
-    """Fold the staged batch into the day table: one row per 5-tuple, counters added,
-    first/last seen widened."""
-    target = table.quoted
+    """Fold the staged batch (one row per 5-tuple) into the day table: counters added (never
+    past bigint), first/last seen widened. Rows go in index order, which keeps the unique
+    index's pages hot."""
     key = ", ".join(FLOW_KEY)
+    columns = ", ".join(FLOW_STAGE_COLUMNS)
     return f"""
-        INSERT INTO {target} AS t
-            (src_ip, dst_ip, src_port, dst_port, proto, ip_version, bytes, packets, flow_count,
-             first_seen, last_seen)
-        SELECT {key}, min(ip_version), sum(bytes), sum(packets), count(*), min(ts), max(ts)
-        FROM {FLOW_STAGE} GROUP BY {key}
+        INSERT INTO {table.quoted} AS t ({columns})
+        SELECT {columns} FROM {FLOW_STAGE} ORDER BY {key}
         ON CONFLICT ({key}) DO UPDATE SET
-            bytes = t.bytes + EXCLUDED.bytes,
-            packets = t.packets + EXCLUDED.packets,
-            flow_count = t.flow_count + EXCLUDED.flow_count,
+            bytes = {_saturating_sum("bytes")},
+            packets = {_saturating_sum("packets")},
+            flow_count = {_saturating_sum("flow_count")},
             first_seen = least(t.first_seen, EXCLUDED.first_seen),
             last_seen = greatest(t.last_seen, EXCLUDED.last_seen)
     """

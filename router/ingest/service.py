@@ -17,13 +17,14 @@ from router.db.names import DayTable, day_table
 from router.db.shard_health import ShardHealth
 from router.errors import Invalid, TooLarge, Unavailable
 from router.ingest.idempotency import Claim, IdempotencyStore
-from router.ingest.records import Limits, Location, audit_row, flow_row, utc_now
+from router.ingest.records import MAX_BIGINT, Limits, Location, audit_row, flow_row, utc_now
 from router.ingest.writer import Part, PartFailed, PartWriter
 from router.metrics import Metrics
 from router.routing import placement
 from router.settings import IngestSettings
 
-Records = AsyncIterator[tuple[int, Any]]
+Records = AsyncIterator[list[tuple[int, Any]]]
+_ZERO = timedelta(0)
 
 
 @dataclass
@@ -54,7 +55,10 @@ class IngestService:
         self._health = health
         self._settings = settings
         self._metrics = metrics
-        self._limits = Limits(
+
+    def _request_limits(self) -> Limits:
+        settings = self._settings
+        return Limits(
             max_content_bytes=settings.max_content_bytes,
             max_attrs_bytes=settings.max_attrs_bytes,
             max_owner_chars=settings.max_owner_chars,
@@ -65,13 +69,15 @@ class IngestService:
 
     async def _collect(self, request: Request, parse: Callable[..., Any]) -> list[Any]:
         now = utc_now()
+        limits = self._request_limits()
         rows: list[Any] = []
-        async for position, raw in request.records:
-            if len(rows) >= self._settings.max_records:
-                raise TooLarge(
-                    f"more than {self._settings.max_records} records in one request", "records"
-                )
-            rows.append(parse(raw, Location(request.label, position), now, self._limits))
+        label, most = request.label, self._settings.max_records
+        async for batch in request.records:
+            if len(rows) + len(batch) > most:
+                raise TooLarge(f"more than {most} records in one request", "records")
+            rows.extend(
+                parse(raw, Location(label, position), now, limits) for position, raw in batch
+            )
         return rows
 
     def _oldest_day(self, snapshot: CatalogSnapshot, mapping: OwnerMapping) -> date:
@@ -85,19 +91,21 @@ class IngestService:
         ts: datetime,
         position: int,
         label: str,
-        oldest: dict[str, date],
+        seen: dict[tuple[int, date], DayTable],
     ) -> DayTable:
-        day = ts.astimezone(UTC).date()
-        limit = oldest.get(mapping.key)
-        if limit is None:
-            limit = oldest[mapping.key] = self._oldest_day(snapshot, mapping)
+        day = ts.date() if ts.utcoffset() == _ZERO else ts.astimezone(UTC).date()
+        table = seen.get((mapping.id, day))
+        if table is not None:
+            return table
+        limit = self._oldest_day(snapshot, mapping)
         if day < limit:
             raise Invalid(
                 f"{label}[{position}]: ts {ts.isoformat()} is older than the retention window "
                 f"(oldest day kept: {limit.isoformat()})",
                 f"{label}[{position}].ts",
             )
-        return day_table(mapping.kind, mapping.id, day)
+        table = seen[(mapping.id, day)] = day_table(mapping.kind, mapping.id, day)
+        return table
 
     # --- audit -------------------------------------------------------------------------
 
@@ -109,10 +117,10 @@ class IngestService:
         owners = await self._owners.resolve("audit", {row.owner for row in rows})
         tables: dict[DayTable, list[tuple[Any, ...]]] = defaultdict(list)
         group_of: dict[DayTable, str] = {}
-        oldest: dict[str, date] = {}
+        seen: dict[tuple[int, date], DayTable] = {}
         for row in rows:
             mapping = owners[row.owner]
-            table = self._table_for(snapshot, mapping, row.ts, row.position, request.label, oldest)
+            table = self._table_for(snapshot, mapping, row.ts, row.position, request.label, seen)
             tables[table].append((row.ts, row.content, row.attrs))
             group_of[table] = mapping.group
 
@@ -217,33 +225,37 @@ class IngestService:
                     retry_after_s=self._settings.retry_after_s,
                 )
 
-        batches: dict[tuple[DayTable, str], list[tuple[Any, ...]]] = defaultdict(list)
-        oldest: dict[str, date] = {}
+        # Repeats of a 5-tuple within the request are merged here, so each staged batch holds
+        # one row per flow and the database merge needs no GROUP BY.
+        batches: dict[tuple[DayTable, str], dict[tuple[Any, ...], list[Any]]] = defaultdict(dict)
+        seen: dict[tuple[int, date], DayTable] = {}
         for row in rows:
             mapping = switches[row.switch]
-            table = self._table_for(snapshot, mapping, row.ts, row.position, request.label, oldest)
-            key_hash = placement.flow_key_hash(
-                row.src_ip, row.dst_ip, row.src_port, row.dst_port, row.proto
-            )
-            shard = placement.flow_shard(key_hash, rings[mapping.group])
-            batches[(table, shard)].append(
-                (
-                    row.src_ip,
-                    row.dst_ip,
-                    row.src_port,
-                    row.dst_port,
-                    row.ip_version,
-                    row.proto,
-                    row.bytes,
-                    row.packets,
-                    row.ts,
+            table = self._table_for(snapshot, mapping, row.ts, row.position, request.label, seen)
+            key = (row.src_ip, row.dst_ip, row.src_port, row.dst_port, row.proto)
+            shard = placement.flow_shard(placement.flow_key_hash(*key), rings[mapping.group])
+            flows = batches[(table, shard)]
+            merged = flows.get(key)
+            if merged is None:
+                flows[key] = [row.ip_version, row.bytes, row.packets, 1, row.ts, row.ts]
+            else:
+                merged[1] = min(merged[1] + row.bytes, MAX_BIGINT)
+                merged[2] = min(merged[2] + row.packets, MAX_BIGINT)
+                merged[3] += 1
+                merged[4] = min(merged[4], row.ts)
+                merged[5] = max(merged[5], row.ts)
+        parts = []
+        for (table, shard), flows in sorted(batches.items()):
+            staged = [(*key[:4], agg[0], key[4], *agg[1:]) for key, agg in flows.items()]
+            for number, span in enumerate(placement.split(len(staged), batch_rows, 1)):
+                parts.append(
+                    Part(
+                        f"{table.name}@{shard}:{number}",
+                        table,
+                        staged[span.start : span.stop],
+                        shard,
+                    )
                 )
-            )
-        parts = [
-            Part(f"{table.name}@{shard}:{number}", table, staged[span.start : span.stop], shard)
-            for (table, shard), staged in sorted(batches.items())
-            for number, span in enumerate(placement.split(len(staged), batch_rows, 1))
-        ]
 
         async def write(part: Part) -> None:
             await self._write(part, part.shard, claim)

@@ -18,7 +18,7 @@ def body_of(
 
 def collect(stream) -> list:
     async def go():
-        return [item async for item in stream]
+        return [item async for batch in stream for item in batch]
 
     return asyncio.run(go())
 
