@@ -8,7 +8,9 @@ import asyncio
 import json
 import os
 import platform
+import signal
 import statistics
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -25,7 +27,7 @@ from services.router_process import RouterProcess
 from services.topology import build_topology
 
 RESULTS = Path(__file__).parent / "results"
-BENCH_BASE_PORT = int(os.environ.get("SHARDLOG_BENCH_BASE_PORT", "56432"))
+BENCH_BASE_PORT = int(os.environ.get("SHARDLOG_BENCH_BASE_PORT", "26432"))
 BENCH_ROUTER_PORT = int(os.environ.get("SHARDLOG_BENCH_ROUTER_PORT", "8090"))
 
 
@@ -92,6 +94,8 @@ def bench_cluster(
         c.bin_dir,
     )
     router = None
+    # A benchmark stopped by SIGTERM still stops what it started.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         cluster.start()
         asyncio.run(bootstrap.migrate_all(settings))

@@ -35,9 +35,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         catalog = runtime.catalog
         try:
             await catalog.start()
+            runtime.housekeeping.start()
             app.state.runtime = runtime
             yield
         finally:
+            await runtime.housekeeping.stop()
             await catalog.stop()
             await runtime.pools.close()
             await metadata.close()

@@ -14,6 +14,7 @@ from router.db.pools import ShardPools
 from router.db.shard_health import ShardHealth
 from router.ingest.body import ByteBudget
 from router.ingest.deletion import FlowDeletion
+from router.ingest.housekeeping import Housekeeping
 from router.ingest.idempotency import IdempotencyStore
 from router.ingest.service import IngestService
 from router.ingest.writer import PartWriter
@@ -32,6 +33,7 @@ class Runtime:
     ingest: IngestService
     ingest_budget: ByteBudget
     flow_deletion: FlowDeletion
+    housekeeping: Housekeeping
 
     @classmethod
     def build(cls, settings: Settings, metadata: asyncpg.Pool, metrics: Metrics) -> Runtime:
@@ -39,11 +41,12 @@ class Runtime:
         pools = ShardPools(settings.pools)
         owners = OwnerDirectory(metadata, catalog)
         ingest = settings.ingest
+        idempotency = IdempotencyStore(metadata, ingest.idempotency_lease_s, ingest.retry_after_s)
         service = IngestService(
             catalog,
             owners,
             PartWriter(pools, ingest),
-            IdempotencyStore(metadata, ingest.idempotency_lease_s, ingest.retry_after_s),
+            idempotency,
             ShardHealth(),
             ingest,
             metrics,
@@ -58,6 +61,7 @@ class Runtime:
             service,
             ByteBudget(ingest.inflight_budget_bytes),
             FlowDeletion(catalog, owners, pools, ingest.retry_after_s),
+            Housekeeping(idempotency, catalog, pools, ingest.idempotency_keep_hours),
         )
         catalog.subscribe(runtime.on_catalog)
         return runtime

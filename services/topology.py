@@ -8,7 +8,8 @@ from services.postgres import InstanceSpec
 
 DEFAULT_SHARDS = 12
 DEFAULT_GROUPS = 2
-DEFAULT_BASE_PORT = 55432
+# Below Linux's ephemeral port range (32768-60999), so outgoing connections never hold it.
+DEFAULT_BASE_PORT = 25432
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,9 @@ T = TypeVar("T")
 REPO = Path(__file__).resolve().parent.parent
 
 
-def free_port_range(count: int, low: int = 20000, high: int = 40000) -> int:
-    """A base port whose next ``count`` ports are all free on loopback."""
+def free_port_range(count: int, low: int = 20000, high: int = 32000) -> int:
+    """A base port whose next ``count`` ports are all free on loopback, below the ephemeral
+    range so that no outgoing connection takes one of them."""
     for _ in range(200):
         base = random.randrange(low, high - count)
         if not any(port_in_use("127.0.0.1", base + i) for i in range(count)):
@@ -72,30 +73,43 @@ def owner_id(api, kind: str, key: str) -> int | None:
     return response.json()["id"] if response.status_code == 200 else None
 
 
-def day_tables(cluster, kind: str, owner: int) -> dict[str, list[str]]:
-    """The day tables of one owner on every shard instance: {shard: [table, ...]}."""
+def catalog_shards(api) -> dict[str, str]:
+    """Every shard the catalog holds (the topology's and any added by tests): name -> DSN."""
+    return {s["name"]: s["dsn"] for s in api.get("/v1/admin/shards").json()}
+
+
+def shard_sql(dsn: str, sql: str) -> str:
+    result = subprocess.run(
+        ["psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-d", dsn, "-c", sql],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return result.stdout
+
+
+def day_tables(api, kind: str, owner: int) -> dict[str, list[str]]:
+    """The day tables of one owner on every shard of the catalog: {shard: [table, ...]}."""
     prefix = {"audit": "audit_o", "flow": "flow_s"}[kind] + f"{owner}\\_%"
     found = {}
-    for instance in cluster.shards:
-        names = instance.psql(
-            "shardlog",
+    for name, dsn in catalog_shards(api).items():
+        names = shard_sql(
+            dsn,
             f"SELECT relname FROM pg_class WHERE relname LIKE '{prefix}' AND relkind = 'r' "
             "ORDER BY 1",
         ).split()
         if names:
-            found[instance.spec.name] = names
+            found[name] = names
     return found
 
 
-def query_owner(
-    cluster, kind: str, owner: int, columns: str, where: str = "true"
-) -> list[list[str]]:
+def query_owner(api, kind: str, owner: int, columns: str, where: str = "true") -> list[list[str]]:
     """Rows of every day table of one owner across the shards, as psql text fields."""
+    dsns = catalog_shards(api)
     rows = []
-    for shard, tables in day_tables(cluster, kind, owner).items():
+    for shard, tables in day_tables(api, kind, owner).items():
         for table in tables:
-            output = cluster.instances[shard].psql(
-                "shardlog", f"SELECT {columns} FROM {table} WHERE {where}"
-            )
+            output = shard_sql(dsns[shard], f"SELECT {columns} FROM {table} WHERE {where}")
             rows += [line.split("|") for line in output.splitlines() if line]
     return rows

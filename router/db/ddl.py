@@ -10,8 +10,8 @@ from __future__ import annotations
 import hashlib
 from typing import Literal
 
+from router.db.connection import Connection
 from router.db.names import DayTable
-from router.db.pools import Connection
 
 IndexKind = Literal["btree", "brin"]
 

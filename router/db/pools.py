@@ -8,18 +8,16 @@ import logging
 from typing import Any
 
 import asyncpg
-from asyncpg.pool import PoolConnectionProxy
 
 from router.catalog.snapshot import CatalogSnapshot
+from router.db.connection import Connection, prepare_shard_connection
 from router.db.dsn import as_uri, parse_dsn
-from router.db.inet import install_codec
 from router.errors import Unavailable
 from router.settings import MetadataSettings, PoolSettings
 
 log = logging.getLogger(__name__)
 
-# A connection of our own or one lent by a pool: both run the same queries.
-Connection = asyncpg.Connection | PoolConnectionProxy
+__all__ = ["Connection", "ShardPools", "connect", "create_pool"]
 
 
 def connect_options(dsn: str, settings: PoolSettings) -> dict[str, Any]:
@@ -46,7 +44,7 @@ async def create_pool(dsn: str, settings: PoolSettings) -> asyncpg.Pool:
     pool = await asyncpg.create_pool(
         min_size=settings.min_size,
         max_size=settings.max_size,
-        init=install_codec,
+        init=prepare_shard_connection,
         **connect_options(dsn, settings),
     )
     assert pool is not None

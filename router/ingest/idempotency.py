@@ -8,13 +8,17 @@ whose ingest_ledger says whether the part already committed, so no row is stored
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import asyncpg
 
 from router.db.failures import describe, is_transient
 from router.errors import Conflict, Invalid, Unavailable
+
+log = logging.getLogger(__name__)
 
 MAX_KEY_CHARS = 255
 FIELD = "Idempotency-Key"
@@ -95,10 +99,25 @@ class IdempotencyStore:
             )
             return Claim(key, first_attempt=False, placement=json.loads(row["placement"]))
 
+    async def recorded_now(self, key: str) -> datetime | None:
+        """The time an earlier attempt with this key gave to records without a ts."""
+        try:
+            text = await self._metadata.fetchval(
+                "SELECT placement->>'now' FROM idempotency_requests WHERE key = $1", key
+            )
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            if not is_transient(exc):
+                raise
+            raise Unavailable(
+                f"metadata database unreachable: {describe(exc)}", retry_after_s=self._retry_after_s
+            ) from exc
+        return datetime.fromisoformat(text) if text else None
+
     async def move_part(self, key: str, part: str, shard: str) -> None:
         await self._metadata.execute(
-            "UPDATE idempotency_requests SET placement = jsonb_set(placement, ARRAY[$2], "
-            "to_jsonb($3::text)), updated_at = now() WHERE key = $1",
+            "UPDATE idempotency_requests SET placement = jsonb_set(placement, "
+            "ARRAY['parts', $2, 'shard'], to_jsonb($3::text)), updated_at = now() "
+            "WHERE key = $1",
             key,
             part,
             shard,
@@ -108,13 +127,20 @@ class IdempotencyStore:
         """Record the outcome: ``result`` when every part committed, None when the attempt
         failed (the key is released at once for a retry)."""
         state = "done" if result is not None else "failed"
-        await self._metadata.execute(
-            "UPDATE idempotency_requests SET state = $2, result = $3::jsonb, updated_at = now() "
-            "WHERE key = $1",
-            key,
-            state,
-            None if result is None else json.dumps(result),
-        )
+        try:
+            await self._metadata.execute(
+                "UPDATE idempotency_requests SET state = $2, result = $3::jsonb, "
+                "updated_at = now() WHERE key = $1",
+                key,
+                state,
+                None if result is None else json.dumps(result),
+            )
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            if not is_transient(exc):
+                raise
+            # The rows are committed (or not) either way; the key stays 'running' until its
+            # lease ends, and a retry then finds every committed part in the shards' ledgers.
+            log.warning("could not record the outcome of %s: %s", key, describe(exc))
 
     async def forget_older_than(self, hours: float) -> int:
         removed = await self._metadata.fetchval(

@@ -69,6 +69,8 @@ class Limits:
     max_attrs_bytes: int
     max_owner_chars: int
     future_skew: timedelta
+    # The ts of records that have none: now, or the first attempt's now on a keyed retry.
+    default_ts: datetime | None = None
     # Keys already found valid: most requests repeat a few owners over many records.
     valid_keys: set[str] = field(default_factory=set)
 
@@ -118,7 +120,7 @@ def check_key(value: Any, name: str, where: Location, limits: Limits) -> str:
 
 def parse_ts(value: Any, where: Location, now: datetime, limits: Limits) -> datetime:
     if value is None:
-        return now
+        return limits.default_ts or now
     if not isinstance(value, str):
         raise where.error("ts", "must be an RFC 3339 string")
     try:

@@ -15,7 +15,7 @@ from router.catalog.owners import OwnerDirectory
 from router.catalog.snapshot import CatalogSnapshot, OwnerKind, OwnerMapping
 from router.db.names import DayTable, day_table
 from router.db.shard_health import ShardHealth
-from router.errors import Invalid, TooLarge, Unavailable
+from router.errors import Conflict, Invalid, TooLarge, Unavailable
 from router.ingest.idempotency import Claim, IdempotencyStore
 from router.ingest.records import MAX_BIGINT, Limits, Location, audit_row, flow_row, utc_now
 from router.ingest.writer import Part, PartFailed, PartWriter
@@ -67,9 +67,21 @@ class IngestService:
 
     # --- validation --------------------------------------------------------------------
 
-    async def _collect(self, request: Request, parse: Callable[..., Any]) -> list[Any]:
+    async def _default_ts(self, request: Request) -> datetime:
+        """Now, except on a keyed retry: then the first attempt's now, so that records without
+        a ts land in the same day tables as before."""
+        if request.key is not None:
+            recorded = await self._idempotency.recorded_now(request.key)
+            if recorded is not None:
+                return recorded
+        return utc_now()
+
+    async def _collect(
+        self, request: Request, parse: Callable[..., Any], default_ts: datetime
+    ) -> list[Any]:
         now = utc_now()
         limits = self._request_limits()
+        limits.default_ts = default_ts
         rows: list[Any] = []
         label, most = request.label, self._settings.max_records
         async for batch in request.records:
@@ -110,7 +122,8 @@ class IngestService:
     # --- audit -------------------------------------------------------------------------
 
     async def write_audit(self, request: Request) -> dict[str, Any]:
-        rows = await self._collect(request, audit_row)
+        default_ts = await self._default_ts(request)
+        rows = await self._collect(request, audit_row, default_ts)
         if not rows:
             return {"accepted": 0}
         snapshot = self._catalog.snapshot
@@ -125,7 +138,7 @@ class IngestService:
             group_of[table] = mapping.group
 
         rng = placement.rng_for(request.key)
-        planned: dict[str, Any] = {}
+        planned: dict[str, Any] = {}  # part id -> {start, stop, shard}
         for group in sorted(set(group_of.values())):
             shards = self._usable(snapshot, group)
             ids: list[str] = []
@@ -139,16 +152,24 @@ class IngestService:
             for part_id, shard in placement.deal(ids, shards, rng).items():
                 planned[part_id]["shard"] = shard
 
-        claim = await self._claim(request, "audit", planned)
+        claim = await self._claim(
+            request, "audit", {"now": default_ts.isoformat(), "parts": planned}
+        )
         if claim is not None and claim.result is not None:
             return claim.result
-        recorded = claim.placement if claim is not None else planned
+        recorded = claim.placement["parts"] if claim is not None else planned
         by_name = {table.name: table for table in tables}
         parts = []
         for part_id, spot in recorded.items():
-            table = by_name[part_id.rsplit(":", 1)[0]]
-            rows_of_part = tables[table][spot["start"] : spot["stop"]]
-            parts.append(Part(part_id, table, rows_of_part, spot["shard"]))
+            part_table = by_name.get(part_id.rsplit(":", 1)[0])
+            if part_table is None:
+                raise Conflict(
+                    "this Idempotency-Key's earlier attempt placed its rows differently (its "
+                    "owner was remapped meanwhile); send the rows again with a new key",
+                    "Idempotency-Key",
+                )
+            rows_of_part = tables[part_table][spot["start"] : spot["stop"]]
+            parts.append(Part(part_id, part_table, rows_of_part, spot["shard"]))
 
         async def write(part: Part) -> None:
             await self._write_audit_part(part, group_of[part.table], claim, rng)
@@ -202,7 +223,8 @@ class IngestService:
     # --- flows -------------------------------------------------------------------------
 
     async def write_flows(self, request: Request) -> dict[str, Any]:
-        rows = await self._collect(request, flow_row)
+        default_ts = await self._default_ts(request)
+        rows = await self._collect(request, flow_row, default_ts)
         if not rows:
             return {"accepted": 0}
         snapshot = self._catalog.snapshot
@@ -211,7 +233,11 @@ class IngestService:
             group: list(snapshot.serving_shards(group))
             for group in {m.group for m in switches.values()}
         }
-        planned: dict[str, Any] = {"rings": rings, "batch_rows": self._settings.batch_rows}
+        planned: dict[str, Any] = {
+            "now": default_ts.isoformat(),
+            "rings": rings,
+            "batch_rows": self._settings.batch_rows,
+        }
         claim = await self._claim(request, "flow", planned)
         if claim is not None and claim.result is not None:
             return claim.result

@@ -16,9 +16,10 @@ from typing import Any
 import asyncpg
 
 from router.db import ddl
+from router.db.connection import Connection
 from router.db.failures import describe
 from router.db.names import DayTable
-from router.db.pools import Connection, ShardPools
+from router.db.pools import ShardPools
 from router.settings import IngestSettings
 
 
@@ -67,15 +68,20 @@ class PartWriter:
         try:
             return await self._attempt(part, shard, request_key)
         except asyncpg.UndefinedTableError:
-            # Dropped since we last saw it (retention); create it again and retry once.
+            # The day table was dropped since we last saw it (retention), or the session lost
+            # its staging table: create them again and retry once.
             self.tables.forget(shard, part.table.name)
-            return await self._attempt(part, shard, request_key)
+            return await self._attempt(part, shard, request_key, recreate_stage=True)
 
-    async def _attempt(self, part: Part, shard: str, request_key: str | None) -> bool:
+    async def _attempt(
+        self, part: Part, shard: str, request_key: str | None, recreate_stage: bool = False
+    ) -> bool:
         committing = False
         try:
             async with self._pools.get(shard).acquire() as connection:
                 await self._ensure_table(connection, shard, part.table)
+                if recreate_stage and part.table.kind == "flow":
+                    await connection.execute(ddl.STAGE_DDL)
                 transaction = connection.transaction()
                 await transaction.start()
                 try:
@@ -116,7 +122,6 @@ class PartWriter:
                 part.table.name, records=part.rows, columns=ddl.AUDIT_COLUMNS
             )
         else:
-            await connection.execute(ddl.STAGE_DDL)
             await connection.copy_records_to_table(
                 ddl.FLOW_STAGE, records=part.rows, columns=ddl.FLOW_STAGE_COLUMNS
             )

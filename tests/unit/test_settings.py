@@ -11,7 +11,7 @@ def test_defaults_match_the_local_cluster() -> None:
     assert settings.cluster.shards == 12
     assert settings.cluster.groups == 2
     assert settings.server.port == 8080
-    assert settings.metadata_dsn() == "postgresql://shardlog@127.0.0.1:55432/shardlog"
+    assert settings.metadata_dsn() == "postgresql://shardlog@127.0.0.1:25432/shardlog"
 
 
 def test_environment_sections(monkeypatch: pytest.MonkeyPatch) -> None:

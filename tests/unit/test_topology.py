@@ -11,7 +11,7 @@ def test_default_is_twelve_shards_in_two_groups() -> None:
         f"shard{i:02d}" for i in range(1, 7)
     ]
     ports = [spec.port for spec in topology.instances]
-    assert ports == list(range(55432, 55432 + 13))
+    assert ports == list(range(25432, 25432 + 13))
 
 
 def test_uneven_split_keeps_every_group_non_empty() -> None:

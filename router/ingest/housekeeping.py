@@ -1,0 +1,73 @@
+"""Forgets idempotency records and the shards' ledger rows once they are older than
+SHARDLOG_INGEST__IDEMPOTENCY_KEEP_HOURS. A ledger row is never younger than its key, so both
+go together. Several routers doing this at once is harmless."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+import asyncpg
+
+from router.catalog.cache import CatalogCache
+from router.db.failures import describe
+from router.db.pools import ShardPools
+from router.ingest.idempotency import IdempotencyStore
+
+log = logging.getLogger(__name__)
+
+_ERRORS = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+
+
+class Housekeeping:
+    def __init__(
+        self,
+        idempotency: IdempotencyStore,
+        catalog: CatalogCache,
+        pools: ShardPools,
+        keep_hours: float,
+    ) -> None:
+        self._idempotency = idempotency
+        self._catalog = catalog
+        self._pools = pools
+        self._keep_hours = keep_hours
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def interval_s(self) -> float:
+        return min(600.0, self._keep_hours * 3600 / 4)
+
+    async def run_once(self) -> dict[str, int]:
+        removed = {"keys": await self._idempotency.forget_older_than(self._keep_hours)}
+        for shard in self._catalog.snapshot.shards.values():
+            if shard.state == "down":
+                continue
+            try:
+                status = await self._pools.get(shard.name).execute(
+                    "DELETE FROM ingest_ledger "
+                    "WHERE committed_at < now() - make_interval(secs => $1)",
+                    self._keep_hours * 3600,
+                )
+            except _ERRORS as exc:
+                log.warning("ledger clean-up on %s failed: %s", shard.name, describe(exc))
+                continue
+            removed[shard.name] = int(status.split()[-1])
+        return removed
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="ingest-housekeeping")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            try:
+                await self.run_once()
+            except _ERRORS as exc:
+                log.warning("idempotency clean-up failed: %s", describe(exc))
