@@ -13,7 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from router.api import admin, health, ingest
+from router.api import admin, health, ingest, search
 from router.db.pools import create_metadata_pool
 from router.errors import BUG_MARKER, ShardlogError, error_body
 from router.metrics import Metrics
@@ -35,6 +35,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         catalog = runtime.catalog
         try:
             await catalog.start()
+            await runtime.search.load_secret()
             runtime.housekeeping.start()
             app.state.runtime = runtime
             yield
@@ -52,6 +53,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.include_router(health.router)
     app.include_router(ingest.router)
+    app.include_router(search.router)
     app.include_router(admin.router)
     _install_error_handlers(app, metrics)
     _install_metrics(app, metrics)

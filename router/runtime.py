@@ -19,6 +19,7 @@ from router.ingest.idempotency import IdempotencyStore
 from router.ingest.service import IngestService
 from router.ingest.writer import PartWriter
 from router.metrics import Metrics
+from router.search.service import SearchService
 from router.settings import Settings
 
 
@@ -34,6 +35,7 @@ class Runtime:
     ingest_budget: ByteBudget
     flow_deletion: FlowDeletion
     housekeeping: Housekeeping
+    search: SearchService
 
     @classmethod
     def build(cls, settings: Settings, metadata: asyncpg.Pool, metrics: Metrics) -> Runtime:
@@ -45,7 +47,7 @@ class Runtime:
         service = IngestService(
             catalog,
             owners,
-            PartWriter(pools, ingest),
+            PartWriter(pools, metadata, ingest),
             idempotency,
             ShardHealth(),
             ingest,
@@ -62,6 +64,7 @@ class Runtime:
             ByteBudget(ingest.inflight_budget_bytes),
             FlowDeletion(catalog, owners, pools, ingest.retry_after_s),
             Housekeeping(idempotency, catalog, pools, ingest.idempotency_keep_hours),
+            SearchService(metadata, catalog, owners, pools, settings.search),
         )
         catalog.subscribe(runtime.on_catalog)
         return runtime

@@ -89,6 +89,24 @@ class IngestSettings(Section):
     idempotency_keep_hours: float = Field(48.0, gt=0, description="How long keys are kept.")
 
 
+class SearchSettings(Section):
+    default_limit: int = Field(100, ge=1)
+    max_limit: int = Field(10_000, ge=1)
+    max_range_days: int = Field(31, ge=1, description="Widest from..to range, in days.")
+    max_patterns: int = Field(8, ge=1)
+    max_pattern_chars: int = Field(256, ge=1)
+    shard_timeout_s: float = Field(
+        5.0,
+        gt=0,
+        description="Deadline of one shard's part of a search; past it the shard "
+        "counts as failed (partial answer) or the search is a 504.",
+    )
+    cursor_secret: str | None = Field(
+        None, description="Key that signs cursors; default: one shared through the catalog."
+    )
+    export_page_rows: int = Field(2_000, ge=1, description="Rows fetched per step of an export.")
+
+
 class ClusterSettings(Section):
     data_dir: Path = Path("var")
     shards: int = Field(DEFAULT_SHARDS, ge=1)
@@ -111,6 +129,7 @@ class Settings(BaseSettings):
     catalog: CatalogSettings = CatalogSettings()
     health: HealthSettings = HealthSettings()
     ingest: IngestSettings = IngestSettings()
+    search: SearchSettings = SearchSettings()
     cluster: ClusterSettings = ClusterSettings()
     schema_dir: Path = REPO_ROOT / "schema"
 

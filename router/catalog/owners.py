@@ -10,8 +10,7 @@ import asyncpg
 from router.catalog import store
 from router.catalog.cache import CatalogCache
 from router.catalog.snapshot import CatalogSnapshot, OwnerKind, OwnerMapping
-from router.db.failures import describe, is_transient
-from router.errors import Unavailable
+from router.db.failures import unavailable_when_unreachable
 
 MAX_CACHED = 200_000
 
@@ -35,16 +34,10 @@ class OwnerDirectory:
             else:
                 result[key] = cached
         if unknown:
-            try:
+            with unavailable_when_unreachable("metadata database", retry_after_s=1):
                 fetched = await store.resolve_owners(
                     self._metadata, self._catalog.snapshot, kind, unknown
                 )
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-                if not is_transient(exc):
-                    raise
-                raise Unavailable(
-                    f"metadata database unreachable: {describe(exc)}", retry_after_s=1
-                ) from exc
             if len(self._cache) + len(fetched) > MAX_CACHED:
                 self._cache.clear()
             for key, mapping in fetched.items():

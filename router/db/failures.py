@@ -3,7 +3,12 @@ and exception type, never by message text."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import asyncpg
+
+from router.errors import Unavailable
 
 # 08 connection exception, 53 insufficient resources, 57 operator intervention (admin shutdown,
 # cannot connect now, statement timeout), 40 transaction rollback (serialization, deadlock),
@@ -24,3 +29,19 @@ def describe(exc: BaseException) -> str:
     state = getattr(exc, "sqlstate", None)
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     return f"{type(exc).__name__}{f' [{state}]' if state else ''}: {text}"
+
+
+DRIVER_ERRORS = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+
+
+@contextmanager
+def unavailable_when_unreachable(what: str, retry_after_s: int) -> Iterator[None]:
+    """Turn a transient driver error inside the block into a 503 naming ``what``."""
+    try:
+        yield
+    except DRIVER_ERRORS as exc:
+        if not is_transient(exc):
+            raise
+        raise Unavailable(
+            f"{what} unreachable: {describe(exc)}", retry_after_s=retry_after_s
+        ) from exc

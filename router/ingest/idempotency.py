@@ -15,8 +15,8 @@ from typing import Any
 
 import asyncpg
 
-from router.db.failures import describe, is_transient
-from router.errors import Conflict, Invalid, Unavailable
+from router.db.failures import describe, is_transient, unavailable_when_unreachable
+from router.errors import Conflict, Invalid
 
 log = logging.getLogger(__name__)
 
@@ -47,14 +47,8 @@ class IdempotencyStore:
     async def claim(self, key: str, kind: str, body_hash: str, placement: dict[str, Any]) -> Claim:
         """Start an attempt. ``placement`` is recorded when this is the first one; a retry gets
         the recorded placement back, or the stored result when an earlier attempt finished."""
-        try:
+        with unavailable_when_unreachable("metadata database", self._retry_after_s):
             return await self._claim(key, kind, body_hash, placement)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-            if not is_transient(exc):
-                raise
-            raise Unavailable(
-                f"metadata database unreachable: {describe(exc)}", retry_after_s=self._retry_after_s
-            ) from exc
 
     async def _claim(self, key: str, kind: str, body_hash: str, placement: dict[str, Any]) -> Claim:
         async with self._metadata.acquire() as connection, connection.transaction():
@@ -101,16 +95,10 @@ class IdempotencyStore:
 
     async def recorded_now(self, key: str) -> datetime | None:
         """The time an earlier attempt with this key gave to records without a ts."""
-        try:
+        with unavailable_when_unreachable("metadata database", self._retry_after_s):
             text = await self._metadata.fetchval(
                 "SELECT placement->>'now' FROM idempotency_requests WHERE key = $1", key
             )
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-            if not is_transient(exc):
-                raise
-            raise Unavailable(
-                f"metadata database unreachable: {describe(exc)}", retry_after_s=self._retry_after_s
-            ) from exc
         return datetime.fromisoformat(text) if text else None
 
     async def move_part(self, key: str, part: str, shard: str) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import asyncpg
 
+from router.catalog import tables as day_tables
 from router.db import ddl
 from router.db.connection import Connection
 from router.db.failures import describe
@@ -57,8 +58,9 @@ class KnownTables:
 
 
 class PartWriter:
-    def __init__(self, pools: ShardPools, settings: IngestSettings) -> None:
+    def __init__(self, pools: ShardPools, metadata: asyncpg.Pool, settings: IngestSettings) -> None:
         self._pools = pools
+        self._metadata = metadata
         self._settings = settings
         self.tables = KnownTables()
 
@@ -103,6 +105,8 @@ class PartWriter:
             return
         index = self._settings.audit_index if table.kind == "audit" else self._settings.flow_index
         await ddl.ensure_table(connection, table, index)
+        # Recorded before any row goes in, so a search never misses committed rows.
+        await day_tables.record(self._metadata, table, shard)
         self.tables.add(shard, table.name)
 
     async def _load(self, connection: Connection, part: Part, request_key: str | None) -> bool:

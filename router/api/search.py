@@ -1,0 +1,227 @@
+"""The read API: searches that page by cursor, and NDJSON exports of every match."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query
+from fastapi.responses import StreamingResponse
+
+from router.api.deps import RuntimeDep
+from router.errors import BadRequest
+from router.runtime import Runtime
+from router.search import query as queries
+from router.search.service import CountMode
+
+router = APIRouter(prefix="/v1", tags=["search"])
+
+Owner = Annotated[str, Query(min_length=1, max_length=256, description="The owner")]
+Switch = Annotated[str, Query(min_length=1, max_length=256, description="The switch")]
+From = Annotated[str, Query(alias="from", description="RFC 3339, inclusive")]
+To = Annotated[str, Query(description="RFC 3339, exclusive")]
+Order = Annotated[Literal["asc", "desc"], Query(description="By time, then shard, then id")]
+Limit = Annotated[int | None, Query(ge=1, description="Rows per page")]
+CursorText = Annotated[str | None, Query(max_length=2048, description="From a previous page")]
+Count = Annotated[CountMode, Query(description="none, estimate (planner) or exact")]
+Partial = Annotated[
+    bool,
+    Query(
+        description="true: answer with the shards that did answer (partial: true); false: 503/504"
+    ),
+]
+SEARCH_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"description": "a parameter is invalid (the error names it)"},
+    503: {"description": "a shard failed and partial=false"},
+    504: {"description": "a shard did not answer in time and partial=false"},
+}
+
+
+def _limit(runtime: Runtime, limit: int | None) -> int:
+    settings = runtime.settings.search
+    value = limit or settings.default_limit
+    if value > settings.max_limit:
+        raise BadRequest(f"limit is at most {settings.max_limit}", "limit")
+    return value
+
+
+def audit_query(
+    runtime: Runtime,
+    owner: str,
+    start: str,
+    end: str,
+    q: list[str],
+    match: queries.Match,
+    order: queries.Order,
+) -> queries.AuditQuery:
+    settings = runtime.settings.search
+    return queries.AuditQuery(
+        owner=owner,
+        window=queries.window(start, end, settings.max_range_days),
+        patterns=queries.check_patterns(q, settings.max_patterns, settings.max_pattern_chars),
+        match=match,
+        order=order,
+    )
+
+
+def flow_query(
+    runtime: Runtime,
+    switch: str,
+    start: str,
+    end: str,
+    src_ip: str | None,
+    dst_ip: str | None,
+    src_port: str | None,
+    dst_port: str | None,
+    ip_version: int | None,
+    proto: int | None,
+    either_direction: bool,
+    order: queries.Order,
+) -> queries.FlowQuery:
+    query = queries.FlowQuery(
+        switch=switch,
+        window=queries.window(start, end, runtime.settings.search.max_range_days),
+        src_ip=queries.IpFilter.parse(src_ip, "src_ip") if src_ip else None,
+        dst_ip=queries.IpFilter.parse(dst_ip, "dst_ip") if dst_ip else None,
+        src_port=queries.PortFilter.parse(src_port, "src_port") if src_port else None,
+        dst_port=queries.PortFilter.parse(dst_port, "dst_port") if dst_port else None,
+        ip_version=ip_version,
+        proto=proto,
+        either_direction=either_direction,
+        order=order,
+    )
+    queries.check_ip_versions(query)
+    return query
+
+
+@router.get(
+    "/audit/search",
+    summary="Audit rows of one owner in a time range, by pattern",
+    responses=SEARCH_ERRORS,
+)
+async def search_audit(
+    runtime: RuntimeDep,
+    owner: Owner,
+    start: From,
+    to: To,
+    q: Annotated[list[str], Query(description="Patterns, all must match")] = [],  # noqa: B006
+    match: Annotated[queries.Match, Query()] = "substring",
+    order: Order = "asc",
+    limit: Limit = None,
+    cursor: CursorText = None,
+    count: Count = "none",
+    partial: Partial = True,
+) -> dict[str, Any]:
+    query = audit_query(runtime, owner, start, to, q, match, order)
+    return await runtime.search.search(query, _limit(runtime, limit), cursor, count, partial)
+
+
+@router.get(
+    "/flows/search",
+    summary="Flows of one switch by any part of the 5-tuple",
+    responses=SEARCH_ERRORS,
+)
+async def search_flows(
+    runtime: RuntimeDep,
+    switch: Switch,
+    start: From,
+    to: To,
+    src_ip: Annotated[str | None, Query(description="Address or CIDR prefix")] = None,
+    dst_ip: Annotated[str | None, Query(description="Address or CIDR prefix")] = None,
+    src_port: Annotated[str | None, Query(description="Port or range 1000-2000")] = None,
+    dst_port: Annotated[str | None, Query(description="Port or range 1000-2000")] = None,
+    ip_version: Annotated[Literal[4, 6] | None, Query()] = None,
+    proto: Annotated[int | None, Query(ge=0, le=255)] = None,
+    either_direction: Annotated[bool, Query(description="Also match dst->src")] = False,
+    order: Order = "asc",
+    limit: Limit = None,
+    cursor: CursorText = None,
+    count: Count = "none",
+    partial: Partial = True,
+) -> dict[str, Any]:
+    query = flow_query(
+        runtime,
+        switch,
+        start,
+        to,
+        src_ip,
+        dst_ip,
+        src_port,
+        dst_port,
+        ip_version,
+        proto,
+        either_direction,
+        order,
+    )
+    return await runtime.search.search(query, _limit(runtime, limit), cursor, count, partial)
+
+
+@router.get(
+    "/audit/export",
+    summary="Every matching audit row as NDJSON",
+    response_class=StreamingResponse,
+    responses=SEARCH_ERRORS,
+)
+async def export_audit(
+    runtime: RuntimeDep,
+    owner: Owner,
+    start: From,
+    to: To,
+    q: Annotated[list[str], Query()] = [],  # noqa: B006
+    match: Annotated[queries.Match, Query()] = "substring",
+    order: Order = "asc",
+) -> StreamingResponse:
+    query = audit_query(runtime, owner, start, to, q, match, order)
+    return await _stream(runtime, query)
+
+
+@router.get(
+    "/flows/export",
+    summary="Every matching flow as NDJSON",
+    response_class=StreamingResponse,
+    responses=SEARCH_ERRORS,
+)
+async def export_flows(
+    runtime: RuntimeDep,
+    switch: Switch,
+    start: From,
+    to: To,
+    src_ip: str | None = None,
+    dst_ip: str | None = None,
+    src_port: str | None = None,
+    dst_port: str | None = None,
+    ip_version: Annotated[Literal[4, 6] | None, Query()] = None,
+    proto: Annotated[int | None, Query(ge=0, le=255)] = None,
+    either_direction: bool = False,
+    order: Order = "asc",
+) -> StreamingResponse:
+    query = flow_query(
+        runtime,
+        switch,
+        start,
+        to,
+        src_ip,
+        dst_ip,
+        src_port,
+        dst_port,
+        ip_version,
+        proto,
+        either_direction,
+        order,
+    )
+    return await _stream(runtime, query)
+
+
+async def _stream(
+    runtime: Runtime, query: queries.AuditQuery | queries.FlowQuery
+) -> StreamingResponse:
+    stream = runtime.search.export(query)
+    # The first page is read before answering, so a bad pattern is still a clean 400.
+    first = await anext(stream, b"")
+
+    async def body() -> Any:
+        if first:
+            yield first
+        async for line in stream:
+            yield line
+
+    return StreamingResponse(body(), media_type="application/x-ndjson")

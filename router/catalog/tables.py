@@ -1,0 +1,81 @@
+"""The registry of day tables (metadata table day_tables): written when a router creates a
+table, read by search planning, reconciled with what the shards really hold by ``sync``."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import asyncpg
+
+from router.db.names import DayTable, Kind, day_table, parse_day_table
+
+DAY_TABLE_REGEX = "^(audit_o|flow_s)[0-9]+_[0-9]{8}$"
+
+
+async def record(metadata: asyncpg.Pool, table: DayTable, shard: str) -> None:
+    await metadata.execute(
+        "INSERT INTO day_tables (kind, owner_id, day, shard) VALUES ($1, $2, $3, $4) "
+        "ON CONFLICT DO NOTHING",
+        table.kind,
+        table.owner_id,
+        table.day,
+        shard,
+    )
+
+
+async def located(
+    metadata: asyncpg.Pool, kind: Kind, owner_id: int, first: date, last: date
+) -> list[tuple[str, DayTable]]:
+    """(shard, table) pairs of one owner between two days, inclusive."""
+    rows = await metadata.fetch(
+        "SELECT shard, day FROM day_tables WHERE kind = $1 AND owner_id = $2 "
+        "AND day BETWEEN $3 AND $4 ORDER BY day, shard",
+        kind,
+        owner_id,
+        first,
+        last,
+    )
+    return [(row["shard"], day_table(kind, owner_id, row["day"])) for row in rows]
+
+
+async def on_shard(connection: asyncpg.Connection) -> list[DayTable]:
+    names = await connection.fetch(
+        "SELECT relname FROM pg_class WHERE relkind = 'r' "
+        "AND relnamespace = 'public'::regnamespace AND relname ~ $1",
+        DAY_TABLE_REGEX,
+    )
+    return [t for t in (parse_day_table(r["relname"]) for r in names) if t is not None]
+
+
+async def sync(metadata: asyncpg.Pool, shard: str, connection: asyncpg.Connection) -> int:
+    """Record the day tables a shard holds that the registry lacks; forget those it lacks.
+    Returns how many entries changed."""
+    present = await on_shard(connection)
+    async with metadata.acquire() as meta, meta.transaction():
+        known = {
+            (r["kind"], r["owner_id"], r["day"])
+            for r in await meta.fetch(
+                "SELECT kind, owner_id, day FROM day_tables WHERE shard = $1", shard
+            )
+        }
+        have = {(t.kind, t.owner_id, t.day) for t in present}
+        missing, stale = have - known, known - have
+        for kind, owner_id, day in missing:
+            await meta.execute(
+                "INSERT INTO day_tables (kind, owner_id, day, shard) VALUES ($1, $2, $3, $4) "
+                "ON CONFLICT DO NOTHING",
+                kind,
+                owner_id,
+                day,
+                shard,
+            )
+        for kind, owner_id, day in stale:
+            await meta.execute(
+                "DELETE FROM day_tables WHERE kind = $1 AND owner_id = $2 AND day = $3 "
+                "AND shard = $4",
+                kind,
+                owner_id,
+                day,
+                shard,
+            )
+    return len(missing) + len(stale)

@@ -1,0 +1,1 @@
+"""The read path: plan the (shard, day table) targets, query the shards in parallel, merge."""

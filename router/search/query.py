@@ -1,0 +1,137 @@
+"""Search queries as validated values. Everything that can be refused is refused here, with a
+400 naming the parameter."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import asdict, dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any, Literal
+
+from router.errors import BadRequest
+
+Match = Literal["substring", "regex", "iregex"]
+Order = Literal["asc", "desc"]
+
+
+@dataclass(frozen=True)
+class Window:
+    """The half-open time range [start, end)."""
+
+    start: datetime
+    end: datetime
+
+    def days(self) -> list[date]:
+        first = self.start.astimezone(UTC).date()
+        last = (self.end - timedelta(microseconds=1)).astimezone(UTC).date()
+        return [first + timedelta(days=n) for n in range((last - first).days + 1)]
+
+
+def parse_time(value: str, field: str) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise BadRequest(f"{value[:40]!r} is not an RFC 3339 timestamp", field) from None
+    if parsed.tzinfo is None:
+        raise BadRequest("needs a UTC offset (RFC 3339)", field)
+    return parsed
+
+
+def window(start: str, end: str, max_days: int) -> Window:
+    begin, finish = parse_time(start, "from"), parse_time(end, "to")
+    if finish <= begin:
+        raise BadRequest("to must be after from", "to")
+    if finish - begin > timedelta(days=max_days):
+        raise BadRequest(f"the range spans more than {max_days} days", "to")
+    return Window(begin, finish)
+
+
+@dataclass(frozen=True)
+class AuditQuery:
+    owner: str
+    window: Window
+    patterns: tuple[str, ...]
+    match: Match
+    order: Order
+
+    def binding(self) -> dict[str, Any]:
+        return {"kind": "audit", **asdict(self)}
+
+
+@dataclass(frozen=True)
+class IpFilter:
+    network: str  # canonical: '10.1.0.0/16', '2001:db8::1/128'
+    exact: bool
+
+    @classmethod
+    def parse(cls, value: str, field: str) -> IpFilter:
+        try:
+            if "/" in value:
+                network = ipaddress.ip_network(value.strip(), strict=False)
+                return cls(str(network), network.num_addresses == 1)
+            address = ipaddress.ip_address(value.strip())
+            return cls(f"{address}/{address.max_prefixlen}", True)
+        except ValueError:
+            raise BadRequest(f"{value[:60]!r} is not an IP address or CIDR prefix", field) from None
+
+    @property
+    def version(self) -> int:
+        return ipaddress.ip_network(self.network).version
+
+
+@dataclass(frozen=True)
+class PortFilter:
+    low: int
+    high: int
+
+    @classmethod
+    def parse(cls, value: str, field: str) -> PortFilter:
+        low_text, _, high_text = value.strip().partition("-")
+        try:
+            low = int(low_text)
+            high = int(high_text) if high_text else low
+        except ValueError:
+            raise BadRequest(
+                f"{value[:20]!r} is not a port or a range like 1000-2000", field
+            ) from None
+        if not 0 <= low <= high <= 65535:
+            raise BadRequest("ports are 0-65535 and a range runs low-high", field)
+        return cls(low, high)
+
+
+@dataclass(frozen=True)
+class FlowQuery:
+    switch: str
+    window: Window
+    src_ip: IpFilter | None
+    dst_ip: IpFilter | None
+    src_port: PortFilter | None
+    dst_port: PortFilter | None
+    ip_version: int | None
+    proto: int | None
+    either_direction: bool
+    order: Order
+
+    def binding(self) -> dict[str, Any]:
+        return {"kind": "flow", **asdict(self)}
+
+
+def check_patterns(patterns: list[str], max_patterns: int, max_chars: int) -> tuple[str, ...]:
+    if len(patterns) > max_patterns:
+        raise BadRequest(f"at most {max_patterns} patterns", "q")
+    for pattern in patterns:
+        if not pattern:
+            raise BadRequest("an empty pattern matches everything; leave q out instead", "q")
+        if len(pattern) > max_chars:
+            raise BadRequest(f"a pattern is longer than {max_chars} characters", "q")
+        if "\x00" in pattern:
+            raise BadRequest("a pattern contains a NUL character", "q")
+    return tuple(patterns)
+
+
+def check_ip_versions(query: FlowQuery) -> None:
+    versions = {f.version for f in (query.src_ip, query.dst_ip) if f is not None}
+    if query.ip_version is not None:
+        versions.add(query.ip_version)
+    if len(versions) > 1:
+        raise BadRequest("the filters mix IPv4 and IPv6 and can match nothing", "ip_version")

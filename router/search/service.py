@@ -1,0 +1,287 @@
+"""Runs a search: plan the targets, query every shard in parallel under a deadline, merge,
+and cut the page with its cursors."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import asyncpg
+import orjson
+
+from router.catalog import tables as day_tables
+from router.catalog.cache import CatalogCache
+from router.catalog.owners import OwnerDirectory
+from router.db.failures import DRIVER_ERRORS, describe
+from router.db.pools import ShardPools
+from router.errors import BadRequest, ShardlogError, Unavailable
+from router.routing.search_plan import SearchPlan, ShardTarget, plan_search
+from router.search import sql
+from router.search.cursor import Cursor, CursorCodec, Position, query_digest
+from router.search.merge import Row, merge
+from router.search.query import AuditQuery, FlowQuery
+from router.settings import SearchSettings
+
+CountMode = Literal["none", "estimate", "exact"]
+Query = AuditQuery | FlowQuery
+
+
+class GatewayTimeout(ShardlogError):
+    status = 504
+    code = "timeout"
+
+
+@dataclass
+class ShardFailure:
+    shard: str
+    reason: str
+    timed_out: bool = False
+
+
+@dataclass
+class Outcome:
+    rows: list[list[Row]] = field(default_factory=list)
+    failures: list[ShardFailure] = field(default_factory=list)
+
+
+def _owner_of(query: Query) -> tuple[Literal["audit", "flow"], str]:
+    return ("audit", query.owner) if isinstance(query, AuditQuery) else ("flow", query.switch)
+
+
+class SearchService:
+    def __init__(
+        self,
+        metadata: asyncpg.Pool,
+        catalog: CatalogCache,
+        owners: OwnerDirectory,
+        pools: ShardPools,
+        settings: SearchSettings,
+    ) -> None:
+        self._metadata = metadata
+        self._catalog = catalog
+        self._owners = owners
+        self._pools = pools
+        self._settings = settings
+        self.codec: CursorCodec | None = None
+
+    async def load_secret(self) -> None:
+        if self._settings.cursor_secret:
+            secret = self._settings.cursor_secret.encode()
+        else:
+            secret = await self._metadata.fetchval(
+                "SELECT secret FROM router_secrets WHERE name = 'cursor'"
+            )
+        self.codec = CursorCodec(bytes(secret))
+
+    # --- planning ----------------------------------------------------------------------
+
+    async def plan(self, query: Query) -> tuple[SearchPlan, str]:
+        kind, key = _owner_of(query)
+        mapping = await self._owners.lookup(kind, key)
+        if mapping is None:
+            return SearchPlan(()), key
+        days = query.window.days()
+        located = await day_tables.located(self._metadata, kind, mapping.id, days[0], days[-1])
+        states = {s.name: s.state for s in self._catalog.snapshot.shards.values()}
+        return plan_search(located, days, states), key
+
+    # --- one shard ---------------------------------------------------------------------
+
+    async def _fetch(self, target: ShardTarget, build: Any) -> list[asyncpg.Record]:
+        tables = list(target.tables)
+        for attempt in range(2):
+            text, params = build(tables)
+            try:
+                async with self._pools.get(target.shard).acquire(
+                    timeout=self._settings.shard_timeout_s
+                ) as connection:
+                    return list(
+                        await connection.fetch(
+                            text, *params, timeout=self._settings.shard_timeout_s
+                        )
+                    )
+            except asyncpg.UndefinedTableError:
+                if attempt:
+                    raise
+                # A table dropped since it was planned (retention): forget it and go on.
+                tables = await self._existing(target.shard, tables)
+                if not tables:
+                    return []
+        return []
+
+    async def _existing(self, shard: str, tables: list[Any]) -> list[Any]:
+        names = {
+            r["relname"]
+            for r in await self._pools.get(shard).fetch(
+                "SELECT relname FROM pg_class WHERE relname = ANY($1::text[])",
+                [t.name for t in tables],
+            )
+        }
+        for table in tables:
+            if table.name not in names:
+                await self._metadata.execute(
+                    "DELETE FROM day_tables WHERE kind = $1 AND owner_id = $2 AND day = $3 "
+                    "AND shard = $4",
+                    table.kind,
+                    table.owner_id,
+                    table.day,
+                    shard,
+                )
+        return [t for t in tables if t.name in names]
+
+    async def _fan_out(self, plan: SearchPlan, build: Any) -> tuple[list[Any], Outcome]:
+        outcome = Outcome()
+        outcome.failures += [ShardFailure(s, "marked down") for s in plan.unavailable]
+        results = await asyncio.gather(
+            *(self._fetch(t, lambda tables, t=t: build(t.shard, tables)) for t in plan.targets),
+            return_exceptions=True,
+        )
+        answers: list[Any] = []
+        for target, result in zip(plan.targets, results, strict=True):
+            if isinstance(result, asyncpg.InvalidRegularExpressionError):
+                raise BadRequest(f"invalid regular expression: {result}", "q")
+            if isinstance(result, TimeoutError | asyncpg.QueryCanceledError):
+                outcome.failures.append(
+                    ShardFailure(
+                        target.shard,
+                        f"no answer within {self._settings.shard_timeout_s:g}s "
+                        "(SHARDLOG_SEARCH__SHARD_TIMEOUT_S)",
+                        timed_out=True,
+                    )
+                )
+            elif isinstance(result, DRIVER_ERRORS):
+                outcome.failures.append(ShardFailure(target.shard, describe(result)))
+            elif isinstance(result, BaseException):
+                raise result
+            else:
+                answers.append((target.shard, result))
+        return answers, outcome
+
+    @staticmethod
+    def _refuse_partial(failures: list[ShardFailure]) -> None:
+        detail = "; ".join(f"{f.shard}: {f.reason}" for f in failures)
+        if any(f.timed_out for f in failures):
+            raise GatewayTimeout(f"shards did not answer in time: {detail}")
+        raise Unavailable(f"shards could not be searched: {detail}", retry_after_s=1)
+
+    # --- a page ------------------------------------------------------------------------
+
+    async def search(
+        self,
+        query: Query,
+        limit: int,
+        cursor_text: str | None,
+        count: CountMode,
+        partial_ok: bool,
+    ) -> dict[str, Any]:
+        assert self.codec is not None
+        digest = query_digest(query.binding())
+        cursor = self.codec.decode(cursor_text, digest) if cursor_text else None
+        plan, key = await self.plan(query)
+        backwards = cursor is not None and cursor.direction == "prev"
+        descending = (query.order == "desc") != backwards
+        after = cursor.position if cursor else None
+
+        def build(shard: str, tables: list[Any]) -> tuple[str, list[Any]]:
+            return sql.page_sql(query, tables, shard, after, descending, limit + 1)
+
+        answers, outcome = await self._fan_out(plan, build)
+        if outcome.failures and not partial_ok:
+            self._refuse_partial(outcome.failures)
+        streams = [
+            [self._row(record, shard, key, query) for record in records]
+            for shard, records in answers
+        ]
+        rows = merge(streams, descending, limit + 1)
+        more = len(rows) > limit
+        page = rows[:limit]
+        if backwards:
+            page.reverse()
+        next_cursor = prev_cursor = None
+        if page:
+            first, last = self._position(page[0]), self._position(page[-1])
+            if cursor is None:
+                next_cursor = self.codec.encode(Cursor(last, "next"), digest) if more else None
+            elif backwards:
+                next_cursor = self.codec.encode(Cursor(last, "next"), digest)
+                prev_cursor = self.codec.encode(Cursor(first, "prev"), digest) if more else None
+            else:
+                prev_cursor = self.codec.encode(Cursor(first, "prev"), digest)
+                next_cursor = self.codec.encode(Cursor(last, "next"), digest) if more else None
+        counted = await self._count(query, plan, count, partial_ok, outcome)
+        return {
+            "items": [self._public(row) for row in page],
+            "next_cursor": next_cursor,
+            "prev_cursor": prev_cursor,
+            "count": counted,
+            "partial": bool(outcome.failures),
+            "failed_shards": [{"shard": f.shard, "reason": f.reason} for f in outcome.failures],
+        }
+
+    async def _count(
+        self, query: Query, plan: SearchPlan, mode: CountMode, partial_ok: bool, outcome: Outcome
+    ) -> dict[str, Any] | None:
+        if mode == "none":
+            return None
+        if mode == "exact":
+            answers, counted = await self._fan_out(
+                plan, lambda _shard, tables: sql.count_sql(query, tables)
+            )
+            value = sum(int(records[0][0] or 0) for _, records in answers)
+        else:
+            answers, counted = await self._fan_out(
+                plan, lambda _shard, tables: sql.estimate_sql(query, tables)
+            )
+            value = sum(
+                int(orjson.loads(records[0][0])[0]["Plan"]["Plan Rows"]) for _, records in answers
+            )
+        if counted.failures and not partial_ok:
+            self._refuse_partial(counted.failures)
+        known = {f.shard for f in outcome.failures}
+        outcome.failures += [f for f in counted.failures if f.shard not in known]
+        return {"value": value, "exact": mode == "exact" and not counted.failures}
+
+    # --- rows --------------------------------------------------------------------------
+
+    @staticmethod
+    def _row(record: asyncpg.Record, shard: str, key: str, query: Query) -> Row:
+        row = dict(record)
+        row["shard"] = shard
+        if isinstance(query, AuditQuery):
+            row["owner"] = key
+        else:
+            row["switch"] = key
+        return row
+
+    @staticmethod
+    def _position(row: Row) -> Position:
+        return Position(row["ts"], row["shard"], row["id"])
+
+    @staticmethod
+    def _public(row: Row) -> dict[str, Any]:
+        out = dict(row)
+        if "attrs" in out:
+            out["attrs"] = orjson.loads(out["attrs"]) if out["attrs"] is not None else None
+        if "last_seen" in out:
+            out["first_seen"] = out.pop("ts").isoformat()
+            out["last_seen"] = out["last_seen"].isoformat()
+        else:
+            out["ts"] = out["ts"].isoformat()
+        return out
+
+    # --- export ------------------------------------------------------------------------
+
+    async def export(self, query: Query) -> AsyncIterator[bytes]:
+        """Every match as NDJSON, page by page (memory stays at one page)."""
+        cursor: str | None = None
+        while True:
+            page = await self.search(
+                query, self._settings.export_page_rows, cursor, "none", partial_ok=False
+            )
+            for item in page["items"]:
+                yield orjson.dumps(item) + b"\n"
+            cursor = page["next_cursor"]
+            if cursor is None:
+                return

@@ -1,0 +1,152 @@
+"""The one query a shard runs for a page: a UNION ALL over the shard's day tables in range,
+each branch ordered by its (ts, id) index and cut at LIMIT, with the keyset condition that
+continues after the cursor. Values travel as parameters; identifiers come from db.names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from router.db.names import DayTable
+from router.search.cursor import Position
+from router.search.query import AuditQuery, FlowQuery, IpFilter, PortFilter
+
+AUDIT_COLUMNS = "ts, id, content, attrs"
+FLOW_COLUMNS = (
+    "first_seen AS ts, id, src_ip, dst_ip, src_port, dst_port, ip_version, proto, "
+    "bytes, packets, flow_count, last_seen"
+)
+
+
+@dataclass
+class Params:
+    values: list[Any] = field(default_factory=list)
+
+    def add(self, value: Any) -> str:
+        self.values.append(value)
+        return f"${len(self.values)}"
+
+
+def keyset(
+    after: Position | None, shard: str, column: str, descending: bool, params: Params
+) -> str:
+    """Rows of ``shard`` that come after ``after`` in (ts, shard, id) order (before it when
+    descending). The shard is one value per query, so the condition folds to ts and id."""
+    if after is None:
+        return "true"
+    ts = params.add(after.ts)
+    forward = "<" if descending else ">"
+    if shard == after.shard:
+        return f"({column}, id) {forward} ({ts}, {params.add(after.id)})"
+    # Another shard sorts after the cursor's on equal ts exactly when it comes later in the
+    # traversal: then rows at the cursor's ts still follow it.
+    shard_is_later = (shard > after.shard) != descending
+    return f"{column} {forward}= {ts}" if shard_is_later else f"{column} {forward} {ts}"
+
+
+def _audit_filter(query: AuditQuery, params: Params) -> str:
+    parts = [f"ts >= {params.add(query.window.start)}", f"ts < {params.add(query.window.end)}"]
+    for pattern in query.patterns:
+        value = params.add(pattern)
+        if query.match == "substring":
+            parts.append(f"strpos(content, {value}) > 0")
+        elif query.match == "regex":
+            parts.append(f"content ~ {value}")
+        else:
+            parts.append(f"content ~* {value}")
+    return " AND ".join(parts)
+
+
+def _ip(column: str, value: IpFilter, params: Params) -> str:
+    placeholder = params.add(value.network)
+    if value.exact:
+        return f"{column} = {placeholder}::inet"
+    return f"{column} <<= {placeholder}::inet"
+
+
+def _port(column: str, value: PortFilter, params: Params) -> str:
+    if value.low == value.high:
+        return f"{column} = {params.add(value.low)}"
+    return f"{column} BETWEEN {params.add(value.low)} AND {params.add(value.high)}"
+
+
+def _direction(query: FlowQuery, params: Params, swap: bool) -> str:
+    src, dst = ("dst", "src") if swap else ("src", "dst")
+    parts = []
+    if query.src_ip:
+        parts.append(_ip(f"{src}_ip", query.src_ip, params))
+    if query.dst_ip:
+        parts.append(_ip(f"{dst}_ip", query.dst_ip, params))
+    if query.src_port:
+        parts.append(_port(f"{src}_port", query.src_port, params))
+    if query.dst_port:
+        parts.append(_port(f"{dst}_port", query.dst_port, params))
+    return " AND ".join(parts) or "true"
+
+
+def _flow_filter(query: FlowQuery, params: Params) -> str:
+    parts = [
+        f"first_seen >= {params.add(query.window.start)}",
+        f"first_seen < {params.add(query.window.end)}",
+    ]
+    if query.ip_version is not None:
+        parts.append(f"ip_version = {params.add(query.ip_version)}")
+    if query.proto is not None:
+        parts.append(f"proto = {params.add(query.proto)}")
+    forward = _direction(query, params, swap=False)
+    if query.either_direction:
+        parts.append(f"(({forward}) OR ({_direction(query, params, swap=True)}))")
+    else:
+        parts.append(forward)
+    return " AND ".join(parts)
+
+
+def where(query: AuditQuery | FlowQuery, params: Params) -> str:
+    return (
+        _audit_filter(query, params)
+        if isinstance(query, AuditQuery)
+        else _flow_filter(query, params)
+    )
+
+
+def page_sql(
+    query: AuditQuery | FlowQuery,
+    tables: list[DayTable],
+    shard: str,
+    after: Position | None,
+    descending: bool,
+    limit: int,
+) -> tuple[str, list[Any]]:
+    params = Params()
+    condition = where(query, params)
+    column = "ts" if isinstance(query, AuditQuery) else "first_seen"
+    columns = AUDIT_COLUMNS if isinstance(query, AuditQuery) else FLOW_COLUMNS
+    direction = "DESC" if descending else "ASC"
+    seek = keyset(after, shard, column, descending, params)
+    cap = params.add(limit)
+    branches = [
+        f"(SELECT {columns} FROM {table.quoted} WHERE {condition} AND {seek} "
+        f"ORDER BY {column} {direction}, id {direction} LIMIT {cap})"
+        for table in tables
+    ]
+    if len(branches) == 1:
+        return branches[0][1:-1], params.values
+    return (
+        f"SELECT * FROM ({' UNION ALL '.join(branches)}) AS page "
+        f"ORDER BY ts {direction}, id {direction} LIMIT {cap}"
+    ), params.values
+
+
+def count_sql(query: AuditQuery | FlowQuery, tables: list[DayTable]) -> tuple[str, list[Any]]:
+    params = Params()
+    condition = where(query, params)
+    branches = [f"SELECT count(*) AS n FROM {table.quoted} WHERE {condition}" for table in tables]
+    return f"SELECT sum(n)::bigint FROM ({' UNION ALL '.join(branches)}) AS counts", params.values
+
+
+def estimate_sql(query: AuditQuery | FlowQuery, tables: list[DayTable]) -> tuple[str, list[Any]]:
+    """EXPLAIN of the matching rows: the planner's row estimate, no rows read."""
+    params = Params()
+    condition = where(query, params)
+    branches = [f"SELECT 1 FROM {table.quoted} WHERE {condition}" for table in tables]
+    return f"EXPLAIN (FORMAT JSON) {' UNION ALL '.join(branches)}", params.values
