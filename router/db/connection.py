@@ -12,9 +12,5 @@ Connection = asyncpg.Connection | PoolConnectionProxy
 
 
 async def prepare_shard_connection(connection: asyncpg.Connection) -> None:
-    """Once per new shard connection: the binary inet codec and the flow staging table (a
-    temporary table emptied at every commit; asyncpg's reset on release keeps it)."""
-    from router.db.ddl import STAGE_DDL
-
+    """Once per new shard connection: the binary inet codec."""
     await install_codec(connection)
-    await connection.execute(STAGE_DDL)

@@ -4,6 +4,7 @@ throughput. Installed on every shard connection as the codec for ``inet``."""
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 from typing import Any
 
@@ -44,10 +45,19 @@ def decode(data: bytes) -> str:
     return text if bits == 128 else f"{text}/{bits}"
 
 
+def encode_network(text: str) -> bytes:
+    """A prefix such as '10.1.0.0/16' (query parameters) as binary inet."""
+    network = ipaddress.ip_network(text, strict=False)
+    family = b"\x02" if network.version == 4 else b"\x03"
+    packed = network.network_address.packed
+    return family + bytes((network.prefixlen, 0, len(packed))) + packed
+
+
 def encode(value: Any) -> bytes:
     if isinstance(value, bytes):
         return value
-    return encode_address(str(value))
+    text = str(value)
+    return encode_network(text) if "/" in text else encode_address(text)
 
 
 async def install_codec(connection: asyncpg.Connection) -> None:

@@ -70,20 +70,16 @@ class PartWriter:
         try:
             return await self._attempt(part, shard, request_key)
         except asyncpg.UndefinedTableError:
-            # The day table was dropped since we last saw it (retention), or the session lost
-            # its staging table: create them again and retry once.
+            # The day table was dropped since we last saw it (retention): create it again and
+            # retry once.
             self.tables.forget(shard, part.table.name)
-            return await self._attempt(part, shard, request_key, recreate_stage=True)
+            return await self._attempt(part, shard, request_key)
 
-    async def _attempt(
-        self, part: Part, shard: str, request_key: str | None, recreate_stage: bool = False
-    ) -> bool:
+    async def _attempt(self, part: Part, shard: str, request_key: str | None) -> bool:
         committing = False
         try:
             async with self._pools.get(shard).acquire() as connection:
                 await self._ensure_table(connection, shard, part.table)
-                if recreate_stage and part.table.kind == "flow":
-                    await connection.execute(ddl.STAGE_DDL)
                 transaction = connection.transaction()
                 await transaction.start()
                 try:
@@ -126,6 +122,9 @@ class PartWriter:
                 part.table.name, records=part.rows, columns=ddl.AUDIT_COLUMNS
             )
         else:
+            # Created in the batch's transaction: a temporary table made once per session
+            # (pool init) was seen to lose its file under load (58P01).
+            await connection.execute(ddl.STAGE_DDL)
             await connection.copy_records_to_table(
                 ddl.FLOW_STAGE, records=part.rows, columns=ddl.FLOW_STAGE_COLUMNS
             )

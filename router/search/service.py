@@ -14,7 +14,7 @@ import orjson
 from router.catalog import tables as day_tables
 from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
-from router.db.failures import DRIVER_ERRORS, describe
+from router.db.failures import DRIVER_ERRORS, describe, is_transient
 from router.db.pools import ShardPools
 from router.errors import BadRequest, ShardlogError, Unavailable
 from router.routing.search_plan import SearchPlan, ShardTarget, plan_search
@@ -151,7 +151,7 @@ class SearchService:
                         timed_out=True,
                     )
                 )
-            elif isinstance(result, DRIVER_ERRORS):
+            elif isinstance(result, DRIVER_ERRORS) and is_transient(result):
                 outcome.failures.append(ShardFailure(target.shard, describe(result)))
             elif isinstance(result, BaseException):
                 raise result

@@ -47,3 +47,18 @@ def test_agrees_with_ipaddress(address) -> None:
     encoded = encode_address(str(address))
     assert decode(encoded) == str(address) or ipaddress.ip_address(decode(encoded)) == address
     assert version_of(encoded) == address.version
+
+
+@pytest.mark.parametrize(
+    ("text", "canonical"),
+    [
+        ("10.1.0.0/16", "10.1.0.0/16"),
+        ("10.1.2.3/16", "10.1.0.0/16"),
+        ("2001:DB8::/32", "2001:db8::/32"),
+        ("10.0.0.1/32", "10.0.0.1"),
+    ],
+)
+def test_prefixes_encode_for_query_parameters(text, canonical) -> None:
+    from router.db.inet import encode
+
+    assert decode(encode(text)) == canonical

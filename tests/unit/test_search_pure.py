@@ -1,0 +1,139 @@
+"""Merge, cursors, plans and query parsing: the pure parts of search."""
+
+from datetime import UTC, date, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from router.db.names import day_table
+from router.errors import BadRequest
+from router.routing.search_plan import plan_search
+from router.search.cursor import Cursor, CursorCodec, Position, query_digest
+from router.search.merge import merge, sort_key
+from router.search.query import IpFilter, PortFilter, Window, window
+
+BASE = datetime(2026, 11, 23, tzinfo=UTC)
+rows_strategy = st.lists(
+    st.tuples(st.integers(0, 5), st.sampled_from(["s1", "s2", "s3"]), st.integers(1, 10_000)),
+    max_size=60,
+    unique_by=lambda r: (r[1], r[2]),
+)
+
+
+def as_rows(raw):
+    return [{"ts": BASE + timedelta(seconds=t), "shard": s, "id": i} for t, s, i in raw]
+
+
+@given(rows_strategy, st.booleans(), st.integers(1, 70))
+def test_merge_equals_a_full_sort(raw, descending, limit) -> None:
+    rows = as_rows(raw)
+    streams = [
+        sorted((r for r in rows if r["shard"] == shard), key=sort_key, reverse=descending)
+        for shard in ("s1", "s2", "s3")
+    ]
+    expected = sorted(rows, key=sort_key, reverse=descending)[:limit]
+    assert merge(streams, descending, limit) == expected
+
+
+def test_merge_reads_no_further_than_it_must() -> None:
+    def endless(shard):
+        n = 0
+        while True:
+            n += 1
+            yield {"ts": BASE + timedelta(seconds=n), "shard": shard, "id": n}
+
+    assert len(merge([endless("a"), endless("b")], False, 5)) == 5
+
+
+CODEC = CursorCodec(b"k" * 32)
+POSITION = Position(BASE, "shard01", 42)
+
+
+def test_cursor_round_trip_and_binding() -> None:
+    text = CODEC.encode(Cursor(POSITION, "prev"), "digest-a")
+    assert CODEC.decode(text, "digest-a") == Cursor(POSITION, "prev")
+    with pytest.raises(BadRequest, match="another query") as caught:
+        CODEC.decode(text, "digest-b")
+    assert caught.value.field == "cursor"
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        lambda t: t[:-2] + ("A" if t[-2] != "A" else "B") + t[-1],
+        lambda t: t[5:],
+        lambda t: "garbage!!",
+        lambda t: "",
+    ],
+)
+def test_tampered_cursors_are_refused(tamper) -> None:
+    text = CODEC.encode(Cursor(POSITION, "next"), "d")
+    with pytest.raises(BadRequest) as caught:
+        CODEC.decode(tamper(text), "d")
+    assert caught.value.field == "cursor"
+
+
+def test_cursor_from_another_secret_is_refused() -> None:
+    text = CursorCodec(b"x" * 32).encode(Cursor(POSITION, "next"), "d")
+    with pytest.raises(BadRequest):
+        CODEC.decode(text, "d")
+
+
+def test_query_digest_ignores_order_of_keys() -> None:
+    assert query_digest({"a": 1, "b": [2]}) == query_digest({"b": [2], "a": 1})
+    assert query_digest({"a": 1}) != query_digest({"a": 2})
+
+
+def test_plan_keeps_days_in_range_and_usable_shards() -> None:
+    d1, d2, d3 = date(2026, 11, 21), date(2026, 11, 22), date(2026, 11, 23)
+    located = [
+        ("s1", day_table("audit", 7, d1)),
+        ("s1", day_table("audit", 7, d2)),
+        ("s2", day_table("audit", 7, d2)),
+        ("s3", day_table("audit", 7, d3)),
+        ("s4", day_table("audit", 7, d2)),
+    ]
+    plan = plan_search(located, [d2, d3], {"s1": "active", "s2": "draining", "s3": "down"})
+    assert [(t.shard, [x.day for x in t.tables]) for t in plan.targets] == [
+        ("s1", [d2]),
+        ("s2", [d2]),
+    ]
+    assert plan.unavailable == ("s3", "s4")
+
+
+def test_window_days_are_utc_and_end_exclusive() -> None:
+    w = Window(datetime(2026, 11, 22, 23, tzinfo=UTC), datetime(2026, 11, 24, tzinfo=UTC))
+    assert w.days() == [date(2026, 11, 22), date(2026, 11, 23)]
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "field"),
+    [
+        ("2026-11-23T00:00:00Z", "2026-11-22T00:00:00Z", "to"),
+        ("2026-11-23T00:00:00Z", "2026-11-23T00:00:00Z", "to"),
+        ("2026-01-01T00:00:00Z", "2026-11-23T00:00:00Z", "to"),
+        ("yesterday", "2026-11-23T00:00:00Z", "from"),
+        ("2026-11-22T00:00:00", "2026-11-23T00:00:00Z", "from"),
+    ],
+)
+def test_bad_windows(start, end, field) -> None:
+    with pytest.raises(BadRequest) as caught:
+        window(start, end, 31)
+    assert caught.value.field == field
+
+
+def test_ip_and_port_filters() -> None:
+    assert IpFilter.parse("2001:DB8:0:0::1", "src_ip") == IpFilter("2001:db8::1/128", True)
+    assert IpFilter.parse("10.1.2.3/16", "src_ip") == IpFilter("10.1.0.0/16", False)
+    assert IpFilter.parse("10.1.2.3/32", "src_ip").exact
+    assert PortFilter.parse("1000-2000", "src_port") == PortFilter(1000, 2000)
+    assert PortFilter.parse("443", "dst_port") == PortFilter(443, 443)
+    for bad, parse in (
+        ("10.0.0.300", IpFilter.parse),
+        ("2000-1000", PortFilter.parse),
+        ("http", PortFilter.parse),
+        ("70000", PortFilter.parse),
+    ):
+        with pytest.raises(BadRequest):
+            parse(bad, "f")
