@@ -16,6 +16,7 @@ import asyncpg
 from router import bootstrap
 from router.catalog import shards as shard_admin
 from router.catalog import store
+from router.catalog import tables as day_tables
 from router.catalog.snapshot import OWNER_KINDS, PLACEMENTS, shard_json
 from router.db import pools
 from router.db.migrate import MigrationError
@@ -223,6 +224,32 @@ def output(args: argparse.Namespace, data: Any, table: Callable[[], None]) -> No
         table()
 
 
+def cmd_tables_sync(settings: Settings, _args: argparse.Namespace) -> int:
+    """Record and attach day tables the shards hold that the registry lacks, and forget those
+    the shards no longer hold (after a restore, a manual drop, or an upgrade)."""
+
+    async def go() -> dict[str, int]:
+        metadata = await pools.create_metadata_pool(settings.metadata_dsn(), settings.metadata)
+        changed: dict[str, int] = {}
+        try:
+            snapshot = await store.load_snapshot(metadata)
+            for shard in sorted(snapshot.shards.values(), key=lambda s: s.name):
+                if shard.state == "down":
+                    continue
+                connection = await pools.connect(shard.dsn, settings.pools)
+                try:
+                    changed[shard.name] = await day_tables.sync(metadata, shard, connection)
+                finally:
+                    await connection.close()
+        finally:
+            await metadata.close()
+        return changed
+
+    for name, count in asyncio.run(go()).items():
+        print(f"{name}: {count} registry entries changed")
+    return 0
+
+
 # --- parser --------------------------------------------------------------------------------
 
 
@@ -296,6 +323,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--force", action="store_true", help="remap an owner already mapped to another group"
     )
     owners_map.set_defaults(run=cmd_owners_map)
+
+    tables = commands.add_parser("tables", help="day tables").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    tables.add_parser(
+        "sync",
+        help="reconcile the day-table registry and the fdw coordinator with what the shards hold",
+    ).set_defaults(run=cmd_tables_sync)
 
     catalog = commands.add_parser("catalog", help="the catalog").add_subparsers(
         dest="action", required=True, metavar="ACTION"

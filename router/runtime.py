@@ -47,7 +47,7 @@ class Runtime:
         service = IngestService(
             catalog,
             owners,
-            PartWriter(pools, metadata, ingest),
+            PartWriter(pools, metadata, catalog, ingest),
             idempotency,
             ShardHealth(),
             ingest,

@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shutil
+import statistics
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +111,48 @@ def seed(
     return result
 
 
+def head_to_head(
+    url: str,
+    cluster: Any,
+    kind: str,
+    records: list[dict[str, Any]],
+    config: dict[str, int],
+    pairs: int,
+) -> dict[str, Any]:
+    """REST (in its best configuration) and raw COPY of the same rows, run alternately, so
+    each ratio compares two runs made under the same conditions; the median of the ratios."""
+    path = "/v1/audit" if kind == "audit" else "/v1/flows"
+    bodies = generate.ndjson_bodies(records, config["batch"])
+    rows = peers.audit_tuples(records) if kind == "audit" else peers.int_flow_tuples(records)
+    copier = peers.RawCopy(cluster)
+    rest_rates, copy_rates = [], []
+
+    async def run() -> None:
+        for _ in range(pairs):
+            started = time.perf_counter()
+            await send(url, path, bodies, config["clients"])
+            rest_rates.append(len(records) / (time.perf_counter() - started))
+            started = time.perf_counter()
+            await copier.copy(rows, kind)
+            copy_rates.append(len(records) / (time.perf_counter() - started))
+
+    timed(run, 1, warmup=0, setup=copier.open, teardown=copier.close)
+    ratios = [r / c for r, c in zip(rest_rates, copy_rates, strict=True)]
+    print(
+        f"  head to head {kind}: REST {statistics.median(rest_rates):,.0f} rows/s, raw COPY "
+        f"{statistics.median(copy_rates):,.0f} rows/s, ratio median "
+        f"{statistics.median(ratios):.3f} of {[round(r, 3) for r in ratios]}",
+        flush=True,
+    )
+    return {
+        "config": config,
+        "rest_rows_per_s": [round(r) for r in rest_rates],
+        "copy_rows_per_s": [round(r) for r in copy_rates],
+        "ratios": [round(r, 3) for r in ratios],
+        "median_ratio": statistics.median(ratios),
+    }
+
+
 def best(results: list[Result]) -> Result:
     return max(results, key=lambda r: r.rows_per_s)
 
@@ -187,16 +231,33 @@ def main() -> int:
                 router.url, "flow", flows, args.rows, batches, clients_list, args.repeats
             )
             copy_flows = raw_copy(cluster, "flow", flows[: args.rows], args.repeats)
+            print("head to head", flush=True)
+            best_audit = best([r for r in rest if r.name == "rest-audit"])
+            best_flows = best([r for r in rest if r.name == "rest-flow"])
+            duel_audit = head_to_head(
+                router.url,
+                cluster,
+                "audit",
+                audit[: args.rows],
+                best_audit.params,
+                max(args.repeats, 5),
+            )
+            duel_flows = head_to_head(
+                router.url,
+                cluster,
+                "flow",
+                flows[: args.rows],
+                best_flows.params,
+                max(args.repeats, 5),
+            )
     finally:
         if not args.keep:
             shutil.rmtree(args.data_dir, ignore_errors=True)
 
-    best_audit = best([r for r in rest if r.name == "rest-audit"])
-    best_flows = best([r for r in rest if r.name == "rest-flow"])
     ratios = {
-        "audit_vs_copy": best_audit.rows_per_s / copy_audit.rows_per_s,
-        "audit_vs_seed": best_audit.rows_per_s / seed_result.rows_per_s,
-        "flows_vs_copy": best_flows.rows_per_s / copy_flows.rows_per_s,
+        "audit_vs_copy": duel_audit["median_ratio"],
+        "audit_vs_seed": statistics.median(duel_audit["rest_rows_per_s"]) / seed_result.rows_per_s,
+        "flows_vs_copy": duel_flows["median_ratio"],
     }
     verdicts = {
         name: {
@@ -222,6 +283,7 @@ def main() -> int:
         "raw_copy": {"audit": copy_audit.summary(), "flow": copy_flows.summary()},
         "seed": seed_result.summary(),
         "best": {"audit": best_audit.summary(), "flow": best_flows.summary()},
+        "head_to_head": {"audit": duel_audit, "flow": duel_flows},
         "ratios": verdicts,
     }
     json_path, png_path = write_results("ingest", payload, plot(payload))

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+import orjson
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
 from router.api.deps import RuntimeDep
-from router.errors import BadRequest
+from router.errors import BadRequest, ShardlogError
 from router.runtime import Runtime
 from router.search import query as queries
-from router.search.service import CountMode
+from router.search.service import Backend, CountMode
 
 router = APIRouter(prefix="/v1", tags=["search"])
 
@@ -23,6 +24,13 @@ Order = Annotated[Literal["asc", "desc"], Query(description="By time, then shard
 Limit = Annotated[int | None, Query(ge=1, description="Rows per page")]
 CursorText = Annotated[str | None, Query(max_length=2048, description="From a previous page")]
 Count = Annotated[CountMode, Query(description="none, estimate (planner) or exact")]
+BackendParam = Annotated[
+    Backend,
+    Query(
+        description="fanout: the router queries the shards; fdw: one query through the "
+        "postgres_fdw parent table on the coordinator"
+    ),
+]
 Partial = Annotated[
     bool,
     Query(
@@ -110,9 +118,12 @@ async def search_audit(
     cursor: CursorText = None,
     count: Count = "none",
     partial: Partial = True,
+    backend: BackendParam = "fanout",
 ) -> dict[str, Any]:
     query = audit_query(runtime, owner, start, to, q, match, order)
-    return await runtime.search.search(query, _limit(runtime, limit), cursor, count, partial)
+    return await runtime.search.search(
+        query, _limit(runtime, limit), cursor, count, partial, backend
+    )
 
 
 @router.get(
@@ -137,6 +148,7 @@ async def search_flows(
     cursor: CursorText = None,
     count: Count = "none",
     partial: Partial = True,
+    backend: BackendParam = "fanout",
 ) -> dict[str, Any]:
     query = flow_query(
         runtime,
@@ -152,7 +164,9 @@ async def search_flows(
         either_direction,
         order,
     )
-    return await runtime.search.search(query, _limit(runtime, limit), cursor, count, partial)
+    return await runtime.search.search(
+        query, _limit(runtime, limit), cursor, count, partial, backend
+    )
 
 
 @router.get(
@@ -221,7 +235,11 @@ async def _stream(
     async def body() -> Any:
         if first:
             yield first
-        async for line in stream:
-            yield line
+        try:
+            async for line in stream:
+                yield line
+        except ShardlogError as exc:
+            # The status line is long gone: the stream ends with the error as its last line.
+            yield orjson.dumps(exc.body()) + b"\n"
 
     return StreamingResponse(body(), media_type="application/x-ndjson")

@@ -1,5 +1,6 @@
 """The registry of day tables (metadata table day_tables): written when a router creates a
-table, read by search planning, reconciled with what the shards really hold by ``sync``."""
+table, read by search planning, reconciled with what the shards really hold by ``sync``.
+Every entry is also attached to the postgres_fdw coordinator, in the same transaction."""
 
 from __future__ import annotations
 
@@ -7,20 +8,24 @@ from datetime import date
 
 import asyncpg
 
+from router.catalog.snapshot import Shard
 from router.db.names import DayTable, Kind, day_table, parse_day_table
+from router.search import fdw
 
 DAY_TABLE_REGEX = "^(audit_o|flow_s)[0-9]+_[0-9]{8}$"
 
 
-async def record(metadata: asyncpg.Pool, table: DayTable, shard: str) -> None:
-    await metadata.execute(
-        "INSERT INTO day_tables (kind, owner_id, day, shard) VALUES ($1, $2, $3, $4) "
-        "ON CONFLICT DO NOTHING",
-        table.kind,
-        table.owner_id,
-        table.day,
-        shard,
-    )
+async def record(metadata: asyncpg.Pool, table: DayTable, shard: Shard) -> None:
+    async with metadata.acquire() as connection, connection.transaction():
+        await connection.execute(
+            "INSERT INTO day_tables (kind, owner_id, day, shard) VALUES ($1, $2, $3, $4) "
+            "ON CONFLICT DO NOTHING",
+            table.kind,
+            table.owner_id,
+            table.day,
+            shard.name,
+        )
+        await fdw.attach(connection, table, shard)
 
 
 async def located(
@@ -47,15 +52,15 @@ async def on_shard(connection: asyncpg.Connection) -> list[DayTable]:
     return [t for t in (parse_day_table(r["relname"]) for r in names) if t is not None]
 
 
-async def sync(metadata: asyncpg.Pool, shard: str, connection: asyncpg.Connection) -> int:
-    """Record the day tables a shard holds that the registry lacks; forget those it lacks.
-    Returns how many entries changed."""
+async def sync(metadata: asyncpg.Pool, shard: Shard, connection: asyncpg.Connection) -> int:
+    """Record and attach the day tables a shard holds that the registry lacks; forget and
+    detach those the shard lacks. Returns how many entries changed."""
     present = await on_shard(connection)
     async with metadata.acquire() as meta, meta.transaction():
         known = {
             (r["kind"], r["owner_id"], r["day"])
             for r in await meta.fetch(
-                "SELECT kind, owner_id, day FROM day_tables WHERE shard = $1", shard
+                "SELECT kind, owner_id, day FROM day_tables WHERE shard = $1", shard.name
             )
         }
         have = {(t.kind, t.owner_id, t.day) for t in present}
@@ -67,8 +72,10 @@ async def sync(metadata: asyncpg.Pool, shard: str, connection: asyncpg.Connectio
                 kind,
                 owner_id,
                 day,
-                shard,
+                shard.name,
             )
+        for kind, owner_id, day in have:
+            await fdw.attach(meta, day_table(kind, owner_id, day), shard)
         for kind, owner_id, day in stale:
             await meta.execute(
                 "DELETE FROM day_tables WHERE kind = $1 AND owner_id = $2 AND day = $3 "
@@ -76,6 +83,7 @@ async def sync(metadata: asyncpg.Pool, shard: str, connection: asyncpg.Connectio
                 kind,
                 owner_id,
                 day,
-                shard,
+                shard.name,
             )
+            await fdw.detach(meta, day_table(kind, owner_id, day), shard.name)
     return len(missing) + len(stale)

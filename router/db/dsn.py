@@ -104,6 +104,7 @@ def _parse_uri(dsn: str) -> ParsedDsn:
         raise DsnError("a connection URI has no #fragment")
     userinfo, _, hostlist = parts.netloc.rpartition("@")
     user = unquote(userinfo.partition(":")[0]) or None
+    password = unquote(userinfo.partition(":")[2]) if ":" in userinfo else None
     hosts: list[tuple[str, int]] = []
     for item in hostlist.split(","):
         host, port = _split_host_port(item)
@@ -116,6 +117,8 @@ def _parse_uri(dsn: str) -> ParsedDsn:
     except ValueError as exc:
         raise DsnError(f"malformed query string: {exc}") from exc
     _check_params(params)
+    if password is not None:
+        params.setdefault("password", password)
     dbname = unquote(parts.path.lstrip("/")) or params.get("dbname")
     return ParsedDsn(tuple(hosts), dbname, params.get("user", user), params)
 

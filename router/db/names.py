@@ -8,6 +8,7 @@ client sends reaches an identifier.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -70,3 +71,32 @@ def parse_day_table(name: str) -> DayTable | None:
 def day_table_pattern(kind: Kind) -> str:
     """A LIKE pattern matching every day table of a kind (for catalog queries)."""
     return _PREFIX[kind].replace("_", "\\_") + "%"
+
+
+_CATALOG_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+
+
+def quote_catalog_name(name: str) -> str:
+    """Quote a shard name (validated catalog names: lowercase, digits, '_' and '-')."""
+    if not _CATALOG_NAME.match(name):
+        raise ValueError(f"refusing to quote unexpected name {name!r}")
+    return f'"{name}"'
+
+
+def quote_literal(value: str) -> str:
+    """A string constant for DDL that takes no parameters (foreign server OPTIONS)."""
+    if "\x00" in value:
+        raise ValueError("NUL in a literal")
+    return "'" + value.replace("'", "''") + "'"
+
+
+def parent_table(kind: Kind, owner_id: int) -> str:
+    """The coordinator's parent of one owner's foreign day tables, schema-qualified."""
+    return f"fdw.{quote_ident(f'{_PREFIX[kind]}{owner_id}')}"
+
+
+def foreign_table(table: DayTable, shard: str) -> str:
+    """The coordinator's foreign table for one shard's day table: the day table's name and a
+    digest of the shard's, which keeps it unique and under 63 bytes."""
+    digest = hashlib.blake2b(shard.encode(), digest_size=4).hexdigest()
+    return f"fdw.{quote_ident(f'{table.name}_{digest}')}"

@@ -12,6 +12,7 @@ import asyncpg
 from router.catalog.snapshot import CatalogSnapshot
 from router.db.connection import Connection, prepare_shard_connection
 from router.db.dsn import as_uri, parse_dsn
+from router.db.inet import install_codec
 from router.errors import Unavailable
 from router.settings import MetadataSettings, PoolSettings
 
@@ -116,6 +117,7 @@ async def create_metadata_pool(dsn: str, settings: MetadataSettings) -> asyncpg.
         max_size=settings.pool_size,
         timeout=settings.connect_timeout_s,
         server_settings={"application_name": settings.application_name},
+        init=install_codec,  # rows read through the fdw coordinator carry inet values
     )
     assert pool is not None
     return pool

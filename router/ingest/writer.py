@@ -16,6 +16,7 @@ from typing import Any
 import asyncpg
 
 from router.catalog import tables as day_tables
+from router.catalog.cache import CatalogCache
 from router.db import ddl
 from router.db.connection import Connection
 from router.db.failures import describe
@@ -58,9 +59,16 @@ class KnownTables:
 
 
 class PartWriter:
-    def __init__(self, pools: ShardPools, metadata: asyncpg.Pool, settings: IngestSettings) -> None:
+    def __init__(
+        self,
+        pools: ShardPools,
+        metadata: asyncpg.Pool,
+        catalog: CatalogCache,
+        settings: IngestSettings,
+    ) -> None:
         self._pools = pools
         self._metadata = metadata
+        self._catalog = catalog
         self._settings = settings
         self.tables = KnownTables()
 
@@ -102,7 +110,7 @@ class PartWriter:
         index = self._settings.audit_index if table.kind == "audit" else self._settings.flow_index
         await ddl.ensure_table(connection, table, index)
         # Recorded before any row goes in, so a search never misses committed rows.
-        await day_tables.record(self._metadata, table, shard)
+        await day_tables.record(self._metadata, table, self._catalog.snapshot.shards[shard])
         self.tables.add(shard, table.name)
 
     async def _load(self, connection: Connection, part: Part, request_key: str | None) -> bool:

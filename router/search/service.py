@@ -15,6 +15,7 @@ from router.catalog import tables as day_tables
 from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
 from router.db.failures import DRIVER_ERRORS, describe, is_transient
+from router.db.names import parent_table
 from router.db.pools import ShardPools
 from router.errors import BadRequest, ShardlogError, Unavailable
 from router.routing.search_plan import SearchPlan, ShardTarget, plan_search
@@ -25,6 +26,7 @@ from router.search.query import AuditQuery, FlowQuery
 from router.settings import SearchSettings
 
 CountMode = Literal["none", "estimate", "exact"]
+Backend = Literal["fanout", "fdw"]
 Query = AuditQuery | FlowQuery
 
 
@@ -175,6 +177,7 @@ class SearchService:
         cursor_text: str | None,
         count: CountMode,
         partial_ok: bool,
+        backend: Backend = "fanout",
     ) -> dict[str, Any]:
         assert self.codec is not None
         digest = query_digest(query.binding())
@@ -187,14 +190,23 @@ class SearchService:
         def build(shard: str, tables: list[Any]) -> tuple[str, list[Any]]:
             return sql.page_sql(query, tables, shard, after, descending, limit + 1)
 
-        answers, outcome = await self._fan_out(plan, build)
-        if outcome.failures and not partial_ok:
-            self._refuse_partial(outcome.failures)
-        streams = [
-            [self._row(record, shard, key, query) for record in records]
-            for shard, records in answers
-        ]
-        rows = merge(streams, descending, limit + 1)
+        if backend == "fdw":
+            records = await self._coordinator(
+                query,
+                plan,
+                lambda parent: sql.fdw_page_sql(query, parent, after, descending, limit + 1),
+            )
+            outcome = Outcome()
+            rows = [self._row(record, record["shard"], key, query) for record in records]
+        else:
+            answers, outcome = await self._fan_out(plan, build)
+            if outcome.failures and not partial_ok:
+                self._refuse_partial(outcome.failures)
+            streams = [
+                [self._row(record, shard, key, query) for record in records]
+                for shard, records in answers
+            ]
+            rows = merge(streams, descending, limit + 1)
         more = len(rows) > limit
         page = rows[:limit]
         if backwards:
@@ -210,7 +222,10 @@ class SearchService:
             else:
                 prev_cursor = self.codec.encode(Cursor(first, "prev"), digest)
                 next_cursor = self.codec.encode(Cursor(last, "next"), digest) if more else None
-        counted = await self._count(query, plan, count, partial_ok, outcome)
+        if backend == "fdw":
+            counted = await self._fdw_count(query, plan, count)
+        else:
+            counted = await self._count(query, plan, count, partial_ok, outcome)
         return {
             "items": [self._public(row) for row in page],
             "next_cursor": next_cursor,
@@ -242,6 +257,55 @@ class SearchService:
         known = {f.shard for f in outcome.failures}
         outcome.failures += [f for f in counted.failures if f.shard not in known]
         return {"value": value, "exact": mode == "exact" and not counted.failures}
+
+    # --- the coordinator (postgres_fdw) ----------------------------------------------
+
+    async def _coordinator(
+        self, query: Query, plan: SearchPlan, build: Any
+    ) -> list[asyncpg.Record]:
+        """One query through the owner's parent table on the coordinator. It cannot answer
+        for some shards only: a failing shard fails the query (503 or 504)."""
+        if plan.empty:
+            return []
+        kind, _ = _owner_of(query)
+        owner = plan.targets[0].tables[0].owner_id
+        text, params = build(parent_table(kind, owner))
+        try:
+            return list(
+                await self._metadata.fetch(text, *params, timeout=self._settings.shard_timeout_s)
+            )
+        except asyncpg.InvalidRegularExpressionError as exc:
+            raise BadRequest(f"invalid regular expression: {exc}", "q") from exc
+        except (TimeoutError, asyncpg.QueryCanceledError) as exc:
+            raise GatewayTimeout(
+                f"the coordinator did not answer within {self._settings.shard_timeout_s:g}s "
+                "(SHARDLOG_SEARCH__SHARD_TIMEOUT_S)"
+            ) from exc
+        except DRIVER_ERRORS as exc:
+            if (
+                isinstance(exc, asyncpg.UndefinedTableError)
+                or is_transient(exc)
+                or (getattr(exc, "sqlstate", "") or "").startswith("HV")
+            ):
+                raise Unavailable(f"the fdw path failed: {describe(exc)}", retry_after_s=1) from exc
+            raise
+
+    async def _fdw_count(
+        self, query: Query, plan: SearchPlan, mode: CountMode
+    ) -> dict[str, Any] | None:
+        if mode == "none":
+            return None
+        estimate = mode == "estimate"
+        records = await self._coordinator(
+            query, plan, lambda parent: sql.fdw_count_sql(query, parent, estimate)
+        )
+        if not records:
+            return {"value": 0, "exact": not estimate}
+        if estimate:
+            value = int(orjson.loads(records[0][0])[0]["Plan"]["Plan Rows"])
+        else:
+            value = int(records[0][0])
+        return {"value": value, "exact": not estimate}
 
     # --- rows --------------------------------------------------------------------------
 

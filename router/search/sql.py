@@ -150,3 +150,50 @@ def estimate_sql(query: AuditQuery | FlowQuery, tables: list[DayTable]) -> tuple
     condition = where(query, params)
     branches = [f"SELECT 1 FROM {table.quoted} WHERE {condition}" for table in tables]
     return f"EXPLAIN (FORMAT JSON) {' UNION ALL '.join(branches)}", params.values
+
+
+def _fdw_columns(query: AuditQuery | FlowQuery) -> str:
+    if isinstance(query, AuditQuery):
+        return "p.ts, p.id, p.content, p.attrs"
+    return (
+        "p.first_seen AS ts, p.id, p.src_ip, p.dst_ip, p.src_port, p.dst_port, "
+        "p.ip_version, p.proto, p.bytes, p.packets, p.flow_count, p.last_seen"
+    )
+
+
+def fdw_page_sql(
+    query: AuditQuery | FlowQuery, parent: str, after: Position | None, descending: bool, limit: int
+) -> tuple[str, list[Any]]:
+    """One query on the coordinator through the owner's parent table; the shard of each row
+    comes from fdw.children by the child it was read from."""
+    params = Params()
+    condition = where(query, params)
+    column = "ts" if isinstance(query, AuditQuery) else "first_seen"
+    direction = "DESC" if descending else "ASC"
+    seek = "true"
+    if after is not None:
+        ts, shard, ident = params.add(after.ts), params.add(after.shard), params.add(after.id)
+        forward = "<" if descending else ">"
+        # The ts bound alone is pushed down to the shards; the full row comparison is not.
+        seek = (
+            f"p.{column} {forward}= {ts} AND "
+            f"(p.{column}, c.shard, p.id) {forward} ({ts}, {shard}, {ident})"
+        )
+    return (
+        f"SELECT {_fdw_columns(query)}, c.shard FROM {parent} AS p "
+        f"JOIN fdw.children AS c ON c.child = p.tableoid "
+        f"WHERE {condition} AND {seek} "
+        f"ORDER BY 1 {direction}, c.shard {direction}, p.id {direction} "
+        f"LIMIT {params.add(limit)}",
+        params.values,
+    )
+
+
+def fdw_count_sql(
+    query: AuditQuery | FlowQuery, parent: str, estimate: bool
+) -> tuple[str, list[Any]]:
+    params = Params()
+    condition = where(query, params)
+    if estimate:
+        return f"EXPLAIN (FORMAT JSON) SELECT 1 FROM {parent} WHERE {condition}", params.values
+    return f"SELECT count(*) FROM {parent} WHERE {condition}", params.values

@@ -1,0 +1,116 @@
+"""The postgres_fdw path: the metadata instance as coordinator.
+
+``attach`` makes a shard's day table visible there (foreign server and user mapping for the
+shard, the owner's parent table, the foreign child with a CHECK on its day); ``detach`` removes
+it. Both are idempotent and serialised per child by an advisory lock, so concurrent routers
+neither fail nor duplicate. Queries go through the owner's parent table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import timedelta
+
+from router.catalog.snapshot import Shard
+from router.db.connection import Connection
+from router.db.dsn import parse_dsn
+from router.db.names import (
+    DayTable,
+    foreign_table,
+    parent_table,
+    quote_catalog_name,
+    quote_literal,
+)
+
+_COLUMNS = {
+    "audit": "id bigint, ts timestamptz, content text, attrs jsonb",
+    "flow": (
+        "id bigint, src_ip inet, dst_ip inet, src_port integer, dst_port integer, "
+        "ip_version smallint, proto smallint, bytes bigint, packets bigint, "
+        "flow_count bigint, first_seen timestamptz, last_seen timestamptz"
+    ),
+}
+_TIME_COLUMN = {"audit": "ts", "flow": "first_seen"}
+_USER_OPTIONS = ("user", "password")
+
+
+def _lock_key(name: str) -> int:
+    return int.from_bytes(
+        hashlib.blake2b(name.encode(), digest_size=8).digest(), "big", signed=True
+    )
+
+
+def server_options(dsn: str) -> tuple[dict[str, str], dict[str, str]]:
+    """libpq options of a shard DSN, split into server options and user-mapping options."""
+    parsed = parse_dsn(dsn)
+    options = {
+        "host": ",".join(h for h, _ in parsed.hosts),
+        "port": ",".join(str(p) for _, p in parsed.hosts),
+        "dbname": parsed.dbname or "shardlog",
+    }
+    for key, value in parsed.params.items():
+        if key not in ("host", "hostaddr", "port", "dbname", "server_settings", *_USER_OPTIONS):
+            options[key] = value
+    user = {"user": parsed.user or "shardlog"}
+    if "password" in parsed.params:
+        user["password"] = parsed.params["password"]
+    return options, user
+
+
+def _options(values: dict[str, str]) -> str:
+    return ", ".join(f"{key} {quote_literal(value)}" for key, value in values.items())
+
+
+async def attach(connection: Connection, table: DayTable, shard: Shard) -> None:
+    """Run inside the caller's transaction on the coordinator."""
+    child = foreign_table(table, shard.name)
+    await connection.execute("SELECT pg_advisory_xact_lock($1)", _lock_key(child))
+    if await connection.fetchval("SELECT to_regclass($1) IS NOT NULL", child):
+        return
+    server = quote_catalog_name(shard.name)
+    options, user = server_options(shard.dsn)
+    await connection.execute("SELECT pg_advisory_xact_lock($1)", _lock_key(f"server {shard.name}"))
+    if not await connection.fetchval(
+        "SELECT EXISTS (SELECT 1 FROM pg_foreign_server WHERE srvname = $1)", shard.name
+    ):
+        await connection.execute(
+            f"CREATE SERVER {server} FOREIGN DATA WRAPPER postgres_fdw OPTIONS "
+            f"({_options(options)})"
+        )
+        await connection.execute(
+            f"CREATE USER MAPPING IF NOT EXISTS FOR CURRENT_USER SERVER {server} "
+            f"OPTIONS ({_options(user)})"
+        )
+    parent = parent_table(table.kind, table.owner_id)
+    await connection.execute("SELECT pg_advisory_xact_lock($1)", _lock_key(parent))
+    await connection.execute(f"CREATE TABLE IF NOT EXISTS {parent} ({_COLUMNS[table.kind]})")
+    column = _TIME_COLUMN[table.kind]
+    first, after = table.day, table.day + timedelta(days=1)
+    await connection.execute(
+        f"CREATE FOREIGN TABLE {child} (CONSTRAINT day_range CHECK ({column} >= "
+        f"'{first.isoformat()}T00:00:00+00' AND {column} < '{after.isoformat()}T00:00:00+00')) "
+        f"INHERITS ({parent}) SERVER {server} "
+        f"OPTIONS (schema_name 'public', table_name {quote_literal(table.name)})"
+    )
+    await connection.execute(
+        "INSERT INTO fdw.children (child, kind, owner_id, day, shard) "
+        "VALUES ($1::regclass, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+        child,
+        table.kind,
+        table.owner_id,
+        table.day,
+        shard.name,
+    )
+
+
+async def detach(connection: Connection, table: DayTable, shard: str) -> None:
+    child = foreign_table(table, shard)
+    await connection.execute("SELECT pg_advisory_xact_lock($1)", _lock_key(child))
+    await connection.execute(
+        "DELETE FROM fdw.children WHERE kind = $1 AND owner_id = $2 AND day = $3 AND shard = $4",
+        table.kind,
+        table.owner_id,
+        table.day,
+        shard,
+    )
+    await connection.execute(f"DROP FOREIGN TABLE IF EXISTS {child}")
