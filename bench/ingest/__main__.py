@@ -188,7 +188,7 @@ def plot(results: dict[str, Any]) -> Any:
             axes.set_xscale("log")
             axes.set_xlabel("rows per request")
             axes.set_ylabel("rows/s (median)")
-            axes.set_title(f"{kind} ingest, 12 shards, {results['machine_note']}")
+            axes.set_title(f"{kind} ingest, 12 shards, 2 cores (medians)")
             axes.legend(fontsize=7)
             axes.grid(alpha=0.3)
 
@@ -203,7 +203,24 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="fewer configurations")
     parser.add_argument("--data-dir", type=Path, default=Path("var/bench"))
     parser.add_argument("--keep", action="store_true", help="keep the benchmark cluster's data")
+    parser.add_argument(
+        "--replot",
+        action="store_true",
+        help="redraw the PNG from bench/results/ingest.json, measuring nothing",
+    )
     args = parser.parse_args()
+    if args.replot:
+        import json
+
+        from bench.harness import RESULTS
+
+        saved = json.loads((RESULTS / "ingest.json").read_text())
+        write_results(
+            "ingest",
+            {k: v for k, v in saved.items() if k != "benchmark"},
+            plot(saved),
+        )
+        return 0
     batches = (1_000, 10_000) if args.quick else BATCHES
     clients_list = (1, 4) if args.quick else CLIENTS
     settings = bench_settings(args.data_dir)
