@@ -13,7 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from router.api import admin, health, ingest, search
+from router.api import admin, health, ingest, lifecycle, search
 from router.db.pools import create_metadata_pool
 from router.errors import BUG_MARKER, ShardlogError, error_body
 from router.metrics import Metrics
@@ -37,10 +37,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await catalog.start()
             await runtime.search.load_secret()
             runtime.housekeeping.start()
+            if settings.retention.enabled:
+                runtime.retention_job.start()
             app.state.runtime = runtime
             yield
         finally:
             await runtime.housekeeping.stop()
+            await runtime.retention_job.stop()
             await catalog.stop()
             await runtime.pools.close()
             await metadata.close()
@@ -55,6 +58,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(ingest.router)
     app.include_router(search.router)
     app.include_router(admin.router)
+    app.include_router(lifecycle.router)
     _install_error_handlers(app, metrics)
     _install_metrics(app, metrics)
     return app

@@ -9,15 +9,14 @@ import logging
 import shutil
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
 
 import asyncpg
 
-from router import bootstrap
+from router import bootstrap, cli_lifecycle
 from router.catalog import shards as shard_admin
 from router.catalog import store
-from router.catalog import tables as day_tables
 from router.catalog.snapshot import OWNER_KINDS, PLACEMENTS, shard_json
+from router.cli_output import output, print_table
 from router.db import pools
 from router.db.migrate import MigrationError
 from router.errors import ShardlogError
@@ -38,14 +37,6 @@ def local_cluster(settings: Settings) -> LocalCluster:
 
 def router_process(settings: Settings) -> RouterProcess:
     return RouterProcess(settings.cluster.data_dir, settings.server.host, settings.server.port)
-
-
-def print_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> None:
-    cells = [[("-" if row.get(c) is None else str(row.get(c))) for c in columns] for row in rows]
-    widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
-    print("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
-    for row_cells in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(row_cells, widths, strict=True)).rstrip())
 
 
 # --- local cluster -------------------------------------------------------------------------
@@ -217,39 +208,6 @@ async def cmd_catalog_show(_s: Settings, _args: argparse.Namespace, db: asyncpg.
     print(json.dumps((await store.load_snapshot(db)).to_json(), indent=2))
 
 
-def output(args: argparse.Namespace, data: Any, table: Callable[[], None]) -> None:
-    if getattr(args, "json", False):
-        print(json.dumps(data, indent=2))
-    else:
-        table()
-
-
-def cmd_tables_sync(settings: Settings, _args: argparse.Namespace) -> int:
-    """Record and attach day tables the shards hold that the registry lacks, and forget those
-    the shards no longer hold (after a restore, a manual drop, or an upgrade)."""
-
-    async def go() -> dict[str, int]:
-        metadata = await pools.create_metadata_pool(settings.metadata_dsn(), settings.metadata)
-        changed: dict[str, int] = {}
-        try:
-            snapshot = await store.load_snapshot(metadata)
-            for shard in sorted(snapshot.shards.values(), key=lambda s: s.name):
-                if shard.state == "down":
-                    continue
-                connection = await pools.connect(shard.dsn, settings.pools)
-                try:
-                    changed[shard.name] = await day_tables.sync(metadata, shard, connection)
-                finally:
-                    await connection.close()
-        finally:
-            await metadata.close()
-        return changed
-
-    for name, count in asyncio.run(go()).items():
-        print(f"{name}: {count} registry entries changed")
-    return 0
-
-
 # --- parser --------------------------------------------------------------------------------
 
 
@@ -324,18 +282,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     owners_map.set_defaults(run=cmd_owners_map)
 
-    tables = commands.add_parser("tables", help="day tables").add_subparsers(
-        dest="action", required=True, metavar="ACTION"
-    )
-    tables.add_parser(
-        "sync",
-        help="reconcile the day-table registry and the fdw coordinator with what the shards hold",
-    ).set_defaults(run=cmd_tables_sync)
-
     catalog = commands.add_parser("catalog", help="the catalog").add_subparsers(
         dest="action", required=True, metavar="ACTION"
     )
     catalog.add_parser("show", help="print the catalog as JSON").set_defaults(run=cmd_catalog_show)
+    cli_lifecycle.add_parsers(commands)
     return parser
 
 

@@ -69,6 +69,41 @@ class Metrics:
             "Unexpected exceptions turned into 500 responses",
             registry=self.registry,
         )
+        self.retention_runs = Counter(
+            "shardlog_retention_runs",
+            "Retention runs of this router by status",
+            ["status"],
+            registry=self.registry,
+        )
+        self.retention_tables = Counter(
+            "shardlog_retention_tables_dropped",
+            "Day tables dropped by retention",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.retention_rows = Counter(
+            "shardlog_retention_rows_dropped",
+            "Rows in the day tables dropped by retention (from table statistics)",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.retention_bytes = Counter(
+            "shardlog_retention_bytes_dropped",
+            "Bytes of the day tables dropped by retention",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.retention_failures = Counter(
+            "shardlog_retention_drop_failures",
+            "Day tables retention could not drop (retried next run)",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.retention_last_run = Gauge(
+            "shardlog_retention_last_run_timestamp_seconds",
+            "When this router last finished a retention run",
+            registry=self.registry,
+        )
 
     def render(self) -> bytes:
         return bytes(generate_latest(self.registry))

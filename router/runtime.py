@@ -19,6 +19,8 @@ from router.ingest.idempotency import IdempotencyStore
 from router.ingest.service import IngestService
 from router.ingest.writer import PartWriter
 from router.metrics import Metrics
+from router.retention.job import RetentionJob
+from router.retention.runner import RetentionRunner
 from router.search.service import SearchService
 from router.settings import Settings
 
@@ -36,6 +38,8 @@ class Runtime:
     flow_deletion: FlowDeletion
     housekeeping: Housekeeping
     search: SearchService
+    retention: RetentionRunner
+    retention_job: RetentionJob
 
     @classmethod
     def build(cls, settings: Settings, metadata: asyncpg.Pool, metrics: Metrics) -> Runtime:
@@ -53,6 +57,9 @@ class Runtime:
             ingest,
             metrics,
         )
+        retention = RetentionRunner(
+            metadata, pools, settings.retention, ingest.default_keep_days, metrics
+        )
         runtime = cls(
             settings,
             metadata,
@@ -65,6 +72,8 @@ class Runtime:
             FlowDeletion(catalog, owners, pools, ingest.retry_after_s),
             Housekeeping(idempotency, catalog, pools, ingest.idempotency_keep_hours),
             SearchService(metadata, catalog, owners, pools, settings.search),
+            retention,
+            RetentionJob(retention, catalog, settings.retention.interval_s),
         )
         catalog.subscribe(runtime.on_catalog)
         return runtime

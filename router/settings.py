@@ -107,6 +107,33 @@ class SearchSettings(Section):
     export_page_rows: int = Field(2_000, ge=1, description="Rows fetched per step of an export.")
 
 
+class RetentionSettings(Section):
+    enabled: bool = Field(True, description="Run the retention job in the router.")
+    interval_s: float = Field(3600.0, gt=0, description="Seconds between the router's runs.")
+    lock_timeout_ms: int = Field(
+        500, ge=1, description="How long one DROP waits for its table's lock per attempt."
+    )
+    drop_attempts: int = Field(5, ge=1, description="Attempts per table before it is reported.")
+    retry_backoff_s: float = Field(0.2, ge=0, description="First pause between attempts.")
+    max_drop_share: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="A run that would drop more than this share of all day tables refuses "
+        "without --force.",
+    )
+    archive_dir: Path = Field(
+        Path("var/archive"), description="Where days of archiving policies are written."
+    )
+    archive_compression: int = Field(1, ge=1, le=9, description="gzip level of archives.")
+    restore_hold_days: int = Field(
+        7, ge=0, description="Days a restored day is kept whatever its policy says."
+    )
+    lock_wait_s: float = Field(
+        60.0, ge=0, description="How long the CLI waits for a run of another process to end."
+    )
+
+
 class ClusterSettings(Section):
     data_dir: Path = Path("var")
     shards: int = Field(DEFAULT_SHARDS, ge=1)
@@ -130,6 +157,7 @@ class Settings(BaseSettings):
     health: HealthSettings = HealthSettings()
     ingest: IngestSettings = IngestSettings()
     search: SearchSettings = SearchSettings()
+    retention: RetentionSettings = RetentionSettings()
     cluster: ClusterSettings = ClusterSettings()
     schema_dir: Path = REPO_ROOT / "schema"
 

@@ -37,6 +37,7 @@ class RetentionPolicy:
     group: str
     owner_key: str | None
     keep_days: int
+    archive: bool = False
 
 
 @dataclass(frozen=True)
@@ -65,17 +66,21 @@ class CatalogSnapshot:
         """Shards that hold or take rows: everything but those marked down, by name."""
         return tuple(sorted(s.name for s in self.shards_of(group) if s.state != "down"))
 
-    def keep_days(self, kind: str, group: str, owner: str) -> int | None:
-        """The retention that applies to an owner: its own policy, else its group's."""
+    def policy_for(self, kind: str, group: str, owner: str) -> RetentionPolicy | None:
+        """The retention policy that applies to an owner: its own, else its group's."""
         fallback = None
         for policy in self.retention:
             if policy.kind != kind or policy.group != group:
                 continue
             if policy.owner_key == owner:
-                return policy.keep_days
+                return policy
             if policy.owner_key is None:
-                fallback = policy.keep_days
+                fallback = policy
         return fallback
+
+    def keep_days(self, kind: str, group: str, owner: str) -> int | None:
+        policy = self.policy_for(kind, group, owner)
+        return policy.keep_days if policy is not None else None
 
     def writable_groups(self) -> tuple[str, ...]:
         """Groups with at least one active shard: the only ones a new owner may be given."""
@@ -100,6 +105,7 @@ class CatalogSnapshot:
                     "group": p.group,
                     "owner": p.owner_key,
                     "keep_days": p.keep_days,
+                    "archive": p.archive,
                 }
                 for p in self.retention
             ],

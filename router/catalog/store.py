@@ -33,14 +33,17 @@ async def load_snapshot(db: Executor) -> CatalogSnapshot:
         groups = await connection.fetch("SELECT name, placement FROM shard_groups")
         shards = await connection.fetch("SELECT name, group_name, dsn, state FROM shards")
         policies = await connection.fetch(
-            "SELECT id, kind, group_name, owner_key, keep_days FROM retention_policies ORDER BY id"
+            "SELECT id, kind, group_name, owner_key, keep_days, archive FROM retention_policies "
+            "ORDER BY id"
         )
     return CatalogSnapshot(
         version=int(version),
         groups={r["name"]: ShardGroup(r["name"], r["placement"]) for r in groups},
         shards={r["name"]: Shard(r["name"], r["group_name"], r["dsn"], r["state"]) for r in shards},
         retention=tuple(
-            RetentionPolicy(r["id"], r["kind"], r["group_name"], r["owner_key"], r["keep_days"])
+            RetentionPolicy(
+                r["id"], r["kind"], r["group_name"], r["owner_key"], r["keep_days"], r["archive"]
+            )
             for r in policies
         ),
     )

@@ -9,6 +9,7 @@ from datetime import date
 import asyncpg
 
 from router.catalog.snapshot import Shard
+from router.db.connection import Connection
 from router.db.names import DayTable, Kind, day_table, parse_day_table
 from router.search import fdw
 
@@ -43,7 +44,7 @@ async def located(
     return [(row["shard"], day_table(kind, owner_id, row["day"])) for row in rows]
 
 
-async def on_shard(connection: asyncpg.Connection) -> list[DayTable]:
+async def on_shard(connection: Connection) -> list[DayTable]:
     names = await connection.fetch(
         "SELECT relname FROM pg_class WHERE relkind = 'r' "
         "AND relnamespace = 'public'::regnamespace AND relname ~ $1",
@@ -52,7 +53,7 @@ async def on_shard(connection: asyncpg.Connection) -> list[DayTable]:
     return [t for t in (parse_day_table(r["relname"]) for r in names) if t is not None]
 
 
-async def sync(metadata: asyncpg.Pool, shard: Shard, connection: asyncpg.Connection) -> int:
+async def sync(metadata: asyncpg.Pool, shard: Shard, connection: Connection) -> int:
     """Record and attach the day tables a shard holds that the registry lacks; forget and
     detach those the shard lacks. Returns how many entries changed."""
     present = await on_shard(connection)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import date
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from router.catalog.snapshot import OwnerKind, Placement, ShardState
@@ -33,3 +35,21 @@ class OwnerMapIn(Body):
     key: str = Field(min_length=1, max_length=256)
     group: str
     force: bool = Field(False, description="Remap an owner that is mapped to another group")
+
+
+class PolicyIn(Body):
+    kind: OwnerKind
+    group: str
+    owner: str | None = Field(
+        None, min_length=1, max_length=256, description="Only this owner; default: the group"
+    )
+    keep_days: int = Field(ge=1, description="Days kept before today")
+    archive: bool = Field(False, description="Archive each day table before it is dropped")
+
+
+class RetentionRunIn(Body):
+    dry_run: bool = False
+    force: bool = Field(False, description="Go ahead even past the max drop share")
+    as_of: date | None = Field(
+        None, description="Run as if today were this day; today's tables are never dropped"
+    )

@@ -1,0 +1,93 @@
+"""Admin API of day tables and retention: the table catalog, policies, runs and history."""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query
+
+from router.api.deps import RuntimeDep, require_admin
+from router.catalog.snapshot import OwnerKind
+from router.errors import NotFound
+from router.models.admin import PolicyIn, RetentionRunIn
+from router.retention import history, inventory, policies
+from router.retention.runner import RunOptions
+
+router = APIRouter(prefix="/v1/admin", tags=["admin"], dependencies=[Depends(require_admin)])
+
+
+@router.get("/tables", summary="Day tables by owner, day and shard, with rows and size")
+async def list_tables(
+    runtime: RuntimeDep,
+    kind: OwnerKind | None = None,
+    owner: Annotated[str | None, Query(min_length=1, max_length=256)] = None,
+    start: Annotated[date | None, Query(alias="from", description="First day")] = None,
+    to: Annotated[date | None, Query(description="Last day, inclusive")] = None,
+    shard: str | None = None,
+    exact: Annotated[bool, Query(description="Count rows (scans) instead of estimating")] = False,
+) -> dict[str, Any]:
+    owner_ids = None
+    if owner is not None:
+        kinds = [kind] if kind else ["audit", "flow"]
+        mappings = [await runtime.owners.lookup(k, owner) for k in kinds]  # type: ignore[arg-type]
+        owner_ids = frozenset(m.id for m in mappings if m is not None)
+    wanted = inventory.Filter(kind=kind, owner_ids=owner_ids, first=start, last=to, shard=shard)
+    found = await inventory.take(
+        runtime.metadata, runtime.pools, runtime.catalog.snapshot, wanted, exact
+    )
+    return {
+        "tables": [t.to_json() for t in found.tables],
+        "unreachable": found.unreachable,
+    }
+
+
+@router.get("/retention/policies", summary="Retention policies")
+async def list_policies(runtime: RuntimeDep) -> list[dict[str, Any]]:
+    return [policies.policy_json(p) for p in runtime.catalog.snapshot.retention]
+
+
+@router.put("/retention/policies", summary="Set the policy of a kind and group, or one owner")
+async def set_policy(body: PolicyIn, runtime: RuntimeDep) -> dict[str, Any]:
+    policy = await policies.set_policy(
+        runtime.metadata, body.kind, body.group, body.owner, body.keep_days, body.archive
+    )
+    await runtime.catalog.reload()
+    return policies.policy_json(policy)
+
+
+@router.delete("/retention/policies/{policy_id}", status_code=204, summary="Remove a policy")
+async def remove_policy(policy_id: int, runtime: RuntimeDep) -> None:
+    await policies.remove_policy(runtime.metadata, policy_id)
+    await runtime.catalog.reload()
+
+
+@router.post("/retention/run", summary="Run retention now (or preview it with dry_run)")
+async def run_retention(body: RetentionRunIn, runtime: RuntimeDep) -> dict[str, Any]:
+    await runtime.catalog.reload()
+    report = await runtime.retention.run(
+        runtime.catalog.snapshot,
+        RunOptions(
+            trigger="router",
+            as_of=body.as_of,
+            dry_run=body.dry_run,
+            force=body.force,
+            lock_wait_s=runtime.settings.retention.lock_wait_s,
+        ),
+    )
+    return report.to_json()
+
+
+@router.get("/retention/runs", summary="Recent retention runs, newest first")
+async def list_runs(
+    runtime: RuntimeDep, limit: Annotated[int, Query(ge=1, le=1000)] = 20
+) -> list[dict[str, Any]]:
+    return await history.runs(runtime.metadata, limit)
+
+
+@router.get("/retention/runs/{run_id}", summary="One run with every table it dropped")
+async def get_run(run_id: int, runtime: RuntimeDep) -> dict[str, Any]:
+    found = await history.run(runtime.metadata, run_id)
+    if found is None:
+        raise NotFound(f"retention run {run_id} does not exist", "run_id")
+    return found

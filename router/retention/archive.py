@@ -1,0 +1,249 @@
+"""Archives of day tables: PostgreSQL COPY text, gzip-compressed, beside a JSON manifest
+(owner, day, shard, columns, row count, SHA-256 of the compressed file).
+
+Layout: ``<archive_dir>/<kind>/<owner_id>/<yyyy-mm-dd>/<shard>.copy.gz`` and
+``<shard>.manifest.json``. Names use the owner's id, never its key. A manifest is written last,
+after the data file is complete and synced: an archive without one is incomplete.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+from collections.abc import AsyncIterator
+from dataclasses import asdict, dataclass
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from router.db.connection import Connection
+from router.db.names import DayTable, quote_ident
+
+FORMAT = "postgresql-copy-text+gzip"
+_READ_CHUNK = 1 << 20
+
+
+class ArchiveError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Manifest:
+    kind: str
+    owner_id: int
+    owner: str | None
+    day: str
+    shard: str
+    table: str
+    columns: list[str]
+    rows: int
+    sha256: str
+    bytes: int
+    format: str
+    created_at: str
+
+    @property
+    def day_date(self) -> date:
+        return date.fromisoformat(self.day)
+
+
+def day_dir(archive_dir: Path, table: DayTable) -> Path:
+    return archive_dir / table.kind / str(table.owner_id) / table.day.isoformat()
+
+
+def data_path(archive_dir: Path, table: DayTable, shard: str) -> Path:
+    return day_dir(archive_dir, table) / f"{shard}.copy.gz"
+
+
+def manifest_path(archive_dir: Path, table: DayTable, shard: str) -> Path:
+    return day_dir(archive_dir, table) / f"{shard}.manifest.json"
+
+
+class _HashingFile:
+    """Counts and hashes the compressed bytes on their way to disk."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self.raw = raw
+        self.hash = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self.hash.update(data)
+        self.size += len(data)
+        return self.raw.write(data)
+
+    def flush(self) -> None:
+        self.raw.flush()
+
+
+def _sync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+async def columns_of(connection: Connection, table: DayTable) -> list[str]:
+    rows = await connection.fetch(
+        "SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 "
+        "AND NOT attisdropped ORDER BY attnum",
+        table.name,
+    )
+    return [r["attname"] for r in rows]
+
+
+async def write(
+    connection: Connection,
+    table: DayTable,
+    shard: str,
+    owner: str | None,
+    archive_dir: Path,
+    level: int,
+) -> Manifest:
+    """Export the table (the caller holds a lock that keeps writers out) and verify that the
+    file holds exactly the rows the table has."""
+    expected = await connection.fetchval(f"SELECT count(*) FROM {table.quoted}")
+    columns = await columns_of(connection, table)
+    target = data_path(archive_dir, table, shard)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(".partial")
+    lines = 0
+    with partial.open("wb") as raw:
+        hashed = _HashingFile(raw)
+        with gzip.GzipFile(fileobj=hashed, mode="wb", compresslevel=level, mtime=0) as gz:
+
+            async def sink(chunk: bytes) -> None:
+                nonlocal lines
+                lines += chunk.count(b"\n")
+                gz.write(chunk)
+
+            await connection.copy_from_table(
+                table.name, columns=columns, output=sink, format="text"
+            )
+        raw.flush()
+        os.fsync(raw.fileno())
+    if lines != expected:
+        partial.unlink(missing_ok=True)
+        raise ArchiveError(
+            f"archive of {table.name} on {shard} holds {lines} rows, the table {expected}"
+        )
+    os.replace(partial, target)
+    manifest = Manifest(
+        kind=table.kind,
+        owner_id=table.owner_id,
+        owner=owner,
+        day=table.day.isoformat(),
+        shard=shard,
+        table=table.name,
+        columns=columns,
+        rows=expected,
+        sha256=hashed.hash.hexdigest(),
+        bytes=hashed.size,
+        format=FORMAT,
+        created_at=datetime.now(UTC).isoformat(),
+    )
+    _write_json(manifest_path(archive_dir, table, shard), asdict(manifest))
+    _sync_dir(target.parent)
+    return manifest
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    partial = path.with_suffix(".partial")
+    with partial.open("w") as out:
+        json.dump(data, out, indent=2)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(partial, path)
+
+
+def manifests(archive_dir: Path, table: DayTable) -> list[Manifest]:
+    """Every complete archive of one owner's day, one per shard it was on."""
+    folder = day_dir(archive_dir, table)
+    if not folder.is_dir():
+        return []
+    found = []
+    for path in sorted(folder.glob("*.manifest.json")):
+        try:
+            found.append(Manifest(**json.loads(path.read_text())))
+        except (ValueError, TypeError) as exc:
+            raise ArchiveError(f"{path}: not a readable manifest ({exc})") from None
+    return found
+
+
+def verify(archive_dir: Path, manifest: Manifest, table: DayTable) -> Path:
+    """The data file of a manifest, after checking its size and checksum."""
+    if manifest.format != FORMAT:
+        raise ArchiveError(f"{manifest.table}: unknown archive format {manifest.format!r}")
+    path = data_path(archive_dir, table, manifest.shard)
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        with path.open("rb") as data:
+            while chunk := data.read(_READ_CHUNK):
+                digest.update(chunk)
+                size += len(chunk)
+    except FileNotFoundError:
+        raise ArchiveError(f"{path} is missing; its manifest is there") from None
+    if size != manifest.bytes or digest.hexdigest() != manifest.sha256:
+        raise ArchiveError(f"{path} does not match its manifest's checksum: damaged archive")
+    return path
+
+
+async def _chunks(path: Path) -> AsyncIterator[bytes]:
+    with gzip.open(path, "rb") as data:
+        while chunk := data.read(_READ_CHUNK):
+            yield chunk
+
+
+async def load(
+    connection: Connection, table: DayTable, manifest: Manifest, path: Path, already: int = 0
+) -> int:
+    """COPY an archive into the table (holding ``already`` rows), in the caller's
+    transaction; returns the rows loaded."""
+    for column in manifest.columns:
+        quote_ident(column)  # the manifest is a file: its column names must be ours
+    await connection.copy_to_table(
+        table.name, source=_chunks(path), columns=manifest.columns, format="text"
+    )
+    rows: int = await connection.fetchval(f"SELECT count(*) FROM {table.quoted}") - already
+    if rows != manifest.rows:
+        raise ArchiveError(
+            f"{path}: loaded {rows} rows, the manifest says {manifest.rows}; nothing restored"
+        )
+    if "id" in manifest.columns:
+        # Later inserts must not reuse a restored id.
+        await connection.execute(
+            f"SELECT setval(pg_get_serial_sequence($1, 'id'), max(id)) FROM {table.quoted} "
+            "HAVING max(id) IS NOT NULL",
+            table.name,
+        )
+    return rows
+
+
+def remove_day(archive_dir: Path, table: DayTable) -> int:
+    """Delete every archive file of one owner's day; returns how many files went."""
+    folder = day_dir(archive_dir, table)
+    if not folder.is_dir():
+        return 0
+    removed = 0
+    for path in folder.iterdir():
+        path.unlink()
+        removed += 1
+    folder.rmdir()
+    return removed
+
+
+def archived_days(archive_dir: Path, kind: str, owner_id: int) -> list[date]:
+    folder = archive_dir / kind / str(owner_id)
+    if not folder.is_dir():
+        return []
+    days = []
+    for entry in folder.iterdir():
+        try:
+            days.append(date.fromisoformat(entry.name))
+        except ValueError:
+            continue
+    return sorted(days)

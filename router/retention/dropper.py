@@ -1,0 +1,159 @@
+"""Drops one day table on its shard, lock-safely: every attempt waits at most lock_timeout for
+the table's lock, so a long search or a busy insert neither blocks the drop for long nor is
+blocked by it for long; attempts repeat with a growing pause and then give up (the next run
+tries again). Optionally archives the table first, in the same transaction, under a SHARE lock
+that keeps writers out while readers go on.
+
+The registry entry and the fdw foreign table go first (in one metadata transaction), so no new
+search plans the table; if the drop then fails they are put back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import asyncpg
+
+from router.catalog import tables as day_tables
+from router.catalog.snapshot import CatalogSnapshot
+from router.db.failures import describe
+from router.db.names import DayTable
+from router.db.pools import ShardPools
+from router.retention import archive
+from router.search import fdw
+from router.settings import RetentionSettings
+
+log = logging.getLogger(__name__)
+
+_ERRORS = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+Outcome = Literal["dropped", "already_gone", "failed"]
+
+
+@dataclass(frozen=True)
+class Dropped:
+    outcome: Outcome
+    rows: int | None = None
+    bytes: int | None = None
+    archive: str | None = None
+    error: str | None = None
+
+
+class _LockBusy(Exception):
+    pass
+
+
+async def forget(metadata: asyncpg.Pool, table: DayTable, shard: str) -> None:
+    """Remove a table from the registry and the fdw coordinator."""
+    async with metadata.acquire() as connection, connection.transaction():
+        await connection.execute(
+            "DELETE FROM day_tables WHERE kind = $1 AND owner_id = $2 AND day = $3 AND shard = $4",
+            table.kind,
+            table.owner_id,
+            table.day,
+            shard,
+        )
+        await fdw.detach(connection, table, shard)
+
+
+class Dropper:
+    def __init__(
+        self, metadata: asyncpg.Pool, pools: ShardPools, settings: RetentionSettings
+    ) -> None:
+        self._metadata = metadata
+        self._pools = pools
+        self._settings = settings
+
+    async def drop(
+        self,
+        snapshot: CatalogSnapshot,
+        table: DayTable,
+        shard: str,
+        owner: str | None = None,
+        archive_first: bool = False,
+    ) -> Dropped:
+        try:
+            await forget(self._metadata, table, shard)
+        except _ERRORS as exc:
+            return Dropped("failed", error=f"metadata: {describe(exc)}")
+        result = await self._drop_with_retries(table, shard, owner, archive_first)
+        if result.outcome == "failed" and shard in snapshot.shards:
+            try:
+                await day_tables.record(self._metadata, table, snapshot.shards[shard])
+            except _ERRORS as exc:
+                log.warning(
+                    "%s on %s was not dropped and could not be re-registered: %s "
+                    "(run 'shardlog tables sync')",
+                    table.name,
+                    shard,
+                    describe(exc),
+                )
+        return result
+
+    async def _drop_with_retries(
+        self, table: DayTable, shard: str, owner: str | None, archive_first: bool
+    ) -> Dropped:
+        settings = self._settings
+        pause = settings.retry_backoff_s
+        for attempt in range(1, settings.drop_attempts + 1):
+            try:
+                return await self._attempt(table, shard, owner, archive_first)
+            except _LockBusy:
+                if attempt == settings.drop_attempts:
+                    return Dropped(
+                        "failed",
+                        error=f"the table stayed locked by other sessions "
+                        f"({settings.drop_attempts} attempts of {settings.lock_timeout_ms} ms); "
+                        "it is retried next run",
+                    )
+                await asyncio.sleep(pause)
+                pause *= 2
+            except archive.ArchiveError as exc:
+                return Dropped("failed", error=f"archive: {exc}; the table was kept")
+            except _ERRORS as exc:
+                return Dropped("failed", error=describe(exc))
+        raise AssertionError("unreachable")
+
+    async def _attempt(
+        self, table: DayTable, shard: str, owner: str | None, archive_first: bool
+    ) -> Dropped:
+        async with self._pools.get(shard).acquire() as connection, connection.transaction():
+            await connection.execute(
+                f"SET LOCAL lock_timeout = '{int(self._settings.lock_timeout_ms)}ms'"
+            )
+            await connection.execute("SET LOCAL statement_timeout = 0")
+            try:
+                if await connection.fetchval("SELECT to_regclass($1)", table.quoted) is None:
+                    return Dropped("already_gone")
+                stored = None
+                if archive_first:
+                    await connection.execute(f"LOCK TABLE {table.quoted} IN SHARE MODE")
+                    manifest = await archive.write(
+                        connection,
+                        table,
+                        shard,
+                        owner,
+                        Path(self._settings.archive_dir),
+                        self._settings.archive_compression,
+                    )
+                    stored = str(archive.data_path(Path(self._settings.archive_dir), table, shard))
+                    rows: int = manifest.rows
+                else:
+                    rows = await connection.fetchval(
+                        "SELECT greatest(coalesce(s.n_live_tup, 0), c.reltuples::bigint, 0) "
+                        "FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid "
+                        "WHERE c.oid = $1::regclass",
+                        table.quoted,
+                    )
+                size: int = await connection.fetchval(
+                    "SELECT pg_total_relation_size($1::regclass)", table.quoted
+                )
+                await connection.execute(f"DROP TABLE {table.quoted}")
+            except asyncpg.LockNotAvailableError:
+                raise _LockBusy from None
+            except asyncpg.UndefinedTableError:
+                return Dropped("already_gone")
+        return Dropped("dropped", rows, size, stored)

@@ -1,0 +1,237 @@
+"""One retention run: take the inventory, plan, refuse on suspicious evidence, drop (archiving
+where the policy says so), and report to the log, the metrics and the history.
+
+One run at a time across every router and CLI: a session advisory lock on the metadata
+database is held for the whole run. The router's job skips a run when the lock is taken; the
+CLI waits for it (SHARDLOG_RETENTION__LOCK_WAIT_S).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from typing import Any
+
+import asyncpg
+
+from router.catalog.snapshot import CatalogSnapshot
+from router.db.connection import Connection
+from router.db.pools import ShardPools
+from router.metrics import Metrics
+from router.retention import history, inventory
+from router.retention.dropper import Dropped, Dropper
+from router.retention.plan import Expired, make_plan
+from router.settings import RetentionSettings
+
+log = logging.getLogger(__name__)
+
+# pg_advisory_lock key of retention runs ('shardlog retention' as a number).
+RUN_LOCK = 0x73686172646C6F67
+
+
+def real_today() -> date:
+    return datetime.now(UTC).date()
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    trigger: str = "cli"
+    as_of: date | None = None  # default: today
+    dry_run: bool = False
+    force: bool = False
+    scope: inventory.Filter = field(default_factory=inventory.Filter)
+    lock_wait_s: float = 0.0
+
+
+@dataclass
+class RunReport:
+    status: str  # done | partial | refused | skipped | dry_run
+    as_of: date
+    run_id: int | None = None
+    message: str | None = None
+    tables_total: int = 0
+    drops: list[dict[str, Any]] = field(default_factory=list)
+    unreachable: dict[str, str] = field(default_factory=dict)
+
+    def totals(self) -> dict[str, int]:
+        dropped = [d for d in self.drops if d["outcome"] in ("dropped", "already_gone")]
+        return {
+            "tables_total": self.tables_total,
+            "tables_dropped": len(dropped),
+            "tables_failed": sum(1 for d in self.drops if d["outcome"] == "failed"),
+            "rows_dropped": sum(d["rows"] or 0 for d in dropped),
+            "bytes_dropped": sum(d["bytes"] or 0 for d in dropped),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "run_id": self.run_id,
+            "as_of": self.as_of.isoformat(),
+            "message": self.message,
+            **self.totals(),
+            "drops": self.drops,
+            "unreachable": self.unreachable,
+        }
+
+
+def _drop_json(expired: Expired, result: Dropped | None) -> dict[str, Any]:
+    info = expired.info
+    return {
+        "kind": info.table.kind,
+        "owner": info.owner,
+        "owner_id": info.table.owner_id,
+        "day": info.table.day.isoformat(),
+        "shard": info.shard,
+        "table": info.table.name,
+        "keep_days": expired.keep_days,
+        "outcome": result.outcome if result else "would_drop",
+        "rows": result.rows if result and result.rows is not None else info.rows,
+        "bytes": result.bytes if result and result.bytes is not None else info.bytes,
+        "archive": result.archive if result else ("planned" if expired.archive else None),
+        "error": result.error if result else None,
+    }
+
+
+class RetentionRunner:
+    def __init__(
+        self,
+        metadata: asyncpg.Pool,
+        pools: ShardPools,
+        settings: RetentionSettings,
+        default_keep_days: int,
+        metrics: Metrics | None = None,
+        today: Callable[[], date] = real_today,
+    ) -> None:
+        self._metadata = metadata
+        self._pools = pools
+        self._settings = settings
+        self._default_keep_days = default_keep_days
+        self._metrics = metrics
+        self._today = today
+        self._dropper = Dropper(metadata, pools, settings)
+
+    async def _lock(self, connection: Connection, wait_s: float) -> bool:
+        deadline = time.monotonic() + wait_s
+        while True:
+            if await connection.fetchval("SELECT pg_try_advisory_lock($1)", RUN_LOCK):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.2)
+
+    async def run(self, snapshot: CatalogSnapshot, options: RunOptions) -> RunReport:
+        today = self._today()
+        as_of = options.as_of or today
+        async with self._metadata.acquire() as lock_connection:
+            if not await self._lock(lock_connection, options.lock_wait_s):
+                return RunReport("skipped", as_of, message="another retention run holds the lock")
+            try:
+                report = await self._run_locked(snapshot, options, as_of, today)
+            finally:
+                await lock_connection.execute("SELECT pg_advisory_unlock($1)", RUN_LOCK)
+        self._observe(report)
+        return report
+
+    async def _run_locked(
+        self, snapshot: CatalogSnapshot, options: RunOptions, as_of: date, today: date
+    ) -> RunReport:
+        found = await inventory.take(self._metadata, self._pools, snapshot, options.scope)
+        plan = make_plan(
+            found.tables,
+            snapshot,
+            as_of,
+            today,
+            self._default_keep_days,
+            self._settings.max_drop_share,
+        )
+        report = RunReport(
+            "dry_run" if options.dry_run else "done",
+            as_of,
+            tables_total=plan.total,
+            unreachable=found.unreachable,
+        )
+        if plan.refusal is not None and not options.force:
+            report.status, report.message = "refused", plan.refusal
+        if options.dry_run:
+            report.drops = [_drop_json(e, None) for e in plan.expired]
+            return report
+        report.run_id = await history.start(
+            self._metadata, options.trigger, as_of, False, options.force
+        )
+        if report.status != "refused":
+            for expired in plan.expired:
+                info = expired.info
+                result = await self._dropper.drop(
+                    snapshot, info.table, info.shard, info.owner, expired.archive
+                )
+                await history.record(self._metadata, report.run_id, info.table, info.shard, result)
+                report.drops.append(_drop_json(expired, result))
+                self._log_drop(report.drops[-1])
+            if report.totals()["tables_failed"] or found.unreachable:
+                report.status = "partial"
+                report.message = self._partial_message(report)
+        await history.finish(
+            self._metadata, report.run_id, report.status, report.message, report.totals()
+        )
+        return report
+
+    @staticmethod
+    def _partial_message(report: RunReport) -> str:
+        parts = []
+        failed = report.totals()["tables_failed"]
+        if failed:
+            parts.append(f"{failed} table(s) could not be dropped and are retried next run")
+        if report.unreachable:
+            parts.append(
+                "unreachable shards were not examined: " + ", ".join(sorted(report.unreachable))
+            )
+        return "; ".join(parts)
+
+    @staticmethod
+    def _log_drop(drop: dict[str, Any]) -> None:
+        if drop["outcome"] == "failed":
+            log.warning(
+                "retention: %s (%s owner %s, %s) on %s not dropped: %s",
+                drop["table"],
+                drop["kind"],
+                drop["owner"],
+                drop["day"],
+                drop["shard"],
+                drop["error"],
+            )
+        else:
+            log.info(
+                "retention: %s %s (%s owner %s, %s) on %s: %s rows, %s bytes%s",
+                drop["outcome"],
+                drop["table"],
+                drop["kind"],
+                drop["owner"],
+                drop["day"],
+                drop["shard"],
+                drop["rows"],
+                drop["bytes"],
+                f", archived to {drop['archive']}" if drop["archive"] else "",
+            )
+
+    def _observe(self, report: RunReport) -> None:
+        if report.status == "refused":
+            log.warning("retention run refused: %s", report.message)
+        if self._metrics is None:
+            return
+        metrics = self._metrics
+        metrics.retention_runs.labels(report.status).inc()
+        if report.status in ("skipped", "dry_run"):
+            return
+        metrics.retention_last_run.set(time.time())
+        for drop in report.drops:
+            if drop["outcome"] == "failed":
+                metrics.retention_failures.labels(drop["kind"]).inc()
+            elif drop["outcome"] == "dropped":
+                metrics.retention_tables.labels(drop["kind"]).inc()
+                metrics.retention_rows.labels(drop["kind"]).inc(drop["rows"] or 0)
+                metrics.retention_bytes.labels(drop["kind"]).inc(drop["bytes"] or 0)
