@@ -175,10 +175,10 @@ async def cmd_retention_run(ctx: Context, args: argparse.Namespace) -> int:
 
 @with_context
 async def cmd_retention_history(ctx: Context, args: argparse.Namespace) -> None:
-    if args.run is not None:
-        found = await history.run(ctx.metadata, args.run)
+    if args.run_id is not None:
+        found = await history.run(ctx.metadata, args.run_id)
         if found is None:
-            raise BadRequest(f"retention run {args.run} does not exist", "run")
+            raise BadRequest(f"retention run {args.run_id} does not exist", "run")
         output(
             args,
             found,
@@ -363,7 +363,7 @@ def add_parsers(commands: Any) -> None:
     run.set_defaults(run=cmd_retention_run)
     past = actions.add_parser("history", help="recent runs, or one run's tables")
     past.add_argument("--limit", type=int, default=20)
-    past.add_argument("--run", type=int, help="one run with every table it dropped")
+    past.add_argument("--run", dest="run_id", type=int, help="one run with every table it dropped")
     _json_flag(past)
     past.set_defaults(run=cmd_retention_history)
     listed = actions.add_parser("policies", help="list retention policies")

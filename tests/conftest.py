@@ -12,7 +12,13 @@ import pytest
 
 from router import bootstrap
 from router.errors import BUG_MARKER
-from router.settings import CatalogSettings, ClusterSettings, ServerSettings, Settings
+from router.settings import (
+    CatalogSettings,
+    ClusterSettings,
+    RetentionSettings,
+    ServerSettings,
+    Settings,
+)
 from services.cluster import LocalCluster
 from services.process import free_port, server_user
 from services.router_process import RouterProcess
@@ -42,6 +48,8 @@ def settings(cluster_root: Path) -> Settings:
         server=ServerSettings(port=free_port()),
         # Long enough that a change seen within a second came by NOTIFY, not by polling.
         catalog=CatalogSettings(poll_interval_s=3.0),
+        # The session router runs no retention job: tests run retention themselves.
+        retention=RetentionSettings(enabled=False, archive_dir=cluster_root / "archive"),
     )
 
 

@@ -37,17 +37,22 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "SHARDLOG_SERVER__HOST": settings.server.host,
         "SHARDLOG_SERVER__PORT": str(settings.server.port),
         "SHARDLOG_CATALOG__POLL_INTERVAL_S": str(settings.catalog.poll_interval_s),
+        "SHARDLOG_RETENTION__ENABLED": str(settings.retention.enabled).lower(),
+        "SHARDLOG_RETENTION__INTERVAL_S": str(settings.retention.interval_s),
+        "SHARDLOG_RETENTION__ARCHIVE_DIR": str(settings.retention.archive_dir),
     }
     if settings.metadata.dsn:
         env["SHARDLOG_METADATA__DSN"] = settings.metadata.dsn
     return env
 
 
-def run_cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    settings: Settings, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("SHARDLOG_")}
     return subprocess.run(
         [sys.executable, "-m", "router.cli", *args],
-        env={**clean, **settings_env(settings)},
+        env={**clean, **settings_env(settings), **(env or {})},
         capture_output=True,
         text=True,
         timeout=120,

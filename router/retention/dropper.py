@@ -20,6 +20,7 @@ import asyncpg
 
 from router.catalog import tables as day_tables
 from router.catalog.snapshot import CatalogSnapshot
+from router.db.connection import Connection
 from router.db.failures import describe
 from router.db.names import DayTable
 from router.db.pools import ShardPools
@@ -44,6 +45,25 @@ class Dropped:
 
 class _LockBusy(Exception):
     pass
+
+
+# Tables up to this size are counted exactly before the drop (milliseconds); larger ones report
+# the row count of the table statistics, which lag recent writes by seconds at most.
+EXACT_COUNT_MAX_BYTES = 64 * 2**20
+
+
+async def _row_count(connection: Connection, table: DayTable) -> int:
+    size: int = await connection.fetchval("SELECT pg_relation_size($1::regclass)", table.quoted)
+    if size <= EXACT_COUNT_MAX_BYTES:
+        exact: int = await connection.fetchval(f"SELECT count(*) FROM {table.quoted}")
+        return exact
+    estimate: int = await connection.fetchval(
+        "SELECT greatest(coalesce(s.n_live_tup, 0), c.reltuples::bigint, 0) "
+        "FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid "
+        "WHERE c.oid = $1::regclass",
+        table.quoted,
+    )
+    return estimate
 
 
 async def forget(metadata: asyncpg.Pool, table: DayTable, shard: str) -> None:
@@ -142,12 +162,8 @@ class Dropper:
                     stored = str(archive.data_path(Path(self._settings.archive_dir), table, shard))
                     rows: int = manifest.rows
                 else:
-                    rows = await connection.fetchval(
-                        "SELECT greatest(coalesce(s.n_live_tup, 0), c.reltuples::bigint, 0) "
-                        "FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid "
-                        "WHERE c.oid = $1::regclass",
-                        table.quoted,
-                    )
+                    await connection.execute(f"LOCK TABLE {table.quoted} IN ACCESS EXCLUSIVE MODE")
+                    rows = await _row_count(connection, table)
                 size: int = await connection.fetchval(
                     "SELECT pg_total_relation_size($1::regclass)", table.quoted
                 )
