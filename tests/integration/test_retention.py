@@ -472,3 +472,57 @@ def test_cli_rejects_a_bad_day(settings, flag) -> None:
     )
     result = run_cli(settings, *args)
     assert result.returncode == 2 and "not a day" in result.stderr
+
+
+def test_two_routers_run_the_job_and_drop_each_table_once(api, settings, tmp_path) -> None:
+    from services.process import free_port
+    from services.router_process import RouterProcess
+    from tests.support import settings_env
+
+    key, group = new_owner(api)
+    for ago in (0, 1, 2, 3, 14, 15):
+        write(api, key, ago)
+    ident = owner_id(api, "audit", key)
+    expired = {
+        (shard, table)
+        for shard, tables in day_tables(api, "audit", ident).items()
+        for table in tables
+        if table.endswith(tuple((TODAY - timedelta(days=d)).strftime("%Y%m%d") for d in (14, 15)))
+    }
+    routers = [
+        RouterProcess(
+            tmp_path / f"router{n}",
+            "127.0.0.1",
+            free_port(),
+            env={
+                **settings_env(settings),
+                "SHARDLOG_RETENTION__ENABLED": "true",
+                "SHARDLOG_RETENTION__INTERVAL_S": "0.3",
+            },
+        )
+        for n in range(2)
+    ]
+    for router in routers:
+        router.start()
+    try:
+        set_policy(api, key, group, 10)
+        eventually(lambda: set(days_held(api, key)) == {0, 1, 2, 3}, timeout=30)
+        time.sleep(1)  # a few more runs of both routers
+        metrics = [__import__("httpx").get(f"{r.url}/metrics").text for r in routers]
+    finally:
+        for router in routers:
+            router.stop()
+    runs = api.get("/v1/admin/retention/runs", params={"limit": 200}).json()
+    dropped = []
+    for run in runs:
+        if run["trigger"] != "router" or run["tables_dropped"] == 0:
+            continue
+        detail = api.get(f"/v1/admin/retention/runs/{run['id']}").json()
+        dropped += [
+            (d["shard"], d["table_name"]) for d in detail["drops"] if d["outcome"] == "dropped"
+        ]
+    assert sorted(dropped) == sorted(expired)
+    assert any("shardlog_retention_tables_dropped_total" in text for text in metrics)
+    assert all('shardlog_retention_runs_total{status="done"}' in text for text in metrics)
+    for router in routers:
+        assert "SHARDLOG-BUG" not in router.log_file.read_text()
