@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import shutil
 import statistics
@@ -84,6 +85,11 @@ async def load_day(
     return table
 
 
+async def checkpoint(shard_pools: pools.ShardPools, shards: list[str]) -> None:
+    await asyncio.gather(*(shard_pools.get(s).execute("CHECKPOINT") for s in shards))
+    await asyncio.to_thread(os.sync)
+
+
 async def wal_positions(shard_pools: pools.ShardPools, shards: list[str]) -> list[str]:
     return [
         await shard_pools.get(s).fetchval("SELECT pg_current_wal_insert_lsn()::text")
@@ -120,6 +126,8 @@ async def measure(settings: Settings, sizes: list[int], repeats: int) -> dict[st
                 key = f"bench-drop-{stamp}-{size}-{attempt}"
                 table = await load_day(metadata, shard_pools, snapshot, key, size)
                 snapshot = await store.load_snapshot(metadata)
+                # An expired day is days old: its pages were written out long ago.
+                await checkpoint(shard_pools, shards)
                 before = await wal_positions(shard_pools, shards)
                 started = time.perf_counter()
                 report = await runner.run(
@@ -148,6 +156,7 @@ async def measure(settings: Settings, sizes: list[int], repeats: int) -> dict[st
             }
             key = f"bench-delete-{stamp}-{size}"
             table = await load_day(metadata, shard_pools, snapshot, key, size)
+            await checkpoint(shard_pools, shards)
             before = await wal_positions(shard_pools, shards)
             started = time.perf_counter()
 

@@ -49,7 +49,7 @@ class _LockBusy(Exception):
 
 # Tables up to this size are counted exactly before the drop (milliseconds); larger ones report
 # the row count of the table statistics, which lag recent writes by seconds at most.
-EXACT_COUNT_MAX_BYTES = 64 * 2**20
+EXACT_COUNT_MAX_BYTES = 8 * 2**20
 
 
 async def _row_count(connection: Connection, table: DayTable) -> int:
