@@ -12,13 +12,14 @@ from fastapi.responses import JSONResponse
 
 from router.api.deps import RuntimeDep
 from router.catalog.snapshot import Shard
+from router.db.failures import DRIVER_ERRORS
 from router.errors import error_body
 from router.metrics import CONTENT_TYPE
 from router.runtime import Runtime
 
 router = APIRouter(tags=["health"])
 
-_PROBE_ERRORS = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+_PROBE_ERRORS = DRIVER_ERRORS
 
 
 @router.get("/health/live", summary="The process is up")

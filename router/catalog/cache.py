@@ -15,6 +15,7 @@ import asyncpg
 from router.catalog import store
 from router.catalog.snapshot import CatalogSnapshot
 from router.db.dsn import as_uri
+from router.db.failures import DRIVER_ERRORS
 from router.settings import CatalogSettings
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,7 @@ class CatalogCache:
                 server_settings={"application_name": LISTENER_APPLICATION_NAME},
             )
             await self._listener.add_listener(CHANNEL, self._on_notify)
-        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        except DRIVER_ERRORS as exc:
             self._listener = None
             log.warning("catalog listener not connected (%s); relying on polling", exc)
 
@@ -97,7 +98,7 @@ class CatalogCache:
     async def _reload_quietly(self, version: int | None) -> None:
         try:
             await self.reload(version)
-        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        except DRIVER_ERRORS as exc:
             log.warning("catalog reload failed: %s", exc)
 
     async def _poll(self) -> None:
@@ -107,7 +108,7 @@ class CatalogCache:
                 await self._listen()
             try:
                 version = await store.catalog_version(self._pool)
-            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            except DRIVER_ERRORS as exc:
                 log.warning("catalog version check failed: %s", exc)
                 continue
             if self._snapshot is None or version != self._snapshot.version:

@@ -10,6 +10,7 @@ import asyncpg
 from router.catalog import store
 from router.catalog.snapshot import Shard
 from router.db import pools
+from router.db.failures import DRIVER_ERRORS
 from router.db.migrate import migrate
 from router.errors import Conflict, Invalid
 from router.settings import PoolSettings
@@ -26,7 +27,7 @@ async def register_shard(
     await store.check_new_shard(metadata, name, group, dsn)
     try:
         connection = await pools.connect(dsn, pool_settings)
-    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+    except DRIVER_ERRORS as exc:
         raise Invalid(f"cannot connect to the shard: {exc}", "dsn") from exc
     try:
         await migrate(connection, schema_dir, "shard")

@@ -31,7 +31,15 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}{f' [{state}]' if state else ''}: {text}"
 
 
-DRIVER_ERRORS = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+# What a driver call may raise when a server stops, restarts or switches over mid-call;
+# asyncpg's InternalClientError is not an InterfaceError (seen when a shard stops during COPY).
+DRIVER_ERRORS = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+)
 
 
 @contextmanager

@@ -8,16 +8,14 @@ import asyncio
 import contextlib
 import logging
 
-import asyncpg
-
 from router.catalog.cache import CatalogCache
-from router.db.failures import describe
+from router.db.failures import DRIVER_ERRORS, describe
 from router.db.pools import ShardPools
 from router.ingest.idempotency import IdempotencyStore
 
 log = logging.getLogger(__name__)
 
-_ERRORS = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+_ERRORS = DRIVER_ERRORS
 
 
 class Housekeeping:

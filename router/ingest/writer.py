@@ -19,7 +19,7 @@ from router.catalog import tables as day_tables
 from router.catalog.cache import CatalogCache
 from router.db import ddl
 from router.db.connection import Connection
-from router.db.failures import describe
+from router.db.failures import DRIVER_ERRORS, describe
 from router.db.names import DayTable
 from router.db.pools import ShardPools
 from router.settings import IngestSettings
@@ -101,7 +101,7 @@ class PartWriter:
                 return written
         except asyncpg.UndefinedTableError:
             raise
-        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        except DRIVER_ERRORS as exc:
             raise PartFailed(part, shard, exc, in_doubt=committing) from exc
 
     async def _ensure_table(self, connection: Connection, shard: str, table: DayTable) -> None:

@@ -21,7 +21,7 @@ import asyncpg
 from router.catalog import tables as day_tables
 from router.catalog.snapshot import CatalogSnapshot
 from router.db.connection import Connection
-from router.db.failures import describe
+from router.db.failures import DRIVER_ERRORS, describe
 from router.db.names import DayTable
 from router.db.pools import ShardPools
 from router.retention import archive
@@ -30,7 +30,7 @@ from router.settings import RetentionSettings
 
 log = logging.getLogger(__name__)
 
-_ERRORS = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+_ERRORS = DRIVER_ERRORS
 Outcome = Literal["dropped", "already_gone", "failed"]
 
 

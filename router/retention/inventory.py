@@ -13,11 +13,11 @@ import asyncpg
 
 from router.catalog.snapshot import CatalogSnapshot
 from router.catalog.tables import DAY_TABLE_REGEX
-from router.db.failures import describe
+from router.db.failures import DRIVER_ERRORS, describe
 from router.db.names import DayTable, parse_day_table
 from router.db.pools import ShardPools
 
-_ERRORS = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+_ERRORS = DRIVER_ERRORS
 
 # Row counts come from the table statistics (cheap at any size); exact counts scan the table.
 _LIST = """

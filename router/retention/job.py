@@ -8,15 +8,13 @@ import asyncio
 import contextlib
 import logging
 
-import asyncpg
-
 from router.catalog.cache import CatalogCache
-from router.db.failures import describe
+from router.db.failures import DRIVER_ERRORS, describe
 from router.retention.runner import RetentionRunner, RunOptions, RunReport
 
 log = logging.getLogger(__name__)
 
-_ERRORS = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+_ERRORS = DRIVER_ERRORS
 
 
 class RetentionJob:
