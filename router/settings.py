@@ -114,6 +114,11 @@ class RetentionSettings(Section):
         500, ge=1, description="How long one DROP waits for its table's lock per attempt."
     )
     drop_attempts: int = Field(5, ge=1, description="Attempts per table before it is reported.")
+    parallel_shards: int = Field(
+        16,
+        ge=1,
+        description="Shards dropping at the same time in one run (each drops its tables in turn).",
+    )
     retry_backoff_s: float = Field(0.2, ge=0, description="First pause between attempts.")
     max_drop_share: float = Field(
         0.5,

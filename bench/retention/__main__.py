@@ -90,6 +90,34 @@ async def checkpoint(shard_pools: pools.ShardPools, shards: list[str]) -> None:
     await asyncio.to_thread(os.sync)
 
 
+# Settling time after the checkpoint: the kernel's writeback and discards of the load are done
+# before the clock starts, as they are for a day that expired long after it was written.
+SETTLE_S = 3.0
+
+
+def file_release_seconds(directory: Path, mib: int, files: int) -> float:
+    """Time the kernel takes to release `files` plain files of `mib` MiB each (written and
+    synced first) on the filesystem holding `directory`: the floor under any DROP of that much
+    data there, whatever PostgreSQL does."""
+    chunk = os.urandom(2**20)
+    paths = [directory / f"release-probe-{n}" for n in range(files)]
+    try:
+        for path in paths:
+            with path.open("wb") as handle:
+                for _ in range(mib):
+                    handle.write(chunk)
+                os.fsync(handle.fileno())
+        os.sync()
+        time.sleep(SETTLE_S)
+        started = time.perf_counter()
+        for path in paths:
+            os.truncate(path, 0)
+        return time.perf_counter() - started
+    finally:
+        for path in paths:
+            path.unlink(missing_ok=True)
+
+
 async def wal_positions(shard_pools: pools.ShardPools, shards: list[str]) -> list[str]:
     return [
         await shard_pools.get(s).fetchval("SELECT pg_current_wal_insert_lsn()::text")
@@ -108,7 +136,9 @@ async def wal_since(shard_pools: pools.ShardPools, shards: list[str], before: li
     return total
 
 
-async def measure(settings: Settings, sizes: list[int], repeats: int) -> dict[str, Any]:
+async def measure(
+    settings: Settings, sizes: list[int], repeats: int, data_dir: Path
+) -> dict[str, Any]:
     metadata = await pools.create_metadata_pool(settings.metadata_dsn(), settings.metadata)
     shard_pools = pools.ShardPools(settings.pools)
     results: dict[str, Any] = {"drop": {}, "delete_vacuum": {}}
@@ -121,13 +151,16 @@ async def measure(settings: Settings, sizes: list[int], repeats: int) -> dict[st
         )
         stamp = int(time.time())
         for size in sizes:
-            seconds, wal = [], []
+            seconds: list[float] = []
+            wal: list[int] = []
+            released: list[int] = []
             for attempt in range(repeats):
                 key = f"bench-drop-{stamp}-{size}-{attempt}"
                 table = await load_day(metadata, shard_pools, snapshot, key, size)
                 snapshot = await store.load_snapshot(metadata)
                 # An expired day is days old: its pages were written out long ago.
                 await checkpoint(shard_pools, shards)
+                await asyncio.sleep(SETTLE_S)
                 before = await wal_positions(shard_pools, shards)
                 started = time.perf_counter()
                 report = await runner.run(
@@ -144,15 +177,27 @@ async def measure(settings: Settings, sizes: list[int], repeats: int) -> dict[st
                 dropped = sum(1 for d in report.drops if d["outcome"] == "dropped")
                 if dropped != len(shards):
                     raise RuntimeError(f"expected {len(shards)} drops: {report.to_json()}")
+                released.append(report.totals()["bytes_dropped"])
                 print(
-                    f"  drop {size:>10,} rows: {seconds[-1] * 1000:8.1f} ms, "
-                    f"WAL {wal[-1] / 1024:8.1f} KiB",
+                    f"  drop {size:>10,} rows ({released[-1] / 2**20:,.0f} MiB): "
+                    f"{seconds[-1] * 1000:8.1f} ms, WAL {wal[-1] / 1024:8.1f} KiB",
                     flush=True,
                 )
+            per_shard_mib = max(1, round(statistics.median(released) / len(shards) / 2**20))
+            floor = await asyncio.to_thread(
+                file_release_seconds, data_dir, per_shard_mib, len(shards)
+            )
+            print(
+                f"  kernel releasing {len(shards)} plain files of {per_shard_mib} MiB there: "
+                f"{floor * 1000:8.1f} ms",
+                flush=True,
+            )
             results["drop"][str(size)] = {
                 "seconds": seconds,
                 "median_s": statistics.median(seconds),
                 "wal_bytes": statistics.median(wal),
+                "bytes_released": statistics.median(released),
+                "plain_file_release_s": floor,
             }
             key = f"bench-delete-{stamp}-{size}"
             table = await load_day(metadata, shard_pools, snapshot, key, size)
@@ -246,7 +291,7 @@ def main() -> int:
     settings = bench_settings(data_dir)
     try:
         with bench_cluster(settings, with_router=False):
-            results = asyncio.run(measure(settings, sizes, args.repeats))
+            results = asyncio.run(measure(settings, sizes, args.repeats, data_dir))
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
     found = targets(results, sizes)

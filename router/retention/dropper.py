@@ -66,6 +66,17 @@ async def _row_count(connection: Connection, table: DayTable) -> int:
     return estimate
 
 
+async def _cancel_autovacuum_sooner(connection: Connection, lock_timeout_ms: int) -> None:
+    """An autovacuum of the table (likely soon after a bulk load) holds a lock the DROP waits
+    for; PostgreSQL cancels it for a waiter only after deadlock_timeout (1 s by default), which
+    is longer than our lock_timeout, so the drop would retry until the vacuum ends (seconds on
+    a big table). Waiting less before the deadlock check lets the cancel happen. Only a
+    superuser may change deadlock_timeout; others keep the retries."""
+    if await connection.fetchval("SELECT current_setting('is_superuser') = 'on'"):
+        wait_ms = max(10, min(100, lock_timeout_ms // 2))
+        await connection.execute(f"SET LOCAL deadlock_timeout = '{wait_ms}ms'")
+
+
 async def forget(metadata: asyncpg.Pool, table: DayTable, shard: str) -> None:
     """Remove a table from the registry and the fdw coordinator."""
     async with metadata.acquire() as connection, connection.transaction():
@@ -145,6 +156,7 @@ class Dropper:
                 f"SET LOCAL lock_timeout = '{int(self._settings.lock_timeout_ms)}ms'"
             )
             await connection.execute("SET LOCAL statement_timeout = 0")
+            await _cancel_autovacuum_sooner(connection, self._settings.lock_timeout_ms)
             try:
                 if await connection.fetchval("SELECT to_regclass($1)", table.quoted) is None:
                     return Dropped("already_gone")
