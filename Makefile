@@ -5,7 +5,7 @@ SHELL := /bin/bash
 VENV ?= .venv
 # Debian's interpreter, not a user's pyenv: processes running as the postgres user use this venv.
 SYSTEM_PYTHON ?= /usr/bin/python3
-APT_PACKAGES := postgresql-15 postgresql-client-15 python3-venv
+APT_PACKAGES := postgresql-15 postgresql-client-15 python3-venv etcd-server haproxy patroni python3-etcd
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
@@ -25,8 +25,8 @@ install: ## install missing apt packages and the Python environment (idempotent)
 	@bash services/install-packages.sh $(APT_PACKAGES)
 	@$(MAKE) --no-print-directory $(VENV)/.installed
 
-up: install ## start 12 shards, the metadata instance and the router on 127.0.0.1:8080
-	$(BIN)/shardlog up
+up: install ## start 12 shards, the metadata instance and the router on 127.0.0.1:8080 (HA=1: 4 Patroni shards x 2 nodes, etcd, HAProxy)
+	$(BIN)/shardlog up $(if $(HA),--ha)
 
 down: ## stop everything `make up` started (data stays)
 	@if [ -x $(BIN)/shardlog ]; then $(BIN)/shardlog down; else echo "nothing to stop"; fi

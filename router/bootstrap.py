@@ -11,6 +11,7 @@ from router.catalog import store
 from router.db import pools
 from router.db.migrate import migrate
 from router.settings import Settings
+from services.ha_topology import HaTopology
 from services.topology import Topology
 
 
@@ -53,7 +54,7 @@ async def migrate_all(settings: Settings) -> MigrationReport:
     return report
 
 
-async def register_topology(settings: Settings, topology: Topology) -> list[str]:
+async def register_topology(settings: Settings, topology: Topology | HaTopology) -> list[str]:
     """Record the topology's groups and shards in the catalog; existing entries are left as
     they are. Returns the names of shards added."""
     connection = await pools.connect_metadata(settings.metadata_dsn(), settings.metadata)

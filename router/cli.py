@@ -22,17 +22,32 @@ from router.db.migrate import MigrationError
 from router.errors import ShardlogError
 from router.settings import Settings
 from services.cluster import LocalCluster
+from services.ha_cluster import HaCluster
+from services.ha_topology import build_ha_topology
 from services.process import ServiceError, server_user
 from services.router_process import RouterProcess
 from services.topology import build_topology
 
 
-def local_cluster(settings: Settings) -> LocalCluster:
+def _ha_recorded(settings: Settings) -> bool:
+    """`make up HA=1` leaves a mark, so `make down` and `make status` find the HA processes
+    without being told again."""
+    return (settings.cluster.data_dir / HA_MARK).exists()
+
+
+HA_MARK = "ha-topology"
+
+
+def local_cluster(settings: Settings, ha: bool | None = None) -> LocalCluster | HaCluster:
     cluster = settings.cluster
+    user = server_user(cluster.server_user)
+    if ha if ha is not None else (cluster.ha or _ha_recorded(settings)):
+        ha_topology = build_ha_topology(
+            cluster.ha_shards, cluster.groups, cluster.ha_nodes, cluster.base_port, cluster.host
+        )
+        return HaCluster(ha_topology, cluster.data_dir, user, cluster.bin_dir)
     topology = build_topology(cluster.shards, cluster.groups, cluster.base_port, cluster.host)
-    return LocalCluster(
-        topology, cluster.data_dir, server_user(cluster.server_user), cluster.bin_dir
-    )
+    return LocalCluster(topology, cluster.data_dir, user, cluster.bin_dir)
 
 
 def router_process(settings: Settings) -> RouterProcess:
@@ -43,7 +58,11 @@ def router_process(settings: Settings) -> RouterProcess:
 
 
 def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
-    cluster = local_cluster(settings)
+    ha = bool(args.ha or settings.cluster.ha or _ha_recorded(settings))
+    cluster = local_cluster(settings, ha)
+    if isinstance(cluster, HaCluster):
+        settings.cluster.data_dir.mkdir(parents=True, exist_ok=True)
+        (settings.cluster.data_dir / HA_MARK).write_text("patroni + etcd + haproxy\n")
     outcomes = cluster.start(settings.cluster.start_timeout_s)
     asyncio.run(bootstrap.migrate_all(settings))
     added = asyncio.run(bootstrap.register_topology(settings, cluster.topology))
@@ -57,6 +76,14 @@ def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
         outcome = router.start()
         print(f"router {outcome}: {router.url} (pid {router.pid()}, log {router.log_file})")
         print(f"  readiness: curl {router.url}/health/ready   API docs: {router.url}/docs")
+    if isinstance(cluster, HaCluster):
+        host = cluster.topology.host
+        for shard in cluster.topology.shards:
+            print(
+                f"{shard.name}: {shard.dsn()}  (HAProxy write {host}:{shard.write_port}, "
+                f"read {host}:{shard.read_port})"
+            )
+        print(f"HAProxy stats: http://{host}:{cluster.topology.stats_port}/")
     print(f"metadata DSN: {settings.metadata_dsn()}")
     print(
         "stop everything with `make down` (data stays in "
@@ -70,7 +97,7 @@ def cmd_down(settings: Settings, _args: argparse.Namespace) -> int:
     if router.stop():
         print("router stopped")
     stopped = local_cluster(settings).stop()
-    print(f"stopped {sum(stopped.values())} PostgreSQL instances")
+    print(f"stopped {sum(stopped.values())} server processes")
     return 0
 
 
@@ -154,16 +181,36 @@ async def cmd_groups_list(_s: Settings, args: argparse.Namespace, db: asyncpg.Co
         args,
         groups,
         lambda: print_table(
-            [{**g, "shards": ",".join(g["shards"])} for g in groups],
-            ["name", "placement", "shards"],
+            [
+                {
+                    **g,
+                    "shards": ",".join(g["shards"]),
+                    "synchronous": {True: "on", False: "off", None: "default"}[g["synchronous"]],
+                }
+                for g in groups
+            ],
+            ["name", "placement", "synchronous", "shards"],
         ),
     )
 
 
 @with_metadata
 async def cmd_groups_add(_s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
-    group = await store.add_group(db, args.name, args.placement)
+    group = await store.add_group(db, args.name, args.placement, _replication(args.synchronous))
     print(f"added group {group.name} (placement {group.placement})")
+
+
+def _replication(choice: str | None) -> bool | None:
+    return {"on": True, "off": False}.get(choice or "default")
+
+
+@with_metadata
+async def cmd_groups_replication(
+    _s: Settings, args: argparse.Namespace, db: asyncpg.Connection
+) -> None:
+    group = await store.set_group_replication(db, args.name, _replication(args.synchronous))
+    shown = {True: "on", False: "off", None: "default (audit on, flows off)"}[group.synchronous]
+    print(f"group {group.name}: synchronous replication {shown}")
 
 
 @with_metadata
@@ -219,6 +266,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     up = commands.add_parser("up", help="start the local cluster and the router")
     up.add_argument("--no-router", action="store_true", help="start PostgreSQL only")
+    up.add_argument(
+        "--ha",
+        action="store_true",
+        help="Patroni primary + replica per shard, etcd and HAProxy (kept until `make clean`)",
+    )
     up.set_defaults(run=cmd_up)
     commands.add_parser("down", help="stop the router and the local cluster").set_defaults(
         run=cmd_down
@@ -244,7 +296,18 @@ def build_parser() -> argparse.ArgumentParser:
     groups_add = groups.add_parser("add", help="add a group")
     groups_add.add_argument("name")
     groups_add.add_argument("--placement", choices=PLACEMENTS, default="random")
+    groups_add.add_argument(
+        "--synchronous",
+        choices=("on", "off", "default"),
+        help="writes wait for a standby (default: audit on, flows off)",
+    )
     groups_add.set_defaults(run=cmd_groups_add)
+    groups_replication = groups.add_parser(
+        "replication", help="whether writes to a group wait for a standby"
+    )
+    groups_replication.add_argument("name")
+    groups_replication.add_argument("synchronous", choices=("on", "off", "default"))
+    groups_replication.set_defaults(run=cmd_groups_replication)
 
     shards = commands.add_parser("shards", help="shards").add_subparsers(
         dest="action", required=True, metavar="ACTION"

@@ -59,6 +59,12 @@ class Metrics:
             ["shard"],
             registry=self.registry,
         )
+        self.ingest_failover_retries = Counter(
+            "shardlog_ingest_failover_retries",
+            "Batches written on a shard after waiting for its failover",
+            ["shard"],
+            registry=self.registry,
+        )
         self.ingest_inflight_bytes = Gauge(
             "shardlog_ingest_inflight_bytes",
             "Request body bytes held by this router",

@@ -80,6 +80,12 @@ class IngestSettings(Section):
         512 * 2**20, ge=1024, description="Request bytes held at once; past it 429."
     )
     retry_after_s: int = Field(1, ge=1, description="Retry-After of 429 and 503 answers.")
+    failover_wait_s: float = Field(
+        45.0,
+        ge=0,
+        description="How long a write to a shard with several hosts (Patroni) keeps retrying "
+        "while the shard fails over; ttl 20 s + promotion fit in the default.",
+    )
     batch_rows: int = Field(20_000, ge=1, description="Rows per COPY into one day table.")
     audit_index: Literal["btree", "brin"] = "btree"
     flow_index: Literal["btree", "brin"] = "brin"
@@ -147,6 +153,13 @@ class ClusterSettings(Section):
     host: str = "127.0.0.1"
     bin_dir: Path = DEFAULT_BIN_DIR
     server_user: str = Field("postgres", description="OS user servers run as when started by root.")
+    ha: bool = Field(
+        False,
+        description="Local cluster as Patroni-managed primary + replicas per shard, with etcd "
+        "and HAProxy (make up HA=1).",
+    )
+    ha_shards: int = Field(4, ge=1, le=99, description="Shards of the HA topology.")
+    ha_nodes: int = Field(2, ge=1, le=9, description="PostgreSQL nodes per HA shard.")
     start_timeout_s: float = Field(60.0, gt=0)
 
 

@@ -28,6 +28,18 @@ if [[ " ${missing[*]} " == *" postgresql-15 "* ]] && [ ! -e /etc/postgresql-comm
     echo "create_main_cluster = false" | $sudo tee /etc/postgresql-common/createcluster.conf >/dev/null
 fi
 
+# etcd-server and haproxy would start system-wide daemons on install (etcd on 2379, haproxy
+# with the stock config); shardlog starts its own. A policy-rc.d answering 101 ("action
+# forbidden") keeps invoke-rc.d from starting anything, and goes away again afterwards.
+policy=/usr/sbin/policy-rc.d
+own_policy=""
+if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null
+    $sudo chmod 755 "$policy"
+    own_policy=1
+fi
+trap '[ -n "$own_policy" ] && $sudo rm -f "$policy"' EXIT
+
 echo "shardlog: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq

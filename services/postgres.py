@@ -231,18 +231,14 @@ class PostgresInstance:
         """Crash the instance (SIGKILL to the postmaster), as a fault would."""
         pid = self.pid()
         if pid is not None:
-            os.kill(pid, signal.SIGKILL)
-            process.wait_until_dead(pid, 10.0)
+            process.kill_now(pid)
 
     def destroy(self) -> None:
         self.stop()
         shutil.rmtree(self.home, ignore_errors=True)
 
     def log_tail(self, lines: int = 20) -> str:
-        try:
-            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
-        except FileNotFoundError:
-            return "(no log yet)"
+        return process.tail(self.log_file, lines)
 
     def status(self) -> dict[str, Any]:
         pid = self.pid()

@@ -49,6 +49,14 @@ def process_cmdline(pid: int) -> list[str]:
     return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
 
 
+def tail(path: Path, lines: int = 20) -> str:
+    """The last lines of a log, for error messages."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return "(no log yet)"
+
+
 def wait_until_dead(pid: int, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -56,6 +64,15 @@ def wait_until_dead(pid: int, timeout: float) -> bool:
             return True
         time.sleep(0.05)
     return not is_alive(pid)
+
+
+def kill_now(pid: int, timeout: float = 10.0) -> None:
+    """SIGKILL, as a crash would, and wait until the process is gone."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    wait_until_dead(pid, timeout)
 
 
 def terminate(pid: int, graceful: signal.Signals = signal.SIGTERM, timeout: float = 30.0) -> bool:
@@ -187,3 +204,21 @@ def run_as(
             f"{(result.stderr or result.stdout).strip()}"
         )
     return result
+
+
+def children(pid: int) -> list[int]:
+    """PIDs whose parent is ``pid`` (a postmaster's backends and auxiliary processes)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(entry / "status", encoding="ascii", errors="replace") as status:
+                for line in status:
+                    if line.startswith("PPid:"):
+                        if int(line.split()[1]) == pid:
+                            found.append(int(entry.name))
+                        break
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+    return found

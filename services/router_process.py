@@ -96,10 +96,7 @@ class RouterProcess:
         return True
 
     def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
-        except FileNotFoundError:
-            return "(no log yet)"
+        return process.tail(self.log_file, lines)
 
     def status(self) -> dict[str, Any]:
         pid = self.pid()

@@ -12,7 +12,7 @@ from router.catalog import shards as shard_admin
 from router.catalog import store
 from router.catalog.snapshot import OwnerKind, OwnerMapping, shard_json
 from router.errors import NotFound
-from router.models.admin import GroupIn, OwnerMapIn, ShardIn, ShardStateIn
+from router.models.admin import GroupIn, GroupReplicationIn, OwnerMapIn, ShardIn, ShardStateIn
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"], dependencies=[Depends(require_admin)])
 
@@ -40,9 +40,23 @@ async def list_groups(runtime: RuntimeDep) -> list[dict[str, Any]]:
 
 @router.post("/groups", status_code=201, summary="Add a shard group")
 async def add_group(body: GroupIn, runtime: RuntimeDep) -> dict[str, Any]:
-    group = await store.add_group(runtime.metadata, body.name, body.placement)
+    group = await store.add_group(runtime.metadata, body.name, body.placement, body.synchronous)
     await runtime.catalog.reload()
-    return {"name": group.name, "placement": group.placement, "shards": []}
+    return {
+        "name": group.name,
+        "placement": group.placement,
+        "synchronous": group.synchronous,
+        "shards": [],
+    }
+
+
+@router.put("/groups/{name}/replication", summary="Synchronous replication of a group's writes")
+async def set_group_replication(
+    name: str, body: GroupReplicationIn, runtime: RuntimeDep
+) -> dict[str, Any]:
+    group = await store.set_group_replication(runtime.metadata, name, body.synchronous)
+    await runtime.catalog.reload()
+    return {"name": group.name, "placement": group.placement, "synchronous": group.synchronous}
 
 
 @router.get("/shards", summary="Shards with their group and state")

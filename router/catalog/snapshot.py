@@ -16,10 +16,20 @@ SHARD_STATES: tuple[ShardState, ...] = ("active", "draining", "down")
 OWNER_KINDS: tuple[OwnerKind, ...] = ("audit", "flow")
 
 
+# synchronous_commit of a write batch when its group does not say: audit rows wait for a
+# standby, flows (merged counters, re-exported by switches) do not.
+SYNCHRONOUS_BY_KIND: Mapping[str, bool] = {"audit": True, "flow": False}
+
+
 @dataclass(frozen=True)
 class ShardGroup:
     name: str
     placement: Placement
+    synchronous: bool | None = None  # None: the kind's default
+
+    def synchronous_commit(self, kind: str) -> str:
+        wait = SYNCHRONOUS_BY_KIND[kind] if self.synchronous is None else self.synchronous
+        return "on" if wait else "local"
 
 
 @dataclass(frozen=True)
@@ -93,6 +103,7 @@ class CatalogSnapshot:
                 {
                     "name": g.name,
                     "placement": g.placement,
+                    "synchronous": g.synchronous,
                     "shards": sorted(s.name for s in self.shards_of(g.name)),
                 }
                 for g in sorted(self.groups.values(), key=lambda g: g.name)

@@ -30,7 +30,7 @@ async def load_snapshot(db: Executor) -> CatalogSnapshot:
         connection.transaction(isolation="repeatable_read", readonly=True),
     ):
         version = await connection.fetchval("SELECT version FROM catalog_version")
-        groups = await connection.fetch("SELECT name, placement FROM shard_groups")
+        groups = await connection.fetch("SELECT name, placement, synchronous FROM shard_groups")
         shards = await connection.fetch("SELECT name, group_name, dsn, state FROM shards")
         policies = await connection.fetch(
             "SELECT id, kind, group_name, owner_key, keep_days, archive FROM retention_policies "
@@ -38,7 +38,7 @@ async def load_snapshot(db: Executor) -> CatalogSnapshot:
         )
     return CatalogSnapshot(
         version=int(version),
-        groups={r["name"]: ShardGroup(r["name"], r["placement"]) for r in groups},
+        groups={r["name"]: ShardGroup(r["name"], r["placement"], r["synchronous"]) for r in groups},
         shards={r["name"]: Shard(r["name"], r["group_name"], r["dsn"], r["state"]) for r in shards},
         retention=tuple(
             RetentionPolicy(
@@ -53,18 +53,34 @@ async def catalog_version(db: Executor) -> int:
     return int(await db.fetchval("SELECT version FROM catalog_version"))
 
 
-async def add_group(db: Executor, name: str, placement: str) -> ShardGroup:
+async def add_group(
+    db: Executor, name: str, placement: str, synchronous: bool | None = None
+) -> ShardGroup:
     rules.check_name(name, "name")
     rules.check_placement(placement)
     inserted = await db.fetchrow(
-        "INSERT INTO shard_groups (name, placement) VALUES ($1, $2) "
-        "ON CONFLICT (name) DO NOTHING RETURNING name, placement",
+        "INSERT INTO shard_groups (name, placement, synchronous) VALUES ($1, $2, $3) "
+        "ON CONFLICT (name) DO NOTHING RETURNING name, placement, synchronous",
         name,
         placement,
+        synchronous,
     )
     if inserted is None:
         raise Conflict(f"shard group {name!r} already exists", "name")
-    return ShardGroup(inserted["name"], inserted["placement"])
+    return ShardGroup(inserted["name"], inserted["placement"], inserted["synchronous"])
+
+
+async def set_group_replication(db: Executor, name: str, synchronous: bool | None) -> ShardGroup:
+    """Whether writes to the group wait for a standby (None: the kind's default)."""
+    updated = await db.fetchrow(
+        "UPDATE shard_groups SET synchronous = $2 WHERE name = $1 "
+        "RETURNING name, placement, synchronous",
+        name,
+        synchronous,
+    )
+    if updated is None:
+        raise NotFound(f"no shard group {name!r}", "name")
+    return ShardGroup(updated["name"], updated["placement"], updated["synchronous"])
 
 
 async def ensure_group(db: Executor, name: str, placement: str) -> None:

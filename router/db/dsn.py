@@ -3,6 +3,7 @@ enter the catalog, so that a typo is a 422 naming ``dsn`` instead of a shard tha
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
@@ -167,6 +168,15 @@ def parse_dsn(dsn: str) -> ParsedDsn:
     if "=" not in dsn:
         raise DsnError("neither a postgresql:// URI nor keyword=value pairs")
     return _parse_keywords(dsn)
+
+
+@functools.lru_cache(maxsize=1024)
+def multi_host(dsn: str) -> bool:
+    """The DSN names several hosts: the shard can fail over to another of them."""
+    try:
+        return parse_dsn(dsn).multi_host
+    except DsnError:
+        return False
 
 
 _URI_PARTS = frozenset({"host", "hostaddr", "port", "user", "password", "dbname"})

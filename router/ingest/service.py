@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import asyncio
+import time
+import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -13,6 +15,7 @@ from typing import Any
 from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
 from router.catalog.snapshot import CatalogSnapshot, OwnerKind, OwnerMapping
+from router.db.dsn import multi_host
 from router.db.names import DayTable, day_table
 from router.db.shard_health import ShardHealth
 from router.errors import Conflict, Invalid, TooLarge, Unavailable
@@ -25,6 +28,9 @@ from router.settings import IngestSettings
 
 Records = AsyncIterator[list[tuple[int, Any]]]
 _ZERO = timedelta(0)
+FAILOVER_RETRY_S = 0.5
+# Ledger keys of requests sent without an Idempotency-Key; client keys are ASCII only.
+INTERNAL_KEY_PREFIX = "\u00b7request:"
 
 
 @dataclass
@@ -171,8 +177,10 @@ class IngestService:
             rows_of_part = tables[part_table][spot["start"] : spot["stop"]]
             parts.append(Part(part_id, part_table, rows_of_part, spot["shard"]))
 
+        ledger_key = self._ledger_key(claim)
+
         async def write(part: Part) -> None:
-            await self._write_audit_part(part, group_of[part.table], claim, rng)
+            await self._write_audit_part(part, group_of[part.table], claim, ledger_key, rng)
 
         return await self._run(claim, parts, write, {"accepted": len(rows)}, "audit")
 
@@ -186,13 +194,13 @@ class IngestService:
         return self._health.usable(shards)
 
     async def _write_audit_part(
-        self, part: Part, group: str, claim: Claim | None, rng: Any
+        self, part: Part, group: str, claim: Claim | None, ledger_key: str, rng: Any
     ) -> None:
         shard = part.shard
         tried: set[str] = set()
         while True:
             try:
-                await self._write(part, shard, claim)
+                await self._write(part, shard, ledger_key)
                 return
             except PartFailed as failure:
                 tried.add(shard)
@@ -200,16 +208,42 @@ class IngestService:
                 candidates = self._catalog.snapshot.active_shards(group)
                 replacement = placement.fallback(candidates, tried, rng) if may_move else None
                 if replacement is None:
-                    raise
+                    # In doubt, placed there by an earlier attempt, or nowhere else to go.
+                    await self._write_after_failover(part, shard, ledger_key, failure)
+                    return
                 if claim is not None:
                     await self._idempotency.move_part(claim.key, part.id, replacement)
                 self._metrics.ingest_fallbacks.labels(shard).inc()
                 shard = replacement
 
-    async def _write(self, part: Part, shard: str, claim: Claim | None) -> None:
+    async def _write_after_failover(
+        self, part: Part, shard: str, ledger_key: str, failure: PartFailed
+    ) -> None:
+        """A shard with several hosts (Patroni primary + replicas) gets a new primary within
+        its failover time: keep retrying there until SHARDLOG_INGEST__FAILOVER_WAIT_S. The
+        ledger makes the retry of a part whose COMMIT was cut off write it at most once."""
+        if not self._fails_over(shard):
+            raise failure
+        deadline = time.monotonic() + self._settings.failover_wait_s
+        while True:
+            if time.monotonic() >= deadline:
+                raise failure
+            await asyncio.sleep(min(FAILOVER_RETRY_S, max(0.0, deadline - time.monotonic())))
+            try:
+                await self._write(part, shard, ledger_key)
+                self._metrics.ingest_failover_retries.labels(shard).inc()
+                return
+            except PartFailed as again:
+                failure = again
+
+    def _fails_over(self, shard: str) -> bool:
+        known = self._catalog.snapshot.shards.get(shard)
+        return known is not None and multi_host(known.dsn)
+
+    async def _write(self, part: Part, shard: str, ledger_key: str) -> None:
         kind = part.table.kind
         try:
-            written = await self._writer.write(part, shard, claim.key if claim else None)
+            written = await self._writer.write(part, shard, ledger_key)
         except PartFailed:
             self._health.failed(shard)
             self._metrics.ingest_batches.labels(kind, shard, "failed").inc()
@@ -283,12 +317,24 @@ class IngestService:
                     )
                 )
 
+        ledger_key = self._ledger_key(claim)
+
         async def write(part: Part) -> None:
-            await self._write(part, part.shard, claim)
+            try:
+                await self._write(part, part.shard, ledger_key)
+            except PartFailed as failure:
+                await self._write_after_failover(part, part.shard, ledger_key, failure)
 
         return await self._run(claim, parts, write, {"accepted": len(rows)}, "flow")
 
     # --- shared ------------------------------------------------------------------------
+
+    @staticmethod
+    def _ledger_key(claim: Claim | None) -> str:
+        """Every part is recorded in its shard's ledger, under the client's Idempotency-Key or
+        one of the request's own, so a part retried after a cut-off COMMIT is never stored
+        twice."""
+        return claim.key if claim is not None else f"{INTERNAL_KEY_PREFIX}{uuid.uuid4().hex}"
 
     async def _claim(self, request: Request, kind: str, planned: dict[str, Any]) -> Claim | None:
         if request.key is None:

@@ -91,6 +91,10 @@ class PartWriter:
                 transaction = connection.transaction()
                 await transaction.start()
                 try:
+                    await connection.execute(
+                        "SELECT set_config('synchronous_commit', $1, true)",
+                        self._synchronous_commit(shard, part.table.kind),
+                    )
                     written = await self._load(connection, part, request_key)
                 except BaseException:
                     with contextlib.suppress(Exception):
@@ -103,6 +107,15 @@ class PartWriter:
             raise
         except DRIVER_ERRORS as exc:
             raise PartFailed(part, shard, exc, in_doubt=committing) from exc
+
+    def _synchronous_commit(self, shard: str, kind: str) -> str:
+        """'on' waits for a standby (where one is configured), 'local' does not."""
+        snapshot = self._catalog.snapshot
+        known = snapshot.shards.get(shard)
+        group = snapshot.groups.get(known.group) if known is not None else None
+        if group is None:
+            return "on"
+        return group.synchronous_commit(kind)
 
     async def _ensure_table(self, connection: Connection, shard: str, table: DayTable) -> None:
         if (shard, table.name) in self.tables:

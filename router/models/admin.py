@@ -18,6 +18,18 @@ class GroupIn(Body):
     placement: Placement = Field(
         "random", description="How rows spread over the group's shards: random or hash"
     )
+    synchronous: bool | None = Field(
+        None,
+        description="Writes wait for a standby before they are acknowledged; null: the "
+        "kind's default (audit synchronous, flows not)",
+    )
+
+
+class GroupReplicationIn(Body):
+    synchronous: bool | None = Field(
+        description="true: writes wait for a standby; false: they do not; null: the kind's "
+        "default (audit synchronous, flows not)"
+    )
 
 
 class ShardIn(Body):

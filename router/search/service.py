@@ -28,6 +28,7 @@ from router.settings import SearchSettings
 CountMode = Literal["none", "estimate", "exact"]
 Backend = Literal["fanout", "fdw"]
 Query = AuditQuery | FlowQuery
+SEARCH_RETRY_PAUSE_S = 0.2
 
 
 class GatewayTimeout(ShardlogError):
@@ -92,6 +93,18 @@ class SearchService:
     # --- one shard ---------------------------------------------------------------------
 
     async def _fetch(self, target: ShardTarget, build: Any) -> list[asyncpg.Record]:
+        """One retry on a connection that broke (a pooled connection to a server that
+        restarted, a shard in the middle of a failover); a second failure goes up and the
+        answer is partial."""
+        try:
+            return await self._fetch_once(target, build)
+        except DRIVER_ERRORS as exc:
+            if isinstance(exc, asyncpg.QueryCanceledError | TimeoutError) or not is_transient(exc):
+                raise
+        await asyncio.sleep(SEARCH_RETRY_PAUSE_S)
+        return await self._fetch_once(target, build)
+
+    async def _fetch_once(self, target: ShardTarget, build: Any) -> list[asyncpg.Record]:
         tables = list(target.tables)
         for attempt in range(2):
             text, params = build(tables)
