@@ -69,13 +69,36 @@ class HaCluster:
             time.sleep(0.2)
         raise ServiceError(f"{shard}: no primary within {timeout:.0f}s")
 
+    def wait_replicating(self, shard: str, timeout: float) -> None:
+        """Every other node streams from the primary and one is the synchronous standby:
+        before that, losing the primary leaves no replica Patroni may promote."""
+        others = {node.spec.name for node in self.nodes_of(shard)}
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            primary = self.primary(shard)
+            info = primary.info() if primary is not None else None
+            if primary is not None and info is not None:
+                streams = {
+                    r.get("application_name"): r
+                    for r in info.get("replication", [])
+                    if r.get("state") == "streaming"
+                }
+                wanted = others - {primary.spec.name}
+                if wanted <= set(streams) and (
+                    not wanted or any(r.get("sync_state") == "sync" for r in streams.values())
+                ):
+                    return
+            time.sleep(0.2)
+        raise ServiceError(f"{shard}: replicas not streaming within {timeout:.0f}s")
+
     def _start_shard(self, spec: HaShardSpec, timeout: float) -> dict[str, StartOutcome]:
         nodes = self.nodes_of(spec.name)
         outcomes = {nodes[0].spec.name: nodes[0].start(timeout)}
         primary = self.wait_primary(spec.name, timeout)
+        self._ensure_database(primary)
         for node in nodes[1:]:
             outcomes[node.spec.name] = node.start(timeout)
-        self._ensure_database(primary)
+        self.wait_replicating(spec.name, timeout)
         return outcomes
 
     def _ensure_database(self, primary: PatroniNode) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections import defaultdict
@@ -25,6 +26,8 @@ from router.ingest.writer import Part, PartFailed, PartWriter
 from router.metrics import Metrics
 from router.routing import placement
 from router.settings import IngestSettings
+
+log = logging.getLogger(__name__)
 
 Records = AsyncIterator[list[tuple[int, Any]]]
 _ZERO = timedelta(0)
@@ -213,6 +216,7 @@ class IngestService:
                     return
                 if claim is not None:
                     await self._idempotency.move_part(claim.key, part.id, replacement)
+                log.warning("audit batch moved from %s to %s: %s", shard, replacement, failure)
                 self._metrics.ingest_fallbacks.labels(shard).inc()
                 shard = replacement
 
@@ -224,6 +228,14 @@ class IngestService:
         ledger makes the retry of a part whose COMMIT was cut off write it at most once."""
         if not self._fails_over(shard):
             raise failure
+        log.warning(
+            "%s batch waits up to %gs for %s to fail over (%s, in doubt: %s)",
+            part.table.kind,
+            self._settings.failover_wait_s,
+            shard,
+            failure,
+            failure.in_doubt,
+        )
         deadline = time.monotonic() + self._settings.failover_wait_s
         while True:
             if time.monotonic() >= deadline:
