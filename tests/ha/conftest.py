@@ -31,7 +31,7 @@ from tests.support import settings_env
 
 HA_SHARDS = 2
 HA_GROUPS = 1
-FAILOVER_WAIT_S = 60.0
+FAILOVER_WAIT_S = 90.0
 RECOVERY: dict[str, list[float]] = {}
 
 
