@@ -11,7 +11,6 @@ import httpx
 import pytest
 
 from router import bootstrap
-from router.errors import BUG_MARKER
 from router.settings import (
     CatalogSettings,
     ClusterSettings,
@@ -23,7 +22,7 @@ from services.cluster import LocalCluster
 from services.process import free_port, server_user
 from services.router_process import RouterProcess
 from services.topology import build_topology
-from tests.support import settings_env
+from tests.support import running_router, settings_env
 
 TEST_SHARDS = 4
 TEST_GROUPS = 2
@@ -81,13 +80,8 @@ def router_process(settings: Settings, cluster: LocalCluster) -> Iterator[Router
         settings.server.port,
         env=settings_env(settings),
     )
-    router.start()
-    try:
+    with running_router(router):
         yield router
-    finally:
-        router.stop()
-        log = router.log_file.read_text(errors="replace")
-        assert BUG_MARKER not in log, f"the router logged an unexpected error:\n{log[-4000:]}"
 
 
 @pytest.fixture(scope="session")

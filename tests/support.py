@@ -2,20 +2,35 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
+from router.errors import BUG_MARKER
 from router.settings import Settings
 from services.process import port_in_use
+from services.router_process import RouterProcess
 
 T = TypeVar("T")
 REPO = Path(__file__).resolve().parent.parent
+
+
+@contextlib.contextmanager
+def running_router(router: RouterProcess) -> Iterator[RouterProcess]:
+    """The router for a test session; the session fails if its log shows an unexpected error."""
+    router.start()
+    try:
+        yield router
+    finally:
+        router.stop()
+        log = router.log_file.read_text(errors="replace")
+        assert BUG_MARKER not in log, f"the router logged an unexpected error:\n{log[-4000:]}"
 
 
 def free_port_range(count: int, low: int = 20000, high: int = 32000) -> int:

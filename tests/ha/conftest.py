@@ -14,7 +14,6 @@ import httpx
 import pytest
 
 from router import bootstrap
-from router.errors import BUG_MARKER
 from router.settings import (
     CatalogSettings,
     ClusterSettings,
@@ -27,7 +26,7 @@ from services.ha_cluster import HaCluster
 from services.ha_topology import HaTopology, build_ha_topology
 from services.process import free_port, port_in_use, server_user
 from services.router_process import RouterProcess
-from tests.support import settings_env
+from tests.support import running_router, settings_env
 
 HA_SHARDS = 2
 HA_GROUPS = 1
@@ -102,13 +101,8 @@ def ha_router(ha_settings: Settings, ha_cluster: HaCluster) -> Iterator[RouterPr
     router = RouterProcess(
         ha_settings.cluster.data_dir, ha_settings.server.host, ha_settings.server.port, env=env
     )
-    router.start()
-    try:
+    with running_router(router):
         yield router
-    finally:
-        router.stop()
-        log = router.log_file.read_text(errors="replace")
-        assert BUG_MARKER not in log, f"the router logged an unexpected error:\n{log[-4000:]}"
 
 
 @pytest.fixture(scope="session")
