@@ -22,8 +22,9 @@ def haproxy_answers(cluster: HaCluster, shard: str, read: bool) -> bool:
 
 
 def batches(api: httpx.Client, shard: str, outcome: str) -> float:
-    """shardlog_ingest_batches_total of audit batches on one shard with one outcome."""
-    wanted = {'kind="audit"', f'outcome="{outcome}"', f'shard="{shard}"'}
+    """shardlog_ingest_batches_total on one shard with one outcome, audit and flows: a failed
+    flow batch marks the shard unhealthy, and new audit batches then avoid it altogether."""
+    wanted = {f'outcome="{outcome}"', f'shard="{shard}"'}
     total = 0.0
     for line in api.get("/metrics").text.splitlines():
         if line.startswith("shardlog_ingest_batches_total{"):
