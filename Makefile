@@ -37,9 +37,10 @@ status: ## show what runs where
 clean: ## stop everything and remove the data directory
 	@if [ -x $(BIN)/shardlog ]; then $(BIN)/shardlog clean; else rm -rf var; fi
 
-lint: install ## ruff
-	$(BIN)/ruff check router services tests bench
-	$(BIN)/ruff format --check router services tests bench
+lint: install ## ruff, ansible-lint (offline: ansible.builtin only)
+	$(BIN)/ruff check router services tests bench docker
+	$(BIN)/ruff format --check router services tests bench docker
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/ansible-lint -q -c ansible/.ansible-lint ansible
 
 typecheck: install ## mypy (strict)
 	$(BIN)/mypy
