@@ -19,12 +19,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from router import bootstrap
+from router.cli import local_cluster
 from router.settings import ClusterSettings, ServerSettings, Settings
-from services.cluster import LocalCluster
-from services.process import server_user
 from services.router_process import RouterProcess
-from services.topology import build_topology
 
 RESULTS = Path(__file__).parent / "results"
 BENCH_BASE_PORT = int(os.environ.get("SHARDLOG_BENCH_BASE_PORT", "26432"))
@@ -62,12 +62,27 @@ class Result:
         }
 
 
-def bench_settings(data_dir: Path, shards: int = 12, groups: int = 2) -> Settings:
+def bench_settings(
+    data_dir: Path,
+    shards: int = 12,
+    groups: int = 2,
+    *,
+    ha: bool = False,
+    base_port: int = BENCH_BASE_PORT,
+    router_port: int = BENCH_ROUTER_PORT,
+) -> Settings:
+    """The benchmark's cluster: ``shards`` plain instances, or with ``ha`` as many shards of
+    Patroni primary + replica with etcd and HAProxy."""
     return Settings(
         cluster=ClusterSettings(
-            data_dir=data_dir, shards=shards, groups=groups, base_port=BENCH_BASE_PORT
+            data_dir=data_dir,
+            shards=shards,
+            groups=groups,
+            base_port=base_port,
+            ha=ha,
+            ha_shards=shards,
         ),
-        server=ServerSettings(port=BENCH_ROUTER_PORT),
+        server=ServerSettings(port=router_port),
     )
 
 
@@ -77,22 +92,20 @@ def router_env(settings: Settings) -> dict[str, str]:
         "SHARDLOG_CLUSTER__BASE_PORT": str(settings.cluster.base_port),
         "SHARDLOG_CLUSTER__SHARDS": str(settings.cluster.shards),
         "SHARDLOG_CLUSTER__GROUPS": str(settings.cluster.groups),
+        "SHARDLOG_CLUSTER__HA": str(settings.cluster.ha).lower(),
+        "SHARDLOG_CLUSTER__HA_SHARDS": str(settings.cluster.ha_shards),
         "SHARDLOG_SERVER__PORT": str(settings.server.port),
     }
 
 
 @contextmanager
 def bench_cluster(
-    settings: Settings, with_router: bool = True
-) -> Iterator[tuple[LocalCluster, RouterProcess | None]]:
-    """Start (or reuse) the benchmark cluster and router; stop them afterwards."""
+    settings: Settings, with_router: bool = True, router_extra_env: dict[str, str] | None = None
+) -> Iterator[tuple[Any, RouterProcess | None]]:
+    """Start (or reuse) the benchmark cluster (a LocalCluster, or an HaCluster when
+    ``settings.cluster.ha``) and its router; stop them afterwards."""
     c = settings.cluster
-    cluster = LocalCluster(
-        build_topology(c.shards, c.groups, c.base_port, c.host),
-        c.data_dir,
-        server_user(c.server_user),
-        c.bin_dir,
-    )
+    cluster = local_cluster(settings, ha=c.ha)
     router = None
     # A benchmark stopped by SIGTERM still stops what it started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -103,7 +116,10 @@ def bench_cluster(
         asyncio.run(bootstrap.migrate_all(settings))
         if with_router:
             router = RouterProcess(
-                c.data_dir, settings.server.host, settings.server.port, env=router_env(settings)
+                c.data_dir,
+                settings.server.host,
+                settings.server.port,
+                env={**router_env(settings), **(router_extra_env or {})},
             )
             router.start()
         yield cluster, router
@@ -111,6 +127,22 @@ def bench_cluster(
         if router is not None:
             router.stop()
         cluster.stop()
+
+
+async def send(url: str, path: str, bodies: list[bytes], clients: int) -> None:
+    """``clients`` concurrent clients, each posting its share of the NDJSON bodies in turn;
+    any answer but 200 ends the run."""
+
+    async def client(mine: list[bytes]) -> None:
+        async with httpx.AsyncClient(base_url=url, timeout=300) as http:
+            for body in mine:
+                response = await http.post(
+                    path, content=body, headers={"content-type": "application/x-ndjson"}
+                )
+                if response.status_code != 200:
+                    raise RuntimeError(f"{path}: {response.status_code} {response.text[:300]}")
+
+    await asyncio.gather(*(client(bodies[i::clients]) for i in range(clients)))
 
 
 def timed(

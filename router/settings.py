@@ -54,6 +54,11 @@ class PoolSettings(Section):
         "read-write",
         description="target_session_attrs for multi-host DSNs that do not name one.",
     )
+    search_target: Literal["read-write", "prefer-standby"] = Field(
+        "read-write",
+        description="Where searches of a multi-host (Patroni) shard run: on the primary, or "
+        "on a standby when one is up (its own pool; may lag the primary by replication delay).",
+    )
 
 
 class CatalogSettings(Section):

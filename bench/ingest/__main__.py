@@ -16,29 +16,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from bench.harness import Result, bench_cluster, bench_settings, timed, write_results
+from bench.harness import Result, bench_cluster, bench_settings, send, timed, write_results
 from bench.ingest import generate, peers
 
 BATCHES = (100, 1_000, 10_000, 100_000)
 CLIENTS = (1, 2, 4, 8)
 TARGETS = {"audit_vs_copy": 0.5, "audit_vs_seed": 20.0, "flows_vs_copy": 0.5}
-
-
-async def send(url: str, path: str, bodies: list[bytes], clients: int) -> None:
-    """``clients`` concurrent clients, each posting its share of the bodies in turn."""
-
-    async def client(mine: list[bytes]) -> None:
-        async with httpx.AsyncClient(base_url=url, timeout=300) as http:
-            for body in mine:
-                response = await http.post(
-                    path, content=body, headers={"content-type": "application/x-ndjson"}
-                )
-                if response.status_code != 200:
-                    raise RuntimeError(f"{path}: {response.status_code} {response.text[:300]}")
-
-    await asyncio.gather(*(client(bodies[i::clients]) for i in range(clients)))
 
 
 def rest_matrix(

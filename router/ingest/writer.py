@@ -96,13 +96,19 @@ class PartWriter:
                         self._synchronous_commit(shard, part.table.kind),
                     )
                     written = await self._load(connection, part, request_key)
-                except BaseException:
-                    with contextlib.suppress(Exception):
-                        await transaction.rollback()
+                    committing = True
+                    await transaction.commit()
+                    return written
+                except asyncpg.PostgresError:
+                    if not committing:
+                        with contextlib.suppress(Exception):
+                            await transaction.rollback()
                     raise
-                committing = True
-                await transaction.commit()
-                return written
+                except BaseException:
+                    # Broken or interrupted mid-operation (e.g. mid-COPY), the connection's
+                    # protocol state is unknown: it must not go back to the pool.
+                    connection.terminate()
+                    raise
         except asyncpg.UndefinedTableError:
             raise
         except DRIVER_ERRORS as exc:

@@ -106,12 +106,11 @@ class SearchService:
 
     async def _fetch_once(self, target: ShardTarget, build: Any) -> list[asyncpg.Record]:
         tables = list(target.tables)
+        pool = self._pools.reader(target.shard)
         for attempt in range(2):
             text, params = build(tables)
             try:
-                async with self._pools.get(target.shard).acquire(
-                    timeout=self._settings.shard_timeout_s
-                ) as connection:
+                async with pool.acquire(timeout=self._settings.shard_timeout_s) as connection:
                     return list(
                         await connection.fetch(
                             text, *params, timeout=self._settings.shard_timeout_s
@@ -120,10 +119,13 @@ class SearchService:
             except asyncpg.UndefinedTableError:
                 if attempt:
                     raise
-                # A table dropped since it was planned (retention): forget it and go on.
+                # A table dropped since it was planned (retention): forget it and go on. The
+                # primary decides; a standby may only not have replayed a new table yet, so
+                # the second attempt reads from the primary.
                 tables = await self._existing(target.shard, tables)
                 if not tables:
                     return []
+                pool = self._pools.get(target.shard)
         return []
 
     async def _existing(self, shard: str, tables: list[Any]) -> list[Any]:

@@ -2,6 +2,8 @@ import pytest
 
 from router.catalog.snapshot import redact_dsn
 from router.db.dsn import DsnError, as_uri, parse_dsn
+from router.db.pools import connect_options
+from router.settings import PoolSettings
 
 
 @pytest.mark.parametrize(
@@ -72,3 +74,19 @@ def test_passwords_are_redacted() -> None:
     assert "secret" not in redact_dsn("host=h password=secret dbname=x")
     assert "secret" not in redact_dsn("host=h password='se cret' dbname=x")
     assert "secret" not in redact_dsn("postgresql://h/x?password=secret&sslmode=require")
+
+
+MULTI = "postgresql://shardlog@h1:5432,h2:5432/shardlog?target_session_attrs=read-write"
+
+
+def test_pool_options_keep_the_dsns_session_target() -> None:
+    assert connect_options(MULTI, PoolSettings()).get("target_session_attrs") is None
+    bare = "postgresql://shardlog@h1:5432,h2:5432/shardlog"
+    assert connect_options(bare, PoolSettings())["target_session_attrs"] == "read-write"
+    single = "postgresql://shardlog@h1:5432/shardlog"
+    assert "target_session_attrs" not in connect_options(single, PoolSettings(), "prefer-standby")
+
+
+def test_search_pool_options_prefer_a_standby_over_the_dsn() -> None:
+    options = connect_options(MULTI, PoolSettings(), "prefer-standby")
+    assert options["target_session_attrs"] == "prefer-standby"

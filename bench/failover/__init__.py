@@ -1,0 +1,1 @@
+"""bench/failover: fault recovery and HA ingest cost (python -m bench.failover)."""
