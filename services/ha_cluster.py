@@ -93,11 +93,20 @@ class HaCluster:
 
     def _start_shard(self, spec: HaShardSpec, timeout: float) -> dict[str, StartOutcome]:
         nodes = self.nodes_of(spec.name)
-        outcomes = {nodes[0].spec.name: nodes[0].start(timeout)}
-        primary = self.wait_primary(spec.name, timeout)
-        self._ensure_database(primary)
-        for node in nodes[1:]:
-            outcomes[node.spec.name] = node.start(timeout)
+        if any((node.data_dir / "PG_VERSION").exists() for node in nodes):
+            # An existing shard: its last primary may be any node (after a failover), and only
+            # that node or its synchronous standby may lead again, so all start together.
+            started = self._parallel(nodes, lambda node: node.start(timeout))
+            outcomes = {
+                node.spec.name: outcome for node, outcome in zip(nodes, started, strict=True)
+            }
+            self.wait_primary(spec.name, timeout)
+        else:
+            # A new shard: the first node bootstraps it, the others clone the primary.
+            outcomes = {nodes[0].spec.name: nodes[0].start(timeout)}
+            self._ensure_database(self.wait_primary(spec.name, timeout))
+            for node in nodes[1:]:
+                outcomes[node.spec.name] = node.start(timeout)
         self.wait_replicating(spec.name, timeout)
         return outcomes
 

@@ -4,6 +4,10 @@ client error while its group has a healthy shard. Recovery times are measured an
 
 from __future__ import annotations
 
+import json
+import urllib.error
+import urllib.request
+
 import httpx
 
 from services.ha_cluster import HaCluster
@@ -101,3 +105,52 @@ def test_primary_killed(ha_api: httpx.Client, ha_cluster: HaCluster) -> None:
     assert info.get("role") == "replica", info
     assert_clean(load, ha_api)
     flows.check_stored(ha_api)
+
+
+def switchover(cluster: HaCluster, shard: str) -> None:
+    """A planned switchover to the shard's other node, through Patroni's REST API (refused
+    with 412 until Patroni has recorded the candidate as the synchronous standby)."""
+    primary = cluster.primary(shard)
+    assert primary is not None
+    candidate = next(n for n in cluster.nodes_of(shard) if n is not primary)
+    body = {"leader": primary.spec.name, "candidate": candidate.spec.name}
+    refused = ""
+
+    def accepted() -> bool:
+        nonlocal refused
+        request = urllib.request.Request(
+            f"{primary.spec.rest_url}/switchover",
+            data=json.dumps(body).encode(),
+            headers={"content-type": "application/json"},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return bool(response.status == 200)
+        except urllib.error.HTTPError as exc:
+            refused = exc.read().decode(errors="replace")
+            return False
+
+    try:
+        wait_until(accepted, 60, "the switchover accepted")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: {refused}") from None
+    wait_until(candidate.is_primary, 60, f"{candidate.spec.name} primary")
+
+
+def test_cluster_restarts_after_a_failover(ha_api: httpx.Client, ha_cluster: HaCluster) -> None:
+    """`shardlog down` then `up` when a shard's primary is no longer its first node: only the
+    last primary (or its synchronous standby) may lead, so the nodes start together."""
+    shard = ha_cluster.topology.shards[0].name
+    first = ha_cluster.nodes_of(shard)[0]
+    if first.is_primary():
+        switchover(ha_cluster, shard)
+    assert not first.is_primary()
+    ha_cluster.stop()
+    ha_cluster.start()
+    for spec in ha_cluster.topology.shards:
+        assert ha_cluster.primary(spec.name) is not None, spec.name
+    wait_until(lambda: ha_api.get("/health/ready").status_code == 200, 30, "router ready")
+    with IngestLoad(str(ha_api.base_url)) as load:
+        load.wait_for_batches(4)
+    assert_clean(load, ha_api)
