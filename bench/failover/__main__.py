@@ -212,19 +212,14 @@ def _rows(payload: dict[str, Any], synchronous: bool) -> list[dict[str, Any]]:
 
 def plot(payload: dict[str, Any]) -> Callable[[Any], None]:
     def draw(figure: Any) -> None:
-        recovery, stalls, speed = figure.subplots(1, 3, gridspec_kw={"width_ratios": [3, 3, 2]})
+        recovery, stalls, speed = figure.subplots(1, 3, gridspec_kw={"width_ratios": [3, 3, 2.5]})
         names = list(FAULTS)
-        labels = [FAULTS[n].replace(" ", "\n", 1) for n in names]
+        labels = ["kill -9\nprimary", "whole shard\nstopped", "etcd\nstopped", "HAProxy\nstopped"]
         for offset, synchronous in ((-0.2, True), (0.2, False)):
             rows = _rows(payload, synchronous)
             label = "synchronous" if synchronous else "asynchronous"
             xs = [i + offset for i in range(len(names))]
             recovery.bar(xs, [r["recovery_s_median"] for r in rows], width=0.35, label=label)
-            for x, r in zip(xs, rows, strict=True):
-                lost = r["rows_lost"] + r["flows_lost"]
-                recovery.annotate(
-                    f"lost {lost}", (x, r["recovery_s_median"]), ha="center", fontsize=7
-                )
             for sample in payload["samples"]:
                 if sample["synchronous"] is synchronous:
                     x = names.index(sample["fault"]) + offset
@@ -238,17 +233,22 @@ def plot(payload: dict[str, Any]) -> Callable[[Any], None]:
                 )
         recovery.set_xticks(range(len(names)), labels, fontsize=8)
         recovery.set_ylabel("s (median of runs; dots: each run)")
-        recovery.set_title("recovery time")
+        lost = sum(r["rows_lost"] + r["flows_lost"] for r in payload["faults"])
+        recovery.set_title(f"recovery time (rows lost in all runs: {lost})")
         recovery.legend(fontsize=8)
         stalls.set_xticks(range(len(names)), labels, fontsize=8)
         stalls.set_ylabel("s (median of runs)")
         stalls.set_title("clients' longest wait between acknowledgments")
         stalls.legend(fontsize=7)
         speeds = payload["throughput"]
-        speed.barh(list(speeds), [v["rows_per_s"] for v in speeds.values()])
+        short = [
+            n.replace(" (asynchronous, the default)", "").replace("ynchronous", "ync")
+            for n in speeds
+        ]
+        speed.barh(short, [v["rows_per_s"] for v in speeds.values()])
         speed.set_xlabel("rows/s (median)")
-        speed.set_title(f"ingest: HA vs plain, {payload['shards']} shards")
-        speed.tick_params(axis="y", labelsize=7)
+        speed.set_title(f"ingest, {payload['shards']} shards")
+        speed.tick_params(axis="y", labelsize=8)
         speed.invert_yaxis()
 
     return draw
