@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
+import httpx
+
 from router.errors import BUG_MARKER
 from router.settings import Settings
 from services.process import port_in_use
@@ -88,12 +90,12 @@ def eventually(check: Callable[[], T | None], timeout: float = 10.0, interval: f
     raise AssertionError(f"condition not met within {timeout}s (last: {last!r})")
 
 
-def owner_id(api, kind: str, key: str) -> int | None:
+def owner_id(api: httpx.Client, kind: str, key: str) -> int | None:
     response = api.get("/v1/admin/owners", params={"kind": kind, "key": key})
     return response.json()["id"] if response.status_code == 200 else None
 
 
-def catalog_shards(api) -> dict[str, str]:
+def catalog_shards(api: httpx.Client) -> dict[str, str]:
     """Every shard the catalog holds (the topology's and any added by tests): name -> DSN."""
     return {s["name"]: s["dsn"] for s in api.get("/v1/admin/shards").json()}
 
@@ -109,7 +111,7 @@ def shard_sql(dsn: str, sql: str) -> str:
     return result.stdout
 
 
-def day_tables(api, kind: str, owner: int) -> dict[str, list[str]]:
+def day_tables(api: httpx.Client, kind: str, owner: int) -> dict[str, list[str]]:
     """The day tables of one owner on every shard of the catalog: {shard: [table, ...]}."""
     prefix = {"audit": "audit_o", "flow": "flow_s"}[kind] + f"{owner}\\_%"
     found = {}
@@ -124,7 +126,9 @@ def day_tables(api, kind: str, owner: int) -> dict[str, list[str]]:
     return found
 
 
-def query_owner(api, kind: str, owner: int, columns: str, where: str = "true") -> list[list[str]]:
+def query_owner(
+    api: httpx.Client, kind: str, owner: int, columns: str, where: str = "true"
+) -> list[list[str]]:
     """Rows of every day table of one owner across the shards, as psql text fields."""
     dsns = catalog_shards(api)
     rows = []

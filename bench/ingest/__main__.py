@@ -13,6 +13,7 @@ import shutil
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +43,7 @@ def rest_matrix(
             bodies = generate.ndjson_bodies(records[:count], batch)
             size = sum(len(b) for b in bodies)
             result = Result(f"rest-{kind}", {"batch": batch, "clients": clients}, count, size)
-            result.seconds = timed(
-                lambda b=bodies, c=clients: send(url, path, b, c), repeats, warmup=0
-            )
+            result.seconds = timed(partial(send, url, path, bodies, clients), repeats, warmup=0)
             print(
                 f"  REST {kind:5} batch {batch:>6} clients {clients}: "
                 f"{result.rows_per_s:>9,.0f} rows/s {result.mb_per_s:7.1f} MB/s",

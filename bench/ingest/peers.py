@@ -106,6 +106,7 @@ class RawCopy:
 
         async def one_shard(index: int, connection: asyncpg.Connection) -> None:
             mine = rows[index :: len(self.connections)]
+            columns: tuple[str, ...]
             if kind == "audit":
                 table, columns = (
                     day_table("audit", RAW_OWNER_BASE + index, today).name,

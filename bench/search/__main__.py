@@ -252,11 +252,11 @@ async def measure(
             "substring",
             "asc",
         )
-        text, params = sql.page_sql(
+        text, arguments = sql.page_sql(
             query, [day_table("audit", owners[owner], day)], "single", None, False, 101
         )
         started = time.perf_counter()
-        await connection.fetch(text, *params)
+        await connection.fetch(text, *arguments)
         samples.append((time.perf_counter() - started) * 1000)
     await connection.close()
     results["single_instance_sql"] = percentiles(samples)
