@@ -13,7 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from router.api import admin, health, ingest, lifecycle, search
+from router.api import admin, health, ingest, lifecycle, openapi, search
 from router.db.pools import create_metadata_pool
 from router.errors import BUG_MARKER, ShardlogError, error_body
 from router.metrics import Metrics
@@ -61,6 +61,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(lifecycle.router)
     _install_error_handlers(app, metrics)
     _install_metrics(app, metrics)
+    openapi.install(app)
     return app
 
 
