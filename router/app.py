@@ -8,12 +8,14 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request, Response
+from fastapi import Depends, FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from router.api import admin, health, ingest, lifecycle, search
+from router.api.params import reject_nul
 from router.db.pools import create_metadata_pool
 from router.errors import BUG_MARKER, ShardlogError, error_body
 from router.metrics import Metrics
@@ -53,6 +55,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         summary="Sharded audit-log and network-flow storage and search on PostgreSQL",
         lifespan=lifespan,
+        dependencies=[Depends(reject_nul)],
     )
     app.include_router(health.router)
     app.include_router(ingest.router)
@@ -89,6 +92,16 @@ def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return JSONResponse(
             error_body(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers
+        )
+
+    @app.exception_handler(ClientDisconnect)
+    async def client_gone(request: Request, _exc: ClientDisconnect) -> Response:
+        # The client's doing, not ours: nobody reads this answer, and nothing was written.
+        metrics.client_disconnects.inc()
+        log.info("client disconnected during %s %s", request.method, request.url.path)
+        return JSONResponse(
+            error_body("client_disconnected", "the client went away before its request ended"),
+            status_code=400,
         )
 
     @app.exception_handler(Exception)

@@ -76,6 +76,16 @@ class IngestSettings(Section):
     max_records: int = Field(200_000, ge=1, description="Records per request; more get 413.")
     max_content_bytes: int = Field(64 * 1024, ge=1, description="UTF-8 bytes of one content.")
     max_attrs_bytes: int = Field(16 * 1024, ge=2, description="JSON bytes of one attrs.")
+    max_attrs_depth: int = Field(
+        32, ge=1, le=200, description="Levels of nested objects and arrays in one attrs."
+    )
+    max_record_bytes: int = Field(
+        2**20,
+        ge=1024,
+        description="Bytes of one NDJSON or CSV line; a longer one is refused (413) as soon as "
+        "that many bytes of it arrived, without waiting for its end. The default is about twice "
+        "the longest JSON text a record within the other limits can have.",
+    )
     max_owner_chars: int = Field(256, ge=1, le=256)
     future_skew_s: float = Field(300.0, ge=0, description="How far ahead of now a ts may be.")
     default_keep_days: int = Field(

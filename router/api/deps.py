@@ -25,8 +25,11 @@ def require_admin(
     token = runtime.settings.server.admin_token
     if token is None:
         return
-    presented = (authorization or "").removeprefix("Bearer ").strip()
-    if not hmac.compare_digest(presented.encode(), token.encode()):
+    scheme, _, presented = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(
+        presented.strip().encode(), token.encode()
+    ):
         raise Unauthorized(
-            "admin endpoints need 'Authorization: Bearer <admin token>'", "authorization"
+            "admin endpoints need 'Authorization: Bearer <admin token>'",
+            "authorization",
         )
