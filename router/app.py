@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 import uuid
@@ -42,6 +43,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if settings.retention.enabled:
                 runtime.retention_job.start()
             app.state.runtime = runtime
+            # Everything built so far lives as long as the process: keep it out of the cyclic
+            # collector's full passes, which would otherwise walk it between requests' turns.
+            gc.freeze()
             yield
         finally:
             await runtime.housekeeping.stop()

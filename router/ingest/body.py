@@ -92,7 +92,11 @@ class LineTooLong(Exception):
 
 
 async def json_array(body: Body, max_record_bytes: int) -> AsyncIterator[Batch]:
-    data = b"".join([chunk async for chunk in body.chunks()])
+    # Grown as chunks arrive (realloc moves no bytes): one join at the end would touch every
+    # page of a large body at once and hold the event loop for it.
+    data = bytearray()
+    async for chunk in body.chunks():
+        data += chunk
     index = 0
     try:
         for items in json_array_elements(data, ARRAY_SLICE_BYTES, max_record_bytes):

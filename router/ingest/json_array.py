@@ -22,6 +22,7 @@ import orjson
 
 _GAP = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
 _SPACE = b" \t\r\n"
+_LEADING_SPACE = re.compile(rb"[ \t\r\n]*")
 TRIES_PER_SLICE = 4
 
 
@@ -39,10 +40,13 @@ class ElementTooLong(ValueError):
         self.index = index
 
 
-def elements(data: bytes, slice_bytes: int, max_element_bytes: int) -> Iterator[list[Any]]:
+def elements(
+    data: bytes | bytearray, slice_bytes: int, max_element_bytes: int
+) -> Iterator[list[Any]]:
     """Lists of consecutive elements of the array ``data``; ArrayError when it is not one."""
-    start = len(data) - len(data.lstrip(_SPACE))
-    end = len(data.rstrip(_SPACE))
+    start, end = _LEADING_SPACE.match(data).end(), len(data)  # type: ignore[union-attr]
+    while end > start and data[end - 1] in _SPACE:
+        end -= 1
     if start == end or data[start : start + 1] != b"[" or data[end - 1 : end] != b"]":
         yield _whole(data)
         return
@@ -60,7 +64,7 @@ def elements(data: bytes, slice_bytes: int, max_element_bytes: int) -> Iterator[
         yield items
 
 
-def _whole(data: bytes) -> list[Any]:
+def _whole(data: bytes | bytearray) -> list[Any]:
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
@@ -70,7 +74,7 @@ def _whole(data: bytes) -> list[Any]:
     return value
 
 
-def _parse_slice(data: bytes, start: int, stop: int) -> list[Any]:
+def _parse_slice(data: bytes | bytearray, start: int, stop: int) -> list[Any]:
     try:
         items: list[Any] = orjson.loads(b"[" + data[start:stop] + b"]")
     except orjson.JSONDecodeError as exc:
@@ -79,7 +83,7 @@ def _parse_slice(data: bytes, start: int, stop: int) -> list[Any]:
 
 
 def _cut(
-    data: bytes, position: int, inner_end: int, slice_bytes: int, max_element_bytes: int
+    data: bytes | bytearray, position: int, inner_end: int, slice_bytes: int, max_element_bytes: int
 ) -> tuple[list[Any], int] | None:
     """The elements of one slice from ``position`` and where the next one starts, or None when
     no place to cut was found."""
@@ -99,7 +103,12 @@ def _cut(
 
 
 def _one_by_one(
-    data: bytes, position: int, inner_end: int, index: int, slice_bytes: int, max_bytes: int
+    data: bytes | bytearray,
+    position: int,
+    inner_end: int,
+    index: int,
+    slice_bytes: int,
+    max_bytes: int,
 ) -> Iterator[list[Any]]:
     """The exact path: one element at a time (standard library), text decoded as it goes. The
     text always holds ``max_bytes`` characters past ``offset`` (or all the rest), so an element

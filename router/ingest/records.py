@@ -106,8 +106,8 @@ def _check_fields(raw: Any, allowed: frozenset[str], where: Location) -> dict[st
 
 
 def check_key(value: Any, name: str, where: Location, limits: Limits) -> str:
-    if value in limits.valid_keys:
-        return str(value)
+    if type(value) is str and value in limits.valid_keys:
+        return value
     problem = owner_key_problem(value, limits.max_owner_chars)
     if problem is not None:
         raise where.error(name, problem)
