@@ -65,7 +65,9 @@ async def list_shards(runtime: RuntimeDep) -> list[dict[str, Any]]:
     return shards
 
 
-@router.post("/shards", status_code=201, summary="Add a shard (probed, migrated, recorded)")
+@router.post(
+    "/shards", status_code=201, summary="Add a shard (probed, checked, migrated, recorded)"
+)
 async def add_shard(body: ShardIn, runtime: RuntimeDep) -> dict[str, Any]:
     shard = await shard_admin.register_shard(
         runtime.metadata,
@@ -74,6 +76,7 @@ async def add_shard(body: ShardIn, runtime: RuntimeDep) -> dict[str, Any]:
         body.name,
         body.group,
         body.dsn,
+        force=body.force,
     )
     await runtime.catalog.reload()
     return shard_json(shard)
