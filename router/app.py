@@ -9,6 +9,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
+import asyncpg
 from fastapi import Depends, FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -17,6 +18,7 @@ from starlette.requests import ClientDisconnect
 
 from router.api import admin, health, ingest, lifecycle, search
 from router.api.params import reject_nul
+from router.db.migrate import pending
 from router.db.pools import create_metadata_pool
 from router.errors import BUG_MARKER, ShardlogError, error_body
 from router.metrics import Metrics
@@ -34,6 +36,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         dsn = settings.metadata_dsn()
         metadata = await create_metadata_pool(dsn, settings.metadata)
+        await _require_migrated_catalog(metadata, settings)
         runtime = Runtime.build(settings, metadata, metrics)
         catalog = runtime.catalog
         try:
@@ -69,6 +72,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     _install_error_handlers(app, metrics)
     _install_metrics(app, metrics)
     return app
+
+
+async def _require_migrated_catalog(metadata: asyncpg.Pool, settings: Settings) -> None:
+    """A router newer than its catalog would fail request by request: refuse to start instead."""
+    missing = await pending(metadata, settings.schema_dir, "metadata")
+    if missing:
+        await metadata.close()
+        names = ", ".join(f"{m.version:04d}_{m.name}" for m in missing)
+        raise RuntimeError(
+            f"the catalog lacks metadata migrations {names}: run `shardlog migrate` first"
+        )
 
 
 def _field_of(location: tuple[object, ...] | list[object]) -> str:

@@ -74,7 +74,7 @@ class ParsedDsn:
 
 
 def _port(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= 65535:
+    if not re.fullmatch(r"[0-9]{1,5}", text) or not 1 <= int(text) <= 65535:
         raise DsnError(f"port {excerpt(text)} is not a number from 1 to 65535")
     return int(text)
 
@@ -83,6 +83,9 @@ def _check_params(params: dict[str, str]) -> None:
     for name in params:
         if name not in _KNOWN_PARAMS:
             raise DsnError(f"unknown connection parameter {excerpt(name)}")
+    timeout = params.get("connect_timeout")
+    if timeout is not None and not re.fullmatch(r"-?[0-9]{1,9}", timeout):
+        raise DsnError(f"connect_timeout {excerpt(timeout)} is not a whole number of seconds")
     attrs = params.get("target_session_attrs")
     if attrs is not None and attrs not in _TARGET_SESSION_ATTRS:
         raise DsnError(
@@ -202,3 +205,18 @@ def as_uri(dsn: str) -> str:
     query = urlencode({k: v for k, v in parsed.params.items() if k not in _URI_PARTS})
     path = "/" + quote(parsed.dbname, safe="") if parsed.dbname else ""
     return f"postgresql://{userinfo}{hosts}{path}" + (f"?{query}" if query else "")
+
+
+def for_asyncpg(dsn: str) -> tuple[str, float | None]:
+    """The DSN as asyncpg takes it, and libpq's connect_timeout (seconds; None when absent or
+    0). asyncpg would send connect_timeout to the server as a setting, which refuses it."""
+    parsed = parse_dsn(dsn)
+    seconds = parsed.params.get("connect_timeout")
+    uri = as_uri(dsn)
+    if seconds is None:
+        return uri, None
+    parts = urlsplit(uri)
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k != "connect_timeout"])
+    uri = parts._replace(query=query).geturl()
+    # libpq: 0 or negative waits forever, and anything below 2 s counts as 2 s.
+    return uri, (max(2.0, float(seconds)) if int(seconds) > 0 else None)

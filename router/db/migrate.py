@@ -85,6 +85,21 @@ def created_relations(migrations: Iterable[Migration]) -> frozenset[str]:
     return frozenset(names)
 
 
+async def pending(
+    connection: asyncpg.Connection | asyncpg.Pool, schema_dir: Path, target: Target
+) -> list[Migration]:
+    """Migrations the database lacks, read without taking the migration lock or creating the
+    ledger (a database that has none lacks every migration)."""
+    exists = await connection.fetchval("SELECT to_regclass($1) IS NOT NULL", LEDGER_TABLE)
+    applied: set[int] = set()
+    if exists:
+        rows = await connection.fetch(
+            f"SELECT version FROM {LEDGER_TABLE} WHERE target = $1", target
+        )
+        applied = {row["version"] for row in rows}
+    return [m for m in load_migrations(schema_dir, target) if m.version not in applied]
+
+
 async def migrate(
     connection: asyncpg.Connection, schema_dir: Path, target: Target
 ) -> list[Migration]:
