@@ -12,6 +12,7 @@ from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from router.api import admin, health, ingest, lifecycle, search
 from router.db.pools import create_metadata_pool
@@ -60,6 +61,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(admin.router)
     app.include_router(lifecycle.router)
     _install_error_handlers(app, metrics)
+    _install_disconnect_handler(app)
     _install_metrics(app, metrics)
     return app
 
@@ -107,6 +109,22 @@ def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
         return JSONResponse(
             error_body("internal", f"internal error; the router log has reference {reference}"),
             status_code=500,
+        )
+
+
+def _install_disconnect_handler(app: FastAPI) -> None:
+    """A client gone while its body was read (it hung up, or was cut off for being too slow:
+    router/http/protocol.py) is no bug: nothing was written. The answer is never delivered;
+    499 (nginx's "client closed request") is what the metrics record."""
+
+    @app.exception_handler(ClientDisconnect)
+    async def client_disconnected(request: Request, _exc: ClientDisconnect) -> JSONResponse:
+        log.info(
+            "client left during %s %s before its request was read", request.method, request.url.path
+        )
+        return JSONResponse(
+            error_body("client_disconnected", "the client left before its request was read"),
+            status_code=499,
         )
 
 
