@@ -70,6 +70,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(admin.router)
     app.include_router(lifecycle.router)
     _install_error_handlers(app, metrics)
+    _install_disconnect_handler(app, metrics)
     _install_metrics(app, metrics)
     return app
 
@@ -112,16 +113,6 @@ def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
             error_body(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers
         )
 
-    @app.exception_handler(ClientDisconnect)
-    async def client_gone(request: Request, _exc: ClientDisconnect) -> Response:
-        # The client's doing, not ours: nobody reads this answer, and nothing was written.
-        metrics.client_disconnects.inc()
-        log.info("client disconnected during %s %s", request.method, request.url.path)
-        return JSONResponse(
-            error_body("client_disconnected", "the client went away before its request ended"),
-            status_code=400,
-        )
-
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         reference = uuid.uuid4().hex[:12]
@@ -138,6 +129,23 @@ def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
         return JSONResponse(
             error_body("internal", f"internal error; the router log has reference {reference}"),
             status_code=500,
+        )
+
+
+def _install_disconnect_handler(app: FastAPI, metrics: Metrics) -> None:
+    """A client gone while its body was read (it hung up, or was cut off for being too slow:
+    router/http/protocol.py) is no bug: nothing was written. The answer is never delivered;
+    499 (nginx's "client closed request") is what the metrics record."""
+
+    @app.exception_handler(ClientDisconnect)
+    async def client_disconnected(request: Request, _exc: ClientDisconnect) -> JSONResponse:
+        metrics.client_disconnects.inc()
+        log.info(
+            "client left during %s %s before its request was read", request.method, request.url.path
+        )
+        return JSONResponse(
+            error_body("client_disconnected", "the client left before its request was read"),
+            status_code=499,
         )
 
 

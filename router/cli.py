@@ -123,23 +123,38 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
     from router.app import create_app
+    from router.http.limits import connection_limits
+    from router.http.protocol import protocol_factory
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    host = args.host or settings.server.host
-    port = args.port or settings.server.port
-    if settings.server.workers == 1:
-        uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
-    else:
-        # Worker processes build their app from the same SHARDLOG_* environment.
+    server = settings.server
+    host = args.host or server.host
+    port = args.port or server.port
+    # Deadlines for slow clients and the connection cap (uvicorn enforces neither).
+    http = protocol_factory(connection_limits(server))
+    if server.workers == 1:
         uvicorn.run(
-            "router.app:create_app",
-            factory=True,
-            workers=settings.server.workers,
+            create_app(settings),
             host=host,
             port=port,
             log_level="info",
+            http=http,
+            timeout_keep_alive=server.keep_alive_timeout_s,
+        )
+    else:
+        # Worker processes build their app from the same SHARDLOG_* environment; the protocol
+        # factory is pickled into them.
+        uvicorn.run(
+            "router.app:create_app",
+            factory=True,
+            workers=server.workers,
+            host=host,
+            port=port,
+            log_level="info",
+            http=http,
+            timeout_keep_alive=server.keep_alive_timeout_s,
         )
     return 0
 

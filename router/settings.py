@@ -33,6 +33,35 @@ class ServerSettings(Section):
     admin_token: str | None = Field(
         None, description="When set, /v1/admin requires 'Authorization: Bearer <token>'."
     )
+    header_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        description="From a connection's start, or the first byte of its next request, until "
+        "the request's headers are complete; late: 408 and close.",
+    )
+    max_header_bytes: int = Field(
+        64 * 1024, ge=1024, description="Request line and headers; more: 431 and close."
+    )
+    body_idle_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="Longest wait for the next bytes of a request body; longer: 408 and close.",
+    )
+    body_min_bytes_per_s: int = Field(
+        500,
+        ge=0,
+        description="Slowest average pace of a request body after a head start of "
+        "body_idle_timeout_s; slower: 408 and close. 0: no pace, only the idle timeout.",
+    )
+    keep_alive_timeout_s: int = Field(
+        5, ge=1, description="How long an idle connection is kept open between requests."
+    )
+    max_connections: int = Field(
+        2048,
+        ge=1,
+        description="Open client connections per router process (lowered to fit the open-files "
+        "limit); more are answered 503 and closed.",
+    )
 
 
 class MetadataSettings(Section):
