@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import gc
 import logging
-import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import asyncpg
-from fastapi import Depends, FastAPI, Request, Response
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -21,6 +20,7 @@ from router.api.params import reject_nul
 from router.db.migrate import pending
 from router.db.pools import create_metadata_pool
 from router.errors import BUG_MARKER, ShardlogError, error_body
+from router.http.observe import ObserveRequests
 from router.metrics import Metrics
 from router.runtime import Runtime
 from router.settings import Settings
@@ -71,7 +71,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(lifecycle.router)
     _install_error_handlers(app, metrics)
     _install_disconnect_handler(app, metrics)
-    _install_metrics(app, metrics)
+    app.add_middleware(ObserveRequests, metrics=metrics)
     return app
 
 
@@ -147,17 +147,3 @@ def _install_disconnect_handler(app: FastAPI, metrics: Metrics) -> None:
             error_body("client_disconnected", "the client left before its request was read"),
             status_code=499,
         )
-
-
-def _install_metrics(app: FastAPI, metrics: Metrics) -> None:
-    @app.middleware("http")
-    async def observe(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        started = time.perf_counter()
-        response = await call_next(request)
-        route = request.scope.get("route")
-        template = getattr(route, "path", "unmatched")
-        metrics.requests.labels(request.method, template, str(response.status_code)).inc()
-        metrics.latency.labels(request.method, template).observe(time.perf_counter() - started)
-        return response

@@ -11,7 +11,7 @@ from router.errors import Unauthorized
 from router.runtime import Runtime
 
 
-def get_runtime(request: Request) -> Runtime:
+async def get_runtime(request: Request) -> Runtime:
     runtime: Runtime = request.app.state.runtime
     return runtime
 
@@ -19,7 +19,7 @@ def get_runtime(request: Request) -> Runtime:
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
-def require_admin(
+async def require_admin(
     runtime: RuntimeDep, authorization: Annotated[str | None, Header()] = None
 ) -> None:
     token = runtime.settings.server.admin_token

@@ -83,8 +83,8 @@ class Body:
 # Parsers yield records in lists (one per arriving chunk or array slice): an async generator
 # step per record costs more than parsing it.
 Batch = list[tuple[int, Any]]
-# Bytes of a JSON array parsed at once: a few milliseconds of the event loop.
-ARRAY_SLICE_BYTES = 2**20
+# Bytes of a JSON array parsed (and then checked) at once: a few milliseconds of the event loop.
+ARRAY_SLICE_BYTES = 2**18
 
 
 class LineTooLong(Exception):
