@@ -6,10 +6,13 @@ VENV ?= .venv
 # Debian's interpreter, not a user's pyenv: processes running as the postgres user use this venv.
 SYSTEM_PYTHON ?= /usr/bin/python3
 APT_PACKAGES := postgresql-15 postgresql-client-15 python3-venv etcd-server haproxy patroni python3-etcd
+# Only for the container targets (image, test-compose, test-ansible-hosts).
+DOCKER_PACKAGES := docker.io docker-compose debootstrap
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: help install up down status clean test lint typecheck pytest bench
+.PHONY: help install up down status clean test lint typecheck pytest bench \
+	install-docker wheelhouse image test-compose down-docker
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -52,3 +55,18 @@ test: install lint typecheck pytest ## install, lint, type check and run every t
 
 bench: install ## run the benchmarks in bench/ (figures in bench/results/)
 	$(BIN)/python -m bench
+
+install-docker: install ## install Docker (docker.io, docker-compose) and debootstrap (idempotent)
+	@bash services/install-packages.sh $(DOCKER_PACKAGES)
+
+wheelhouse: install ## wheels of every pinned dependency under var/wheelhouse (for offline image builds)
+	$(BIN)/python -m services.image wheelhouse
+
+image: install-docker wheelhouse ## build the image offline (local Debian base when it cannot be pulled; engine under var/docker when none runs)
+	$(BIN)/python -m services.image build
+
+test-compose: install-docker ## run docker-compose.yml for real: up, ingest, search, kill a primary, down -v
+	$(BIN)/pytest -m containers tests/compose
+
+down-docker: ## stop the Docker engine that make image / test-compose started under var/docker
+	@$(BIN)/python -c 'from pathlib import Path; from services.docker_engine import DockerEngine; print("stopped" if DockerEngine(Path("var/docker")).stop() else "no engine of ours running")'

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import gc
 import logging
-import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request, Response
+import asyncpg
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from router.api import admin, health, ingest, lifecycle, openapi, search
+from router.api.params import reject_nul
+from router.db.migrate import pending
 from router.db.pools import create_metadata_pool
 from router.errors import BUG_MARKER, ShardlogError, error_body
+from router.http.observe import ObserveRequests
 from router.metrics import Metrics
 from router.runtime import Runtime
 from router.settings import Settings
@@ -31,6 +36,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         dsn = settings.metadata_dsn()
         metadata = await create_metadata_pool(dsn, settings.metadata)
+        await _require_migrated_catalog(metadata, settings)
         runtime = Runtime.build(settings, metadata, metrics)
         catalog = runtime.catalog
         try:
@@ -40,6 +46,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             if settings.retention.enabled:
                 runtime.retention_job.start()
             app.state.runtime = runtime
+            # Everything built so far lives as long as the process: keep it out of the cyclic
+            # collector's full passes, which would otherwise walk it between requests' turns.
+            gc.freeze()
             yield
         finally:
             await runtime.housekeeping.stop()
@@ -53,6 +62,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version="0.1.0",
         summary="Sharded audit-log and network-flow storage and search on PostgreSQL",
         lifespan=lifespan,
+        dependencies=[Depends(reject_nul)],
     )
     app.include_router(health.router)
     app.include_router(ingest.router)
@@ -60,9 +70,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(admin.router)
     app.include_router(lifecycle.router)
     _install_error_handlers(app, metrics)
-    _install_metrics(app, metrics)
+    _install_disconnect_handler(app, metrics)
+    app.add_middleware(ObserveRequests, metrics=metrics)
     openapi.install(app)
     return app
+
+
+async def _require_migrated_catalog(metadata: asyncpg.Pool, settings: Settings) -> None:
+    """A router newer than its catalog would fail request by request: refuse to start instead."""
+    missing = await pending(metadata, settings.schema_dir, "metadata")
+    if missing:
+        await metadata.close()
+        names = ", ".join(f"{m.version:04d}_{m.name}" for m in missing)
+        raise RuntimeError(
+            f"the catalog lacks metadata migrations {names}: run `shardlog migrate` first"
+        )
 
 
 def _field_of(location: tuple[object, ...] | list[object]) -> str:
@@ -111,15 +133,18 @@ def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
         )
 
 
-def _install_metrics(app: FastAPI, metrics: Metrics) -> None:
-    @app.middleware("http")
-    async def observe(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        started = time.perf_counter()
-        response = await call_next(request)
-        route = request.scope.get("route")
-        template = getattr(route, "path", "unmatched")
-        metrics.requests.labels(request.method, template, str(response.status_code)).inc()
-        metrics.latency.labels(request.method, template).observe(time.perf_counter() - started)
-        return response
+def _install_disconnect_handler(app: FastAPI, metrics: Metrics) -> None:
+    """A client gone while its body was read (it hung up, or was cut off for being too slow:
+    router/http/protocol.py) is no bug: nothing was written. The answer is never delivered;
+    499 (nginx's "client closed request") is what the metrics record."""
+
+    @app.exception_handler(ClientDisconnect)
+    async def client_disconnected(request: Request, _exc: ClientDisconnect) -> JSONResponse:
+        metrics.client_disconnects.inc()
+        log.info(
+            "client left during %s %s before its request was read", request.method, request.url.path
+        )
+        return JSONResponse(
+            error_body("client_disconnected", "the client left before its request was read"),
+            status_code=499,
+        )

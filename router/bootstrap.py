@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 
 from router.catalog import shards as shard_admin
 from router.catalog import store
-from router.db import pools
+from router.db import pools, probe
 from router.db.migrate import migrate
+from router.db.probe import DatabaseIdentity
 from router.settings import Settings
 from services.ha_topology import HaTopology
 from services.topology import Topology
@@ -20,6 +21,8 @@ class MigrationReport:
     metadata: list[str] = field(default_factory=list)
     shards: dict[str, list[str]] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
+    # shard -> the shard recorded with the same database (the two share one database)
+    clashes: dict[str, str] = field(default_factory=dict)
 
 
 async def migrate_all(settings: Settings) -> MigrationReport:
@@ -31,20 +34,26 @@ async def migrate_all(settings: Settings) -> MigrationReport:
         applied = await migrate(connection, settings.schema_dir, "metadata")
         report.metadata = [f"{m.version:04d}_{m.name}" for m in applied]
         snapshot = await store.load_snapshot(connection)
+        unrecorded = {s.name for s in await store.shard_databases(connection) if not s.database}
     finally:
         await connection.close()
+    found: dict[str, DatabaseIdentity] = {}
 
     async def one(name: str, dsn: str) -> None:
         shard_connection = await pools.connect(dsn, settings.pools)
         try:
             done = await migrate(shard_connection, settings.schema_dir, "shard")
             report.shards[name] = [f"{m.version:04d}_{m.name}" for m in done]
+            if name in unrecorded:
+                found[name] = await probe.database_identity(shard_connection)
         finally:
             await shard_connection.close()
 
     targets = [s for s in snapshot.shards.values() if s.state != "down"]
     report.skipped = {s.name: "marked down" for s in snapshot.shards.values() if s.state == "down"}
     results = await asyncio.gather(*(one(s.name, s.dsn) for s in targets), return_exceptions=True)
+    if found:
+        report.clashes = await record_databases(settings, found)
     failures = {
         s.name: r for s, r in zip(targets, results, strict=True) if isinstance(r, BaseException)
     }
@@ -52,6 +61,23 @@ async def migrate_all(settings: Settings) -> MigrationReport:
         detail = "; ".join(f"{name}: {exc}" for name, exc in sorted(failures.items()))
         raise RuntimeError(f"shard migrations failed: {detail}")
     return report
+
+
+async def record_databases(
+    settings: Settings, found: dict[str, DatabaseIdentity]
+) -> dict[str, str]:
+    """Record the databases of shards registered before shardlog recorded them. Returns the
+    shards whose database another shard already has: shard -> that other shard."""
+    connection = await pools.connect_metadata(settings.metadata_dsn(), settings.metadata)
+    clashes: dict[str, str] = {}
+    try:
+        for name, identity in sorted(found.items()):
+            holder = await store.record_shard_database(connection, name, identity)
+            if holder is not None:
+                clashes[name] = holder
+    finally:
+        await connection.close()
+    return clashes
 
 
 async def register_topology(settings: Settings, topology: Topology | HaTopology) -> list[str]:

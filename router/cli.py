@@ -123,23 +123,38 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
     from router.app import create_app
+    from router.http.limits import connection_limits
+    from router.http.protocol import protocol_factory
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    host = args.host or settings.server.host
-    port = args.port or settings.server.port
-    if settings.server.workers == 1:
-        uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
-    else:
-        # Worker processes build their app from the same SHARDLOG_* environment.
+    server = settings.server
+    host = args.host or server.host
+    port = args.port or server.port
+    # Deadlines for slow clients and the connection cap (uvicorn enforces neither).
+    http = protocol_factory(connection_limits(server))
+    if server.workers == 1:
         uvicorn.run(
-            "router.app:create_app",
-            factory=True,
-            workers=settings.server.workers,
+            create_app(settings),
             host=host,
             port=port,
             log_level="info",
+            http=http,
+            timeout_keep_alive=server.keep_alive_timeout_s,
+        )
+    else:
+        # Worker processes build their app from the same SHARDLOG_* environment; the protocol
+        # factory is pickled into them.
+        uvicorn.run(
+            "router.app:create_app",
+            factory=True,
+            workers=server.workers,
+            host=host,
+            port=port,
+            log_level="info",
+            http=http,
+            timeout_keep_alive=server.keep_alive_timeout_s,
         )
     return 0
 
@@ -151,6 +166,12 @@ def cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
         print(f"{name}: {', '.join(applied) or 'up to date'}")
     for name, why in sorted(report.skipped.items()):
         print(f"{name}: skipped ({why})")
+    for name, other in sorted(report.clashes.items()):
+        print(
+            f"shardlog: warning: shards {other} and {name} reach the same database; two "
+            "shards must never share one (searches would read it twice)",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -222,7 +243,7 @@ async def cmd_shards_list(_s: Settings, args: argparse.Namespace, db: asyncpg.Co
 @with_metadata
 async def cmd_shards_add(s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
     shard = await shard_admin.register_shard(
-        db, s.schema_dir, s.pools, args.name, args.group, args.dsn
+        db, s.schema_dir, s.pools, args.name, args.group, args.dsn, force=args.force
     )
     print(f"added shard {shard.name} to group {shard.group}: {shard_json(shard)['dsn']}")
 
@@ -315,10 +336,16 @@ def build_parser() -> argparse.ArgumentParser:
     shards_list = shards.add_parser("list", help="list shards")
     shards_list.add_argument("--json", action="store_true")
     shards_list.set_defaults(run=cmd_shards_list)
-    shards_add = shards.add_parser("add", help="add a shard (probed, migrated, recorded)")
+    shards_add = shards.add_parser("add", help="add a shard (probed, checked, migrated, recorded)")
     shards_add.add_argument("name")
     shards_add.add_argument("--group", required=True)
     shards_add.add_argument("--dsn", required=True, help="libpq DSN; multi-host allowed")
+    shards_add.add_argument(
+        "--force",
+        action="store_true",
+        help="use a database holding objects shardlog did not create, or the maintenance "
+        "database 'postgres' (never the catalog's or another shard's database)",
+    )
     shards_add.set_defaults(run=cmd_shards_add)
     for action, state, text in (
         ("drain", "draining", "stop placing new rows on a shard"),

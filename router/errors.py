@@ -8,6 +8,18 @@ from typing import Any, ClassVar
 
 # Logged with every unexpected exception; tests fail if a server log contains it.
 BUG_MARKER = "SHARDLOG-BUG"
+# An error quotes at most this much of a client's value, and says no more than MAX_MESSAGE_CHARS
+# in all: a body never echoes megabytes back.
+MAX_QUOTED_CHARS = 100
+MAX_MESSAGE_CHARS = 1000
+
+
+def excerpt(value: object, limit: int = MAX_QUOTED_CHARS) -> str:
+    """A client's value as it may appear in an error: quoted, cut to ``limit`` characters."""
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}… ({len(text)} characters)"
 
 
 class ShardlogError(Exception):
@@ -70,4 +82,8 @@ class Unavailable(ShardlogError):
 
 
 def error_body(code: str, message: str, field: str | None = None) -> dict[str, Any]:
+    if len(message) > MAX_MESSAGE_CHARS:
+        message = message[: MAX_MESSAGE_CHARS - 1] + "…"
+    if field is not None and len(field) > MAX_QUOTED_CHARS:
+        field = field[: MAX_QUOTED_CHARS - 1] + "…"
     return {"error": {"code": code, "message": message, "field": field}}

@@ -75,6 +75,11 @@ class Metrics:
             "Unexpected exceptions turned into 500 responses",
             registry=self.registry,
         )
+        self.client_disconnects = Counter(
+            "shardlog_client_disconnects",
+            "Requests whose client went away before sending its whole body",
+            registry=self.registry,
+        )
         self.retention_runs = Counter(
             "shardlog_retention_runs",
             "Retention runs of this router by status",

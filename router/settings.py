@@ -33,6 +33,35 @@ class ServerSettings(Section):
     admin_token: str | None = Field(
         None, description="When set, /v1/admin requires 'Authorization: Bearer <token>'."
     )
+    header_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        description="From a connection's start, or the first byte of its next request, until "
+        "the request's headers are complete; late: 408 and close.",
+    )
+    max_header_bytes: int = Field(
+        64 * 1024, ge=1024, description="Request line and headers; more: 431 and close."
+    )
+    body_idle_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="Longest wait for the next bytes of a request body; longer: 408 and close.",
+    )
+    body_min_bytes_per_s: int = Field(
+        500,
+        ge=0,
+        description="Slowest average pace of a request body after a head start of "
+        "body_idle_timeout_s; slower: 408 and close. 0: no pace, only the idle timeout.",
+    )
+    keep_alive_timeout_s: int = Field(
+        5, ge=1, description="How long an idle connection is kept open between requests."
+    )
+    max_connections: int = Field(
+        2048,
+        ge=1,
+        description="Open client connections per router process (lowered to fit the open-files "
+        "limit); more are answered 503 and closed.",
+    )
 
 
 class MetadataSettings(Section):
@@ -76,6 +105,16 @@ class IngestSettings(Section):
     max_records: int = Field(200_000, ge=1, description="Records per request; more get 413.")
     max_content_bytes: int = Field(64 * 1024, ge=1, description="UTF-8 bytes of one content.")
     max_attrs_bytes: int = Field(16 * 1024, ge=2, description="JSON bytes of one attrs.")
+    max_attrs_depth: int = Field(
+        32, ge=1, le=200, description="Levels of nested objects and arrays in one attrs."
+    )
+    max_record_bytes: int = Field(
+        2**20,
+        ge=1024,
+        description="Bytes of one NDJSON or CSV line; a longer one is refused (413) as soon as "
+        "that many bytes of it arrived, without waiting for its end. The default is about twice "
+        "the longest JSON text a record within the other limits can have.",
+    )
     max_owner_chars: int = Field(256, ge=1, le=256)
     future_skew_s: float = Field(300.0, ge=0, description="How far ahead of now a ts may be.")
     default_keep_days: int = Field(

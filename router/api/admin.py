@@ -107,9 +107,9 @@ async def list_shards(runtime: RuntimeDep) -> list[dict[str, Any]]:
 @router.post(
     "/shards",
     status_code=201,
-    summary="Add a shard (probed, migrated, recorded)",
+    summary="Add a shard (probed, checked, migrated, recorded)",
     response_model=Shard,
-    responses=errors(400, 404, 409),
+    responses=errors(400, 404, 409, 503),
 )
 async def add_shard(body: ShardIn, runtime: RuntimeDep) -> dict[str, Any]:
     shard = await shard_admin.register_shard(
@@ -119,6 +119,7 @@ async def add_shard(body: ShardIn, runtime: RuntimeDep) -> dict[str, Any]:
         body.name,
         body.group,
         body.dsn,
+        force=body.force,
     )
     await runtime.catalog.reload()
     return shard_json(shard)

@@ -11,7 +11,7 @@ from router.errors import Unauthorized
 from router.runtime import Runtime
 
 
-def get_runtime(request: Request) -> Runtime:
+async def get_runtime(request: Request) -> Runtime:
     runtime: Runtime = request.app.state.runtime
     return runtime
 
@@ -19,14 +19,17 @@ def get_runtime(request: Request) -> Runtime:
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
-def require_admin(
+async def require_admin(
     runtime: RuntimeDep, authorization: Annotated[str | None, Header()] = None
 ) -> None:
     token = runtime.settings.server.admin_token
     if token is None:
         return
-    presented = (authorization or "").removeprefix("Bearer ").strip()
-    if not hmac.compare_digest(presented.encode(), token.encode()):
+    scheme, _, presented = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(
+        presented.strip().encode(), token.encode()
+    ):
         raise Unauthorized(
-            "admin endpoints need 'Authorization: Bearer <admin token>'", "authorization"
+            "admin endpoints need 'Authorization: Bearer <admin token>'",
+            "authorization",
         )

@@ -9,8 +9,9 @@ from fastapi import APIRouter, Header, Query, Request
 
 from router.api.deps import RuntimeDep
 from router.api.responses import described, errors, record_body
-from router.errors import Invalid, ShardlogError, TooLarge
+from router.errors import ShardlogError, TooLarge, excerpt
 from router.ingest import body as bodies
+from router.ingest.csv_flows import csv_flows
 from router.ingest.idempotency import check_key
 from router.ingest.service import Request as WriteRequest
 from router.models.ingest import Accepted, AuditRecord, FlowDeleteIn, FlowRecord, Removed
@@ -63,19 +64,19 @@ def _open_body(request: Request, runtime: Runtime) -> bodies.Body:
 
 
 def _records(
-    request: Request, body: bodies.Body, switch: str | None, allow_csv: bool
+    request: Request, body: bodies.Body, switch: str | None, allow_csv: bool, longest: int
 ) -> tuple[AsyncIterator[bodies.Batch], str]:
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media in NDJSON_TYPES:
-        return bodies.ndjson(body), "records"
+        return bodies.ndjson(body, longest), "records"
     if media in ("application/json", ""):
-        return bodies.json_array(body), "records"
+        return bodies.json_array(body, longest), "records"
     if media == "text/csv" and allow_csv:
-        if switch is None:
-            raise Invalid("CSV flows need the switch as a query parameter (?switch=…)", "switch")
-        return bodies.csv_flows(body, switch), "lines"
+        return csv_flows(body, switch, longest), "lines"
     accepted = ", ".join(("application/json", *NDJSON_TYPES[:1], *(["text/csv"] * allow_csv)))
-    raise UnsupportedMediaType(f"content type {media!r} is not one of {accepted}", "content-type")
+    raise UnsupportedMediaType(
+        f"content type {excerpt(media)} is not one of {accepted}", "content-type"
+    )
 
 
 async def _write(
@@ -88,7 +89,8 @@ async def _write(
     checked_key = check_key(key) if key is not None else None
     body = _open_body(request, runtime)
     try:
-        records, label = _records(request, body, switch, allow_csv=kind == "flow")
+        longest = runtime.settings.ingest.max_record_bytes
+        records, label = _records(request, body, switch, kind == "flow", longest)
         write = WriteRequest(records, label, checked_key, lambda: body.digest)
         runtime.metrics.ingest_inflight_bytes.set(runtime.ingest_budget.used)
         if kind == "audit":
@@ -124,7 +126,12 @@ async def write_flows(
     runtime: RuntimeDep,
     key: IdempotencyKey = None,
     switch: Annotated[
-        str | None, Query(min_length=1, max_length=256, description="The switch of every CSV row")
+        str | None,
+        Query(
+            min_length=1,
+            max_length=256,
+            description="The switch of CSV rows that have no switch column (or an empty one)",
+        ),
     ] = None,
 ) -> dict[str, Any]:
     return await _write(request, runtime, key, switch, "flow")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import IntEnum
 from typing import Annotated, Any, Literal
 
 import orjson
@@ -10,6 +11,7 @@ from fastapi.responses import StreamingResponse
 
 from router.api.deps import RuntimeDep
 from router.api.responses import described, ndjson_answer
+from router.catalog.rules import owner_key_problem
 from router.errors import BadRequest, ShardlogError
 from router.models.search import AuditItem, AuditPage, FlowItem, FlowPage
 from router.runtime import Runtime
@@ -42,10 +44,20 @@ Partial = Annotated[
         description="true: answer with the shards that did answer (partial: true); false: 503/504"
     ),
 ]
+
+
+class IpVersion(IntEnum):
+    """An enum, not Literal[4, 6]: a query string is text, and "4" is not the literal 4."""
+
+    v4 = 4
+    v6 = 6
+
+
+IpVersionParam = Annotated[IpVersion | None, Query(description="4 or 6")]
 SEARCH_ERRORS: dict[int | str, dict[str, Any]] = described(
     {
         400: "A parameter is invalid (the error names it)",
-        422: "A parameter is missing or of the wrong type (the error names it)",
+        422: "A parameter is missing or of the wrong type, or holds a NUL (the error names it)",
         503: "A shard failed and partial=false, or the metadata database is unavailable",
         504: "A shard did not answer in time and partial=false",
     }
@@ -60,6 +72,13 @@ def _limit(runtime: Runtime, limit: int | None) -> int:
     return value
 
 
+def check_search_key(value: str, field: str) -> str:
+    problem = owner_key_problem(value)
+    if problem is not None:
+        raise BadRequest(f"{field} {problem}", field)
+    return value
+
+
 def audit_query(
     runtime: Runtime,
     owner: str,
@@ -71,7 +90,7 @@ def audit_query(
 ) -> queries.AuditQuery:
     settings = runtime.settings.search
     return queries.AuditQuery(
-        owner=owner,
+        owner=check_search_key(owner, "owner"),
         window=queries.window(start, end, settings.max_range_days),
         patterns=queries.check_patterns(q, settings.max_patterns, settings.max_pattern_chars),
         match=match,
@@ -88,19 +107,19 @@ def flow_query(
     dst_ip: str | None,
     src_port: str | None,
     dst_port: str | None,
-    ip_version: int | None,
+    ip_version: IpVersion | None,
     proto: int | None,
     either_direction: bool,
     order: queries.Order,
 ) -> queries.FlowQuery:
     query = queries.FlowQuery(
-        switch=switch,
+        switch=check_search_key(switch, "switch"),
         window=queries.window(start, end, runtime.settings.search.max_range_days),
         src_ip=queries.IpFilter.parse(src_ip, "src_ip") if src_ip else None,
         dst_ip=queries.IpFilter.parse(dst_ip, "dst_ip") if dst_ip else None,
         src_port=queries.PortFilter.parse(src_port, "src_port") if src_port else None,
         dst_port=queries.PortFilter.parse(dst_port, "dst_port") if dst_port else None,
-        ip_version=ip_version,
+        ip_version=None if ip_version is None else int(ip_version),
         proto=proto,
         either_direction=either_direction,
         order=order,
@@ -150,7 +169,7 @@ async def search_flows(
     dst_ip: Annotated[str | None, Query(description="Address or CIDR prefix")] = None,
     src_port: Annotated[str | None, Query(description="Port or range 1000-2000")] = None,
     dst_port: Annotated[str | None, Query(description="Port or range 1000-2000")] = None,
-    ip_version: Annotated[Literal[4, 6] | None, Query()] = None,
+    ip_version: IpVersionParam = None,
     proto: Annotated[int | None, Query(ge=0, le=255)] = None,
     either_direction: Annotated[bool, Query(description="Also match dst->src")] = False,
     order: Order = "asc",
@@ -213,7 +232,7 @@ async def export_flows(
     dst_ip: str | None = None,
     src_port: str | None = None,
     dst_port: str | None = None,
-    ip_version: Annotated[Literal[4, 6] | None, Query()] = None,
+    ip_version: IpVersionParam = None,
     proto: Annotated[int | None, Query(ge=0, le=255)] = None,
     either_direction: bool = False,
     order: Order = "asc",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
@@ -18,6 +19,7 @@ from router.catalog.snapshot import (
     Shard,
     ShardGroup,
 )
+from router.db.probe import DatabaseIdentity
 from router.errors import Conflict, NotFound, Unavailable
 from router.routing.groups import choose_group
 
@@ -108,17 +110,82 @@ async def check_new_shard(db: Executor, name: str, group: str, dsn: str) -> None
         raise Conflict(f"shard {holder!r} already uses this connection string", "dsn")
 
 
-async def insert_shard(db: Executor, name: str, group: str, dsn: str) -> Shard:
+async def insert_shard(
+    db: Executor, name: str, group: str, dsn: str, database: DatabaseIdentity
+) -> Shard:
     try:
         await db.execute(
-            "INSERT INTO shards (name, group_name, dsn) VALUES ($1, $2, $3)", name, group, dsn
+            "INSERT INTO shards (name, group_name, dsn, system_identifier, database_oid, "
+            "database_name) VALUES ($1, $2, $3, $4, $5, $6)",
+            name,
+            group,
+            dsn,
+            database.system_identifier,
+            database.database_oid,
+            database.database,
         )
     except asyncpg.UniqueViolationError as exc:
+        if exc.constraint_name == "shards_database_key":
+            raise Conflict(
+                "another shard was registered with this database meanwhile "
+                f"({database.describe()})",
+                "dsn",
+            ) from exc
         field = "dsn" if exc.constraint_name == "shards_dsn_key" else "name"
         raise Conflict(f"a shard with this {field} already exists", field) from exc
     except asyncpg.ForeignKeyViolationError as exc:
         raise NotFound(f"shard group {group!r} does not exist", "group") from exc
     return Shard(name, group, dsn, "active")
+
+
+@dataclass(frozen=True)
+class ShardDatabase:
+    """A registered shard and the database recorded for it (None: registered before shardlog
+    recorded databases, and not reached since)."""
+
+    name: str
+    dsn: str
+    database: DatabaseIdentity | None
+
+
+async def shard_databases(db: Executor) -> list[ShardDatabase]:
+    rows = await db.fetch(
+        "SELECT name, dsn, system_identifier, database_oid, database_name FROM shards ORDER BY name"
+    )
+    return [
+        ShardDatabase(
+            row["name"],
+            row["dsn"],
+            None
+            if row["system_identifier"] is None
+            else DatabaseIdentity(
+                row["system_identifier"], row["database_oid"], row["database_name"]
+            ),
+        )
+        for row in rows
+    ]
+
+
+async def record_shard_database(db: Executor, name: str, database: DatabaseIdentity) -> str | None:
+    """Record the database of a shard that has none recorded. Returns the name of another
+    shard already recorded with the same database (nothing is recorded then), else None."""
+    try:
+        await db.execute(
+            "UPDATE shards SET system_identifier = $2, database_oid = $3, database_name = $4 "
+            "WHERE name = $1 AND system_identifier IS NULL",
+            name,
+            database.system_identifier,
+            database.database_oid,
+            database.database,
+        )
+    except asyncpg.UniqueViolationError:
+        holder: str = await db.fetchval(
+            "SELECT name FROM shards WHERE system_identifier = $1 AND database_oid = $2",
+            database.system_identifier,
+            database.database_oid,
+        )
+        return holder
+    return None
 
 
 async def set_shard_state(db: Executor, name: str, state: str) -> Shard:

@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
+from router.errors import excerpt
+
 _KNOWN_PARAMS = frozenset(
     {
         "host",
@@ -72,19 +74,22 @@ class ParsedDsn:
 
 
 def _port(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= 65535:
-        raise DsnError(f"port {text!r} is not a number from 1 to 65535")
+    if not re.fullmatch(r"[0-9]{1,5}", text) or not 1 <= int(text) <= 65535:
+        raise DsnError(f"port {excerpt(text)} is not a number from 1 to 65535")
     return int(text)
 
 
 def _check_params(params: dict[str, str]) -> None:
     for name in params:
         if name not in _KNOWN_PARAMS:
-            raise DsnError(f"unknown connection parameter {name!r}")
+            raise DsnError(f"unknown connection parameter {excerpt(name)}")
+    timeout = params.get("connect_timeout")
+    if timeout is not None and not re.fullmatch(r"-?[0-9]{1,9}", timeout):
+        raise DsnError(f"connect_timeout {excerpt(timeout)} is not a whole number of seconds")
     attrs = params.get("target_session_attrs")
     if attrs is not None and attrs not in _TARGET_SESSION_ATTRS:
         raise DsnError(
-            f"target_session_attrs {attrs!r} is not one of "
+            f"target_session_attrs {excerpt(attrs)} is not one of "
             + ", ".join(sorted(_TARGET_SESSION_ATTRS))
         )
 
@@ -93,7 +98,7 @@ def _split_host_port(item: str) -> tuple[str, str | None]:
     if item.startswith("["):
         host, _, rest = item[1:].partition("]")
         if rest and not rest.startswith(":"):
-            raise DsnError(f"malformed host {item!r}")
+            raise DsnError(f"malformed host {excerpt(item)}")
         return host, rest[1:] or None
     host, _, port = item.partition(":")
     return host, port or None
@@ -131,7 +136,7 @@ def _parse_keywords(dsn: str) -> ParsedDsn:
     while position < len(text):
         match = _KEYWORD_PAIR.match(text, position)
         if not match or match.end() == position:
-            raise DsnError(f"cannot parse {text[position:]!r}: expected keyword=value")
+            raise DsnError(f"cannot parse {excerpt(text[position:])}: expected keyword=value")
         key, value = match.group(1), match.group(2)
         if value.startswith("'"):
             value = re.sub(r"\\(.)", r"\1", value[1:-1])
@@ -163,7 +168,7 @@ def parse_dsn(dsn: str) -> ParsedDsn:
     if re.match(r"^[a-z][a-z0-9+.-]*://", dsn, re.IGNORECASE):
         scheme = dsn.split("://", 1)[0].lower()
         if scheme not in ("postgres", "postgresql"):
-            raise DsnError(f"scheme {scheme!r} is not postgresql://")
+            raise DsnError(f"scheme {excerpt(scheme)} is not postgresql://")
         return _parse_uri(dsn)
     if "=" not in dsn:
         raise DsnError("neither a postgresql:// URI nor keyword=value pairs")
@@ -200,3 +205,18 @@ def as_uri(dsn: str) -> str:
     query = urlencode({k: v for k, v in parsed.params.items() if k not in _URI_PARTS})
     path = "/" + quote(parsed.dbname, safe="") if parsed.dbname else ""
     return f"postgresql://{userinfo}{hosts}{path}" + (f"?{query}" if query else "")
+
+
+def for_asyncpg(dsn: str) -> tuple[str, float | None]:
+    """The DSN as asyncpg takes it, and libpq's connect_timeout (seconds; None when absent or
+    0). asyncpg would send connect_timeout to the server as a setting, which refuses it."""
+    parsed = parse_dsn(dsn)
+    seconds = parsed.params.get("connect_timeout")
+    uri = as_uri(dsn)
+    if seconds is None:
+        return uri, None
+    parts = urlsplit(uri)
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k != "connect_timeout"])
+    uri = parts._replace(query=query).geturl()
+    # libpq: 0 or negative waits forever, and anything below 2 s counts as 2 s.
+    return uri, (max(2.0, float(seconds)) if int(seconds) > 0 else None)

@@ -10,6 +10,8 @@ from typing import Any
 
 import asyncpg
 
+from router.errors import excerpt
+
 # PostgreSQL's binary inet: family (2 = PGSQL_AF_INET, 3 = PGSQL_AF_INET6), prefix bits,
 # is_cidr, address length, address bytes.
 _V4_HEADER = b"\x02\x20\x00\x04"
@@ -28,7 +30,7 @@ def encode_address(text: str) -> bytes:
     try:
         return _V6_HEADER + socket.inet_pton(socket.AF_INET6, text)
     except OSError:
-        raise ValueError(f"{text!r} is not an IPv4 or IPv6 address") from None
+        raise ValueError(f"{excerpt(text)} is not an IPv4 or IPv6 address") from None
 
 
 def version_of(encoded: bytes) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -17,9 +18,11 @@ TARGETS: tuple[Target, ...] = ("metadata", "shard")
 _FILE_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 # Any constant works; it only has to be the same for every migrator of a database.
 _MIGRATION_LOCK_KEY = 0x5348_4C4F_474D_4947
+# Every migrated database holds this ledger: one row per applied migration and target.
+LEDGER_TABLE = "shardlog_migrations"
 
-_LEDGER_DDL = """
-CREATE TABLE IF NOT EXISTS shardlog_migrations (
+_LEDGER_DDL = f"""
+CREATE TABLE IF NOT EXISTS {LEDGER_TABLE} (
     target     text NOT NULL,
     version    integer NOT NULL,
     name       text NOT NULL,
@@ -64,6 +67,39 @@ def load_migrations(schema_dir: Path, target: Target) -> list[Migration]:
     return migrations
 
 
+# CREATE [UNLOGGED] TABLE / VIEW / SEQUENCE ... name, after comments are stripped.
+_CREATED_RELATION = re.compile(
+    r"\bCREATE\s+(?:OR\s+REPLACE\s+)?(?:UNLOGGED\s+)?"
+    r"(?:TABLE|VIEW|MATERIALIZED\s+VIEW|SEQUENCE)\s+(?:IF\s+NOT\s+EXISTS\s+)?"
+    r"(?:[a-z_][a-z0-9_]*\.)?([a-z_][a-z0-9_]*)",
+    re.IGNORECASE,
+)
+
+
+def created_relations(migrations: Iterable[Migration]) -> frozenset[str]:
+    """The names of the tables, views and sequences the migrations create (without schema)."""
+    names: set[str] = set()
+    for migration in migrations:
+        sql = re.sub(r"--[^\n]*", "", migration.sql)
+        names.update(match.lower() for match in _CREATED_RELATION.findall(sql))
+    return frozenset(names)
+
+
+async def pending(
+    connection: asyncpg.Connection | asyncpg.Pool, schema_dir: Path, target: Target
+) -> list[Migration]:
+    """Migrations the database lacks, read without taking the migration lock or creating the
+    ledger (a database that has none lacks every migration)."""
+    exists = await connection.fetchval("SELECT to_regclass($1) IS NOT NULL", LEDGER_TABLE)
+    applied: set[int] = set()
+    if exists:
+        rows = await connection.fetch(
+            f"SELECT version FROM {LEDGER_TABLE} WHERE target = $1", target
+        )
+        applied = {row["version"] for row in rows}
+    return [m for m in load_migrations(schema_dir, target) if m.version not in applied]
+
+
 async def migrate(
     connection: asyncpg.Connection, schema_dir: Path, target: Target
 ) -> list[Migration]:
@@ -73,7 +109,7 @@ async def migrate(
     try:
         await connection.execute(_LEDGER_DDL)
         rows = await connection.fetch(
-            "SELECT version, name, checksum FROM shardlog_migrations WHERE target = $1",
+            f"SELECT version, name, checksum FROM {LEDGER_TABLE} WHERE target = $1",
             target,
         )
         applied = {row["version"]: row for row in rows}
@@ -98,7 +134,7 @@ async def migrate(
             async with connection.transaction():
                 await connection.execute(migration.sql)
                 await connection.execute(
-                    "INSERT INTO shardlog_migrations (target, version, name, checksum) "
+                    f"INSERT INTO {LEDGER_TABLE} (target, version, name, checksum) "
                     "VALUES ($1, $2, $3, $4)",
                     target,
                     migration.version,

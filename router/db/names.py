@@ -73,6 +73,12 @@ def day_table_pattern(kind: Kind) -> str:
     return _PREFIX[kind].replace("_", "\\_") + "%"
 
 
+def day_table_regex() -> str:
+    """A regular expression (PostgreSQL's ``~`` as well as Python's) matching the name of any
+    day table; the date is not checked."""
+    return _DAY_TABLE.pattern
+
+
 _CATALOG_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 
 

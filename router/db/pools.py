@@ -11,7 +11,7 @@ import asyncpg
 
 from router.catalog.snapshot import CatalogSnapshot
 from router.db.connection import Connection, prepare_shard_connection
-from router.db.dsn import as_uri, parse_dsn
+from router.db.dsn import as_uri, for_asyncpg, parse_dsn
 from router.db.inet import install_codec
 from router.errors import Unavailable
 from router.settings import MetadataSettings, PoolSettings
@@ -24,9 +24,10 @@ __all__ = ["Connection", "ShardPools", "connect", "create_pool"]
 def connect_options(dsn: str, settings: PoolSettings, target: str | None = None) -> dict[str, Any]:
     """``target`` overrides the DSN's target_session_attrs (the search pool of a multi-host
     shard)."""
+    uri, dsn_timeout = for_asyncpg(dsn)
     options: dict[str, Any] = {
-        "dsn": as_uri(dsn),
-        "timeout": settings.connect_timeout_s,
+        "dsn": uri,
+        "timeout": dsn_timeout or settings.connect_timeout_s,
         "server_settings": {
             "application_name": settings.application_name,
             "statement_timeout": str(settings.statement_timeout_ms),

@@ -4,16 +4,17 @@ budget as they arrive, and hashed for Idempotency-Key checks."""
 
 from __future__ import annotations
 
-import codecs
-import csv
+import asyncio
 import hashlib
+import itertools
 from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
 
-from router.db.inet import encode_address
 from router.errors import BadRequest, Invalid, Overloaded, TooLarge
+from router.ingest.json_array import ArrayError, ElementTooLong
+from router.ingest.json_array import elements as json_array_elements
 
 
 class ByteBudget:
@@ -79,140 +80,93 @@ class Body:
             yield chunk
 
 
-# Parsers yield records in lists (one per arriving chunk): an async generator step per record
-# costs more than parsing it.
+# Parsers yield records in lists (one per arriving chunk or array slice): an async generator
+# step per record costs more than parsing it.
 Batch = list[tuple[int, Any]]
+# Bytes of a JSON array parsed (and then checked) at once: a few milliseconds of the event loop.
+ARRAY_SLICE_BYTES = 2**18
 
 
-async def json_array(body: Body) -> AsyncIterator[Batch]:
-    data = b"".join([chunk async for chunk in body.chunks()])
-    try:
-        records = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise BadRequest(f"body is not valid JSON: {exc}", "body") from None
-    if not isinstance(records, list):
-        raise Invalid("body must be a JSON array of records", "body")
-    yield list(enumerate(records))
+class LineTooLong(Exception):
+    """A line passed the longest a record may be; raised before its end has arrived."""
 
 
-async def _lines(body: Body) -> AsyncIterator[list[bytes]]:
-    pending = b""
+async def json_array(body: Body, max_record_bytes: int) -> AsyncIterator[Batch]:
+    # Grown as chunks arrive (realloc moves no bytes): one join at the end would touch every
+    # page of a large body at once and hold the event loop for it.
+    data = bytearray()
     async for chunk in body.chunks():
-        pending += chunk
-        *complete, pending = pending.split(b"\n")
-        if complete:
-            yield complete
-    if pending:
-        yield [pending]
+        data += chunk
+    index = 0
+    try:
+        for items in json_array_elements(data, ARRAY_SLICE_BYTES, max_record_bytes):
+            yield list(enumerate(items, index))
+            index += len(items)
+            # Let health checks and small requests in between two slices of a large body.
+            await asyncio.sleep(0)
+    except ArrayError as exc:
+        where = "" if exc.position is None else f" (near byte {exc.position})"
+        if str(exc).startswith("body must be"):
+            raise Invalid(str(exc), "body") from None
+        raise BadRequest(f"{exc}{where}", "body") from None
+    except ElementTooLong as exc:
+        raise too_long("records", exc.index, max_record_bytes) from None
 
 
-async def ndjson(body: Body) -> AsyncIterator[Batch]:
+def too_long(label: str, number: int, max_record_bytes: int) -> TooLarge:
+    return TooLarge(
+        f"{label}[{number}] is longer than {max_record_bytes} bytes, more than any valid "
+        "record can take",
+        f"{label}[{number}]",
+    )
+
+
+async def lines(body: Body, max_line_bytes: int) -> AsyncIterator[list[bytes]]:
+    """Complete lines as they arrive, without their LF. A line is refused (LineTooLong) as soon
+    as ``max_line_bytes`` of it arrived. Each byte is looked at once or twice: never again for
+    every chunk of a long line."""
+    pending: list[bytes] = []
+    pending_bytes = 0
+    async for chunk in body.chunks():
+        last = chunk.rfind(b"\n")
+        if last < 0:
+            pending.append(chunk)
+            pending_bytes += len(chunk)
+            if pending_bytes > max_line_bytes:
+                raise LineTooLong
+            continue
+        pending.append(chunk[:last])
+        complete = b"".join(pending).split(b"\n")
+        if max(map(len, complete)) > max_line_bytes:
+            fitting = list(itertools.takewhile(lambda line: len(line) <= max_line_bytes, complete))
+            if fitting:
+                yield fitting
+            raise LineTooLong
+        tail = chunk[last + 1 :]
+        pending, pending_bytes = [tail], len(tail)
+        if pending_bytes > max_line_bytes:
+            raise LineTooLong
+        yield complete
+    if pending_bytes:
+        yield [b"".join(pending)]
+
+
+async def ndjson(body: Body, max_record_bytes: int) -> AsyncIterator[Batch]:
     index = 0
     loads, decode_error = orjson.loads, orjson.JSONDecodeError
-    async for lines in _lines(body):
-        batch: Batch = []
-        for line in lines:
-            if not line.strip():
-                continue
-            try:
-                batch.append((index, loads(line)))
-            except decode_error as exc:
-                raise BadRequest(
-                    f"records[{index}] is not valid JSON: {exc}", f"records[{index}]"
-                ) from None
-            index += 1
-        yield batch
-
-
-_CSV_COLUMNS = {
-    "src_ip": "src_ip",
-    "dest_ip": "dst_ip",
-    "dst_ip": "dst_ip",
-    "src_port": "src_port",
-    "dest_port": "dst_port",
-    "dst_port": "dst_port",
-    "ip_type": "ip_type",
-    "ip_version": "ip_type",
-    "ts": "ts",
-    "bytes": "bytes",
-    "packets": "packets",
-    "proto": "proto",
-}
-_DEFAULT_LAYOUT = ("src_ip", "dst_ip", "src_port", "dst_port", "ip_type")
-_IP_TYPES = {"ipv4": 4, "ipv6": 6, "4": 4, "6": 6}
-
-
-def _is_header(fields: list[str]) -> bool:
     try:
-        encode_address(fields[0].strip())
-    except ValueError:
-        return True
-    return False
-
-
-def _layout(fields: list[str], line: int) -> tuple[str, ...]:
-    names = [field.strip().lower() for field in fields]
-    unknown = [name for name in names if name not in _CSV_COLUMNS]
-    if unknown:
-        raise Invalid(
-            f"lines[{line}]: unknown CSV column {unknown[0]!r}; known: "
-            + ", ".join(sorted(_CSV_COLUMNS)),
-            f"lines[{line}]",
-        )
-    layout = tuple(_CSV_COLUMNS[name] for name in names)
-    missing = [c for c in _DEFAULT_LAYOUT if c not in layout]
-    if missing:
-        raise Invalid(f"lines[{line}]: CSV header lacks {', '.join(missing)}", f"lines[{line}]")
-    return layout
-
-
-def _csv_record(
-    fields: list[str], layout: tuple[str, ...], line: int, switch: str
-) -> dict[str, Any]:
-    if len(fields) != len(layout):
-        raise Invalid(
-            f"lines[{line}] has {len(fields)} columns, expected {len(layout)}", f"lines[{line}]"
-        )
-    record: dict[str, Any] = {"switch": switch, "bytes": 0}
-    for name, value in zip(layout, fields, strict=True):
-        value = value.strip()
-        if name == "ip_type":
-            version = _IP_TYPES.get(value.lower())
-            if version is None:
-                raise Invalid(
-                    f"lines[{line}]: ip_type {value!r} is not IPv4 or IPv6",
-                    f"lines[{line}].ip_type",
-                )
-            record["ip_version"] = version
-        elif value or name not in ("ts", "proto"):
-            record[name] = value
-    return record
-
-
-async def csv_flows(body: Body, switch: str) -> AsyncIterator[Batch]:
-    """Flow CSV: src_ip,dest_ip,src_port,dest_port,ip_type, optionally with a header row that
-    may add ts, bytes, packets and proto. LF or CRLF, final newline optional. Records are
-    numbered by physical line (from 1) and errors name ``lines[N]``."""
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    layout: tuple[str, ...] | None = None
-    line_number = 0
-    async for lines in _lines(body):
-        batch: Batch = []
-        for raw in lines:
-            line_number += 1
-            try:
-                text = decoder.decode(raw + b"\n").rstrip("\r\n")
-            except UnicodeDecodeError:
-                raise Invalid(
-                    f"lines[{line_number}] is not UTF-8", f"lines[{line_number}]"
-                ) from None
-            if not text.strip():
-                continue
-            fields = next(csv.reader([text]))
-            if layout is None:
-                if _is_header(fields):
-                    layout = _layout(fields, line_number)
+        async for batch_lines in lines(body, max_record_bytes):
+            batch: Batch = []
+            for line in batch_lines:
+                if not line.strip():
                     continue
-                layout = _DEFAULT_LAYOUT
-            batch.append((line_number, _csv_record(fields, layout, line_number, switch)))
-        yield batch
+                try:
+                    batch.append((index, loads(line)))
+                except decode_error as exc:
+                    raise BadRequest(
+                        f"records[{index}] is not valid JSON: {exc.msg}", f"records[{index}]"
+                    ) from None
+                index += 1
+            yield batch
+    except LineTooLong:
+        raise too_long("records", index, max_record_bytes) from None

@@ -12,8 +12,10 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from router.catalog.rules import owner_key_problem
 from router.db.inet import encode_address, version_of
-from router.errors import Invalid
+from router.errors import Invalid, excerpt
+from router.timestamps import TimestampError, parse_rfc3339
 
 AUDIT_FIELDS = frozenset({"owner", "ts", "content", "attrs"})
 FLOW_FIELDS = frozenset(
@@ -69,6 +71,7 @@ class Limits:
     max_attrs_bytes: int
     max_owner_chars: int
     future_skew: timedelta
+    max_attrs_depth: int = 32
     # The ts of records that have none: now, or the first attempt's now on a keyed retry.
     default_ts: datetime | None = None
     # Keys already found valid: most requests repeat a few owners over many records.
@@ -103,19 +106,14 @@ def _check_fields(raw: Any, allowed: frozenset[str], where: Location) -> dict[st
 
 
 def check_key(value: Any, name: str, where: Location, limits: Limits) -> str:
-    if value in limits.valid_keys:
-        return str(value)
-    if not isinstance(value, str) or not value:
-        raise where.error(name, "must be a non-empty string")
-    if len(value) > limits.max_owner_chars:
-        raise where.error(
-            name, f"has {len(value)} characters; the limit is {limits.max_owner_chars}"
-        )
-    if not value.isprintable():
-        raise where.error(name, "contains control or unprintable characters")
+    if type(value) is str and value in limits.valid_keys:
+        return value
+    problem = owner_key_problem(value, limits.max_owner_chars)
+    if problem is not None:
+        raise where.error(name, problem)
     if len(limits.valid_keys) < 10_000:
         limits.valid_keys.add(value)
-    return value
+    return str(value)
 
 
 def parse_ts(value: Any, where: Location, now: datetime, limits: Limits) -> datetime:
@@ -124,16 +122,46 @@ def parse_ts(value: Any, where: Location, now: datetime, limits: Limits) -> date
     if not isinstance(value, str):
         raise where.error("ts", "must be an RFC 3339 string")
     try:
-        ts = datetime.fromisoformat(value)
-    except ValueError:
-        raise where.error("ts", f"{value[:40]!r} is not an RFC 3339 timestamp") from None
-    if ts.tzinfo is None or "T" not in value.upper():
-        raise where.error("ts", "needs a date, a time and a UTC offset (RFC 3339)")
+        ts = parse_rfc3339(value)
+    except TimestampError as exc:
+        raise where.error("ts", f"{excerpt(value)} {exc}") from None
     if ts - now > limits.future_skew:
         raise where.error(
             "ts", f"is more than {limits.future_skew.total_seconds():.0f}s in the future"
         )
     return ts
+
+
+def _attrs_text(attrs: Any, where: Location, limits: Limits) -> str:
+    if not isinstance(attrs, dict):
+        raise where.error("attrs", "must be a JSON object")
+    try:
+        encoded = orjson.dumps(attrs)
+    except orjson.JSONEncodeError:
+        # orjson refuses to nest deeper than 254 levels; far past the limit either way.
+        raise where.error("attrs", f"nests deeper than {limits.max_attrs_depth} levels") from None
+    if len(encoded) > limits.max_attrs_bytes:
+        raise where.error("attrs", f"is longer than {limits.max_attrs_bytes} bytes")
+    # Only a text with that many brackets can nest that deep: most attrs skip the walk.
+    if encoded.count(b"{") + encoded.count(b"[") > limits.max_attrs_depth and (
+        nesting_depth(attrs) > limits.max_attrs_depth
+    ):
+        raise where.error("attrs", f"nests deeper than {limits.max_attrs_depth} levels")
+    if b"\\u0000" in encoded:
+        raise where.error("attrs", "contains a NUL character")
+    return encoded.decode()
+
+
+def nesting_depth(value: Any) -> int:
+    """Levels of objects and arrays in a decoded JSON value (a scalar is 0)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return deepest
 
 
 def audit_row(raw: Any, where: Location, now: datetime, limits: Limits) -> AuditRow:
@@ -150,28 +178,16 @@ def audit_row(raw: Any, where: Location, now: datetime, limits: Limits) -> Audit
     if "\x00" in content:
         raise where.error("content", "contains a NUL character")
     attrs = record.get("attrs")
-    attrs_text: str | None = None
-    if attrs is not None:
-        if not isinstance(attrs, dict):
-            raise where.error("attrs", "must be a JSON object")
-        encoded = orjson.dumps(attrs)
-        if len(encoded) > limits.max_attrs_bytes:
-            raise where.error("attrs", f"is longer than {limits.max_attrs_bytes} bytes")
-        if b"\\u0000" in encoded:
-            raise where.error("attrs", "contains a NUL character")
-        attrs_text = encoded.decode()
+    attrs_text = None if attrs is None else _attrs_text(attrs, where, limits)
     return AuditRow(where.number, owner, ts, content, attrs_text)
 
 
 def _int(value: Any, name: str, where: Location, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, str) and value.strip().isdigit():
-            value = int(value)
-        else:
-            raise where.error(name, "must be an integer")
+        raise where.error(name, "must be an integer (a JSON number)")
     if not low <= value <= high:
         raise where.error(name, f"must be between {low} and {high}")
-    return int(value)
+    return value
 
 
 def _address(value: Any, name: str, where: Location) -> bytes:
@@ -193,7 +209,7 @@ def flow_row(raw: Any, where: Location, now: datetime, limits: Limits) -> FlowRo
     if version_of(dst) != version:
         raise where.error("dst_ip", f"is not IPv{version} like src_ip")
     declared = record.get("ip_version")
-    if declared is not None and declared not in (4, 6):
+    if declared is not None and (type(declared) is not int or declared not in (4, 6)):
         raise where.error("ip_version", "must be 4 or 6")
     if declared is not None and declared != version:
         raise where.error("ip_version", f"says {declared} but the addresses are IPv{version}")

@@ -39,6 +39,13 @@ class ShardIn(Body):
     name: str = Field(description="1-63 characters: lowercase letters, digits, '_' or '-'")
     group: str
     dsn: str = Field(description="libpq connection string; multi-host strings allowed")
+    force: bool = Field(
+        False,
+        description="Use the database although it holds objects shardlog did not create, is "
+        "the maintenance database 'postgres', or a registered shard whose database was never "
+        "recorded cannot be reached to compare. Never lets through the catalog's database, "
+        "another shard's database, a template or a standby",
+    )
 
 
 class ShardStateIn(Body):

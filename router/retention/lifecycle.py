@@ -16,7 +16,7 @@ from router.catalog.snapshot import CatalogSnapshot, OwnerKind, OwnerMapping
 from router.db import ddl
 from router.db.names import DayTable, day_table, parent_table
 from router.db.pools import ShardPools
-from router.errors import Conflict, NotFound, Unavailable
+from router.errors import Conflict, NotFound, Unavailable, excerpt
 from router.retention import archive, history, inventory
 from router.retention.dropper import Dropper
 from router.retention.runner import real_today
@@ -26,7 +26,9 @@ from router.settings import IngestSettings, RetentionSettings
 async def _owner(metadata: asyncpg.Pool, kind: OwnerKind, key: str) -> OwnerMapping:
     mapping = await store.get_owner(metadata, kind, key)
     if mapping is None:
-        raise NotFound(f"no {kind} owner {key!r} is known: nothing is stored for it", "owner")
+        raise NotFound(
+            f"no {kind} owner {excerpt(key)} is known: nothing is stored for it", "owner"
+        )
     return mapping
 
 
@@ -182,7 +184,9 @@ async def restore_day(
     archive_dir = Path(settings.archive_dir)
     found = archive.manifests(archive_dir, table)
     if not found:
-        raise NotFound(f"no archive of {kind} owner {key!r} for {day} under {archive_dir}", "day")
+        raise NotFound(
+            f"no archive of {kind} owner {excerpt(key)} for {day} under {archive_dir}", "day"
+        )
     checked = [(m, archive.verify(archive_dir, m, table)) for m in found]
     hold = hold_days if hold_days is not None else settings.restore_hold_days
     report = RestoreReport(key, day, real_today() + timedelta(days=hold))

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import AsyncIterator
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, Literal
 
 import orjson
 
-from router.errors import BadRequest
+from router.errors import BadRequest, excerpt
 from router.search.query import AuditQuery, FlowQuery, Window
 from router.search.service import SearchService
+from router.timestamps import TimestampError, parse_rfc3339
 
 Format = Literal["ndjson", "csv"]
 
@@ -39,20 +41,23 @@ COLUMNS = {
 }
 
 
+_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
 def parse_bound(value: str, field: str, end: bool) -> datetime:
     """A day (YYYY-MM-DD: its start, or for an end its whole day) or an RFC 3339 time."""
-    try:
-        day = date.fromisoformat(value)
-    except ValueError:
+    if _DAY.fullmatch(value):
         try:
-            moment = datetime.fromisoformat(value)
-        except ValueError:
-            raise BadRequest(f"{value!r} is neither a day nor an RFC 3339 time", field) from None
-        if moment.tzinfo is None:
-            raise BadRequest("needs a UTC offset (RFC 3339)", field) from None
-        return moment
-    start = datetime.combine(day, time(), UTC)
-    return start + timedelta(days=1) if end else start
+            start = datetime.combine(date.fromisoformat(value), time(), UTC)
+            return start + timedelta(days=1) if end else start
+        except (ValueError, OverflowError):
+            raise BadRequest(f"{excerpt(value)} is not a valid day", field) from None
+    try:
+        return parse_rfc3339(value)
+    except TimestampError as exc:
+        raise BadRequest(
+            f"{excerpt(value)} is neither a day (YYYY-MM-DD) nor {exc}", field
+        ) from None
 
 
 def query_for(kind: str, key: str, window: Window) -> AuditQuery | FlowQuery:

@@ -8,7 +8,8 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal
 
-from router.errors import BadRequest
+from router.errors import BadRequest, excerpt
+from router.timestamps import TimestampError, parse_rfc3339
 
 Match = Literal["substring", "regex", "iregex"]
 Order = Literal["asc", "desc"]
@@ -29,12 +30,9 @@ class Window:
 
 def parse_time(value: str, field: str) -> datetime:
     try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise BadRequest(f"{value[:40]!r} is not an RFC 3339 timestamp", field) from None
-    if parsed.tzinfo is None:
-        raise BadRequest("needs a UTC offset (RFC 3339)", field)
-    return parsed
+        return parse_rfc3339(value)
+    except TimestampError as exc:
+        raise BadRequest(f"{excerpt(value)} {exc}", field) from None
 
 
 def window(start: str, end: str, max_days: int) -> Window:
@@ -72,7 +70,9 @@ class IpFilter:
             address = ipaddress.ip_address(value.strip())
             return cls(f"{address}/{address.max_prefixlen}", True)
         except ValueError:
-            raise BadRequest(f"{value[:60]!r} is not an IP address or CIDR prefix", field) from None
+            raise BadRequest(
+                f"{excerpt(value)} is not an IP address or CIDR prefix", field
+            ) from None
 
     @property
     def version(self) -> int:
@@ -92,7 +92,7 @@ class PortFilter:
             high = int(high_text) if high_text else low
         except ValueError:
             raise BadRequest(
-                f"{value[:20]!r} is not a port or a range like 1000-2000", field
+                f"{excerpt(value)} is not a port or a range like 1000-2000", field
             ) from None
         if not 0 <= low <= high <= 65535:
             raise BadRequest("ports are 0-65535 and a range runs low-high", field)

@@ -43,6 +43,12 @@ def test_admin_token_is_enforced_when_configured(settings: Settings, cluster) ->
         assert response.json()["error"]["field"] == "authorization"
         response = client.get("/v1/admin/catalog", headers={"Authorization": "Bearer wrong"})
         assert response.status_code == 401
-        response = client.get("/v1/admin/catalog", headers={"Authorization": "Bearer s3cret"})
-        assert response.status_code == 200
+        for bare in ("s3cret", "Basic s3cret", "Bearers3cret", "Bearer"):
+            response = client.get("/v1/admin/catalog", headers={"Authorization": bare})
+            assert response.status_code == 401, bare
+        for scheme in ("Bearer", "bearer"):
+            response = client.get(
+                "/v1/admin/catalog", headers={"Authorization": f"{scheme} s3cret"}
+            )
+            assert response.status_code == 200
         assert client.get("/health/live").status_code == 200

@@ -420,7 +420,7 @@ def test_csv_with_extra_columns_and_errors(api, cluster) -> None:
     )
     assert (response.status_code, response.json()["error"]["field"]) == (422, "lines[2].dst_port")
     response = api.post("/v1/flows", content=bad, headers={"content-type": "text/csv"})
-    assert (response.status_code, response.json()["error"]["field"]) == (422, "switch")
+    assert (response.status_code, response.json()["error"]["field"]) == (422, "lines[1].switch")
     mismatch = b"10.0.0.1,10.0.0.2,1,2,IPv6\n"
     response = api.post(
         "/v1/flows",

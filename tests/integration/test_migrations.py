@@ -97,3 +97,25 @@ def test_cli_migrate_reports_up_to_date(settings: Settings, cluster: LocalCluste
     assert result.returncode == 0, result.stderr
     assert "metadata: up to date" in result.stdout
     assert result.stdout.count("up to date") >= 1 + len(cluster.shards)
+
+
+async def test_router_refuses_a_catalog_that_lacks_migrations(
+    scratch_db, settings: Settings, cluster: LocalCluster
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from router.app import create_app
+    from router.settings import MetadataSettings
+
+    await migrate(scratch_db, settings.schema_dir, "metadata")
+    newest = await scratch_db.fetchval("SELECT max(version) FROM shardlog_migrations")
+    await scratch_db.execute("DELETE FROM shardlog_migrations WHERE version = $1", newest)
+    name = await scratch_db.fetchval("SELECT current_database()")
+    behind = settings.model_copy(
+        update={"metadata": MetadataSettings(dsn=cluster.metadata.spec.dsn(name))}
+    )
+    with (
+        pytest.raises(RuntimeError, match="run `shardlog migrate` first"),
+        TestClient(create_app(behind)),
+    ):
+        pass

@@ -90,3 +90,21 @@ def test_pool_options_keep_the_dsns_session_target() -> None:
 def test_search_pool_options_prefer_a_standby_over_the_dsn() -> None:
     options = connect_options(MULTI, PoolSettings(), "prefer-standby")
     assert options["target_session_attrs"] == "prefer-standby"
+
+
+def test_connect_timeout_is_asyncpgs_timeout_not_a_server_setting() -> None:
+    from router.db.dsn import for_asyncpg
+
+    assert for_asyncpg("postgresql://u@h:5432/db?connect_timeout=7&sslmode=disable") == (
+        "postgresql://u@h:5432/db?sslmode=disable",
+        7.0,
+    )
+    assert for_asyncpg("host=h port=5432 dbname=db connect_timeout=1")[1] == 2.0
+    assert for_asyncpg("host=h port=5432 dbname=db connect_timeout=0")[1] is None
+    assert for_asyncpg("postgresql://u@h:5432/db") == ("postgresql://u@h:5432/db", None)
+
+
+@pytest.mark.parametrize("value", ["abc", "1.5", "\u0661"])
+def test_connect_timeout_must_be_whole_seconds(value) -> None:
+    with pytest.raises(DsnError):
+        parse_dsn(f"host=h dbname=db connect_timeout={value}")

@@ -1,0 +1,43 @@
+"""RFC 3339 timestamps as clients send them (ingest ``ts``, search ``from``/``to``).
+
+Python's ``datetime.fromisoformat`` takes all of ISO 8601 (week dates, ordinal dates, basic
+format, any Unicode digit); RFC 3339 is one narrow profile of it, checked here first.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+# A day's margin at both ends, so that day arithmetic on any accepted instant stays in range.
+EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
+LATEST = datetime(9999, 12, 30, tzinfo=UTC)
+
+_RFC3339 = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?"
+    r"(?:[Zz]|[+-][0-9]{2}:[0-9]{2})"
+)
+
+
+class TimestampError(ValueError):
+    """Why a value is not a usable RFC 3339 timestamp (no part of the value in the text)."""
+
+
+def parse_rfc3339(value: str) -> datetime:
+    """An aware datetime for ``2026-11-23T18:00:00.123Z`` and the like; the instant must exist
+    in UTC (``0001-01-01T00:00:00+14:00`` does not)."""
+    if len(value) > 40 or not _RFC3339.fullmatch(value):
+        raise TimestampError(
+            "is not an RFC 3339 timestamp (like 2026-11-23T18:00:00Z or "
+            "2026-11-23T19:00:00.5+01:00)"
+        )
+    try:
+        parsed = datetime.fromisoformat(value.upper())
+        in_range = EARLIEST <= parsed.astimezone(UTC) < LATEST
+    except (ValueError, OverflowError):
+        in_range = False
+    if not in_range:
+        raise TimestampError(
+            "is not a valid instant between 0001-01-02 and 9999-12-30 UTC"
+        ) from None
+    return parsed

@@ -1,0 +1,251 @@
+"""docker-compose.yml run as a user runs it (`make test-compose`): a Docker engine (ours under
+var/docker when none runs), the image built offline (local base image, wheelhouse), `up`, ready,
+rows in and found, a shard's primary killed under continuous keyed ingest with every acknowledged
+row stored exactly once, then `down -v`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import orjson
+import pytest
+import yaml
+
+from services.docker_engine import DockerEngine, engine_running
+from services.image import base_image, build_image
+from services.process import port_in_use
+from tests.support import REPO
+
+pytestmark = pytest.mark.containers
+
+PROJECT = "shardlog-test"
+ROUTER = "http://127.0.0.1:8080"
+COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+READY_TIMEOUT_S = 240
+
+
+def published_ports() -> list[int]:
+    ports = []
+    for service in COMPOSE["services"].values():
+        for mapping in service.get("ports", []):
+            ports.append(int(mapping.split(":")[1]))
+    return ports
+
+
+@dataclass
+class Compose:
+    engine: DockerEngine
+    env: dict[str, str]
+
+    def run(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            ["docker-compose", "-p", PROJECT, "-f", str(REPO / "docker-compose.yml"), *args],
+            env=self.env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        assert result.returncode == 0, f"docker-compose {args}: {result.stdout}{result.stderr}"
+        return result
+
+    def container(self, service: str) -> str:
+        return f"{PROJECT}_{service}_1"
+
+    def logs(self) -> str:
+        return self.run("logs", "--no-color", "--tail", "40").stdout
+
+
+@pytest.fixture(scope="module")
+def compose() -> Iterator[Compose]:
+    taken = [p for p in published_ports() if port_in_use("127.0.0.1", p)]
+    if taken:
+        pytest.fail(f"ports {taken} are taken (make down, or stop what uses them) before the test")
+    with engine_running(REPO / "var" / "docker") as engine:
+        build_image(engine)
+        env = {**engine.env(), "SHARDLOG_BASE_IMAGE": base_image(engine)}
+        up = Compose(engine, env)
+        try:
+            up.run("up", "-d", "--no-build")
+            deadline = time.monotonic() + READY_TIMEOUT_S
+            while not _ready():
+                assert time.monotonic() < deadline, f"not ready in time:\n{up.logs()}"
+                time.sleep(1)
+            yield up
+        finally:
+            up.run("down", "-v", "--remove-orphans")
+
+
+def _ready() -> bool:
+    try:
+        return httpx.get(f"{ROUTER}/health/ready", timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def window() -> dict[str, str]:
+    now = datetime.now(UTC)
+    return {
+        "from": (now - timedelta(hours=1)).isoformat(),
+        "to": (now + timedelta(minutes=10)).isoformat(),
+    }
+
+
+def test_every_published_port_is_loopback_only() -> None:
+    for service in COMPOSE["services"].values():
+        for mapping in service.get("ports", []):
+            assert mapping.startswith("127.0.0.1:"), mapping
+
+
+def test_audit_and_flows_go_in_and_are_found(compose: Compose) -> None:
+    owner, switch = f"c-{uuid.uuid4().hex[:8]}", f"sw-{uuid.uuid4().hex[:8]}"
+    with httpx.Client(base_url=ROUTER, timeout=60) as client:
+        lines = b"".join(
+            orjson.dumps({"owner": owner, "content": f"user {i} logged in"}) + b"\n"
+            for i in range(500)
+        )
+        response = client.post(
+            "/v1/audit", content=lines, headers={"content-type": "application/x-ndjson"}
+        )
+        assert response.json() == {"accepted": 500}
+        response = client.post(
+            "/v1/flows",
+            params={"switch": switch},
+            content=b"10.0.0.1,10.0.0.2,1000,443\n10.0.0.1,10.0.0.2,1000,443\n",
+            headers={"content-type": "text/csv"},
+        )
+        assert response.json() == {"accepted": 2}
+        found = client.get(
+            "/v1/audit/search",
+            params={"owner": owner, "q": "user 42 ", "count": "exact", **window()},
+        ).json()
+        assert [item["content"] for item in found["items"]] == ["user 42 logged in"]
+        flows = client.get("/v1/flows/search", params={"switch": switch, **window()}).json()
+        assert [(f["src_port"], f["flow_count"]) for f in flows["items"]] == [(1000, 2)]
+
+
+@dataclass
+class KeyedLoad:
+    """Writers posting 200-row batches, each with an Idempotency-Key, retrying a batch with the
+    same key until it is acknowledged (as a careful client does)."""
+
+    owner: str = field(default_factory=lambda: f"kill-{uuid.uuid4().hex[:8]}")
+    acknowledged: list[str] = field(default_factory=list)
+    errors: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _threads: list[threading.Thread] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _write(self, writer: int) -> None:
+        with httpx.Client(base_url=ROUTER, timeout=120) as client:
+            number = 0
+            while not self._stop.is_set():
+                contents = [f"{self.owner}-{writer}-{number}-{i}" for i in range(200)]
+                body = b"".join(
+                    orjson.dumps({"owner": self.owner, "content": c}) + b"\n" for c in contents
+                )
+                headers = {
+                    "content-type": "application/x-ndjson",
+                    "idempotency-key": f"{self.owner}-{writer}-{number}",
+                }
+                deadline = time.monotonic() + 180
+                while time.monotonic() < deadline:
+                    try:
+                        if client.post("/v1/audit", content=body, headers=headers).is_success:
+                            with self._lock:
+                                self.acknowledged += contents
+                            break
+                    except httpx.HTTPError:
+                        pass
+                    with self._lock:
+                        self.errors += 1
+                    time.sleep(0.5)
+                number += 1
+
+    def __enter__(self) -> KeyedLoad:
+        for writer in range(2):
+            thread = threading.Thread(target=self._write, args=(writer,), daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=240)
+
+    def wait_for(self, rows: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.acknowledged) < rows:
+            assert time.monotonic() < deadline, f"only {len(self.acknowledged)} rows in time"
+            time.sleep(0.2)
+
+
+def _primary_of(shard: int) -> str:
+    """The compose service of shard ``shard``'s current primary, from Patroni's REST API."""
+    env = COMPOSE["x-shardlog-environment"]
+    base, nodes = int(env["SHARDLOG_COMPOSE_BASE_PORT"]), int(env["SHARDLOG_COMPOSE_NODES"])
+    for node in range(nodes):
+        rest = base + 100 + (shard - 1) * nodes + node
+        try:
+            if httpx.get(f"http://127.0.0.1:{rest}/primary", timeout=3).status_code == 200:
+                return f"shard{shard:02d}-{'abcdefghi'[node]}"
+        except httpx.HTTPError:
+            continue
+    raise AssertionError(f"shard{shard:02d} has no primary")
+
+
+def test_killing_a_primary_loses_and_doubles_nothing(compose: Compose) -> None:
+    victim = _primary_of(1)
+    with KeyedLoad() as load:
+        load.wait_for(2_000, timeout=60)
+        subprocess.run(
+            ["docker", "kill", compose.container(victim)],
+            env=compose.env,
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        before = len(load.acknowledged)
+        # Until the shard has a new primary, and rows went on being acknowledged after it.
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                survivor = _primary_of(1)
+            except AssertionError:
+                survivor = None
+            if survivor is not None and survivor != victim:
+                break
+            assert time.monotonic() < deadline, f"no failover:\n{compose.logs()}"
+            time.sleep(1)
+        load.wait_for(before + 4_000, timeout=120)
+    with httpx.Client(base_url=ROUTER, timeout=120) as client:
+        exported = client.get("/v1/audit/export", params={"owner": load.owner, **window()})
+    assert exported.status_code == 200
+    stored = Counter(orjson.loads(line)["content"] for line in exported.content.splitlines())
+    doubled = [c for c, n in stored.items() if n > 1]
+    missing = [c for c in load.acknowledged if c not in stored]
+    assert not doubled, f"{len(doubled)} rows stored twice, e.g. {doubled[:3]}"
+    assert not missing, f"{len(missing)} acknowledged rows missing, e.g. {missing[:3]}"
+    print(f"{len(load.acknowledged)} rows acknowledged, {load.errors} failed attempts retried")
+
+
+def test_compose_file_builds_offline() -> None:
+    """The build section names the base image by a variable (a local one where none can be
+    pulled) and the Dockerfile installs Python packages only from the wheelhouse."""
+    build = COMPOSE["x-shardlog-service"]["build"]
+    assert build["args"]["BASE_IMAGE"].startswith("${SHARDLOG_BASE_IMAGE:-")
+    dockerfile = (REPO / "docker" / "Dockerfile").read_text()
+    assert "--no-index --find-links /wheels" in dockerfile
+    assert "/usr/sbin" in dockerfile.split("ENV PATH=")[1].splitlines()[0]
+    assert os.path.exists(REPO / ".dockerignore")
