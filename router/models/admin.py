@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from router.catalog.snapshot import OwnerKind, Placement, ShardState
-from router.models.common import Out, Timestamp
+from router.models.common import Out, OwnerKey, Timestamp
 from router.retention.policies import MAX_KEEP_DAYS
 
 
@@ -54,7 +54,7 @@ class ShardStateIn(Body):
 
 class OwnerMapIn(Body):
     kind: OwnerKind
-    key: str = Field(min_length=1, max_length=256)
+    key: OwnerKey
     group: str
     force: bool = Field(False, description="Remap an owner that is mapped to another group")
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
+
+from router.catalog.rules import owner_key_problem
 
 # Rendered by the services with isoformat(): RFC 3339 with an offset. Kept a string so that the
 # answer is byte for byte what the service rendered.
@@ -14,3 +16,18 @@ Timestamp = Annotated[str, WithJsonSchema({"type": "string", "format": "date-tim
 
 class Out(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+def _owner_key(value: str) -> str:
+    problem = owner_key_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+# An owner or switch key in a request body: the one rule for keys (router.catalog.rules).
+OwnerKey = Annotated[
+    str,
+    Field(min_length=1, max_length=256, description="1-256 printable characters"),
+    AfterValidator(_owner_key),
+]

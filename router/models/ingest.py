@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from router.ingest.records import MAX_BIGINT
-from router.models.common import Out
+from router.models.common import Out, OwnerKey
 
 TS_DESCRIPTION = (
     "RFC 3339 with a UTC offset (Z or ±hh:mm); default: now. At most "
@@ -71,7 +71,7 @@ class FlowKeyIn(BaseModel):
 class FlowDeleteIn(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    switch: str = Field(min_length=1, max_length=256)
+    switch: OwnerKey
     from_day: date = Field(alias="from", description="First day (UTC) to delete from")
     to_day: date = Field(alias="to", description="Last day (UTC), inclusive")
     flows: list[FlowKeyIn] = Field(min_length=1, max_length=100_000)
