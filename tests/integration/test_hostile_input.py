@@ -237,7 +237,7 @@ def test_liveness_stays_fast_while_large_arrays_are_parsed(api, router_process) 
             time.sleep(0.02)
     assert poster.stdout.read().split() == ["422", "422"]
     assert len(latencies) > 20
-    p99 = statistics.quantiles(latencies, n=100)[98]
+    p99 = statistics.quantiles(latencies, n=100, method="inclusive")[98]
     assert p99 < 0.1, f"p99 {p99 * 1000:.0f} ms over {len(latencies)} probes"
 
 
