@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from router.catalog import shards as shard_admin
 from router.catalog import store
-from router.db import pools, probe
+from router.db import pools, probe, roles
 from router.db.migrate import migrate
 from router.db.probe import DatabaseIdentity
 from router.settings import Settings
@@ -20,6 +20,8 @@ from services.topology import Topology
 class MigrationReport:
     metadata: list[str] = field(default_factory=list)
     shards: dict[str, list[str]] = field(default_factory=dict)
+    # shard -> what was changed of its server's roles (router/db/roles.py)
+    roles: dict[str, list[str]] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     # shard -> the shard recorded with the same database (the two share one database)
     clashes: dict[str, str] = field(default_factory=dict)
@@ -38,10 +40,17 @@ async def migrate_all(settings: Settings) -> MigrationReport:
     finally:
         await connection.close()
     found: dict[str, DatabaseIdentity] = {}
+    # Roles are cluster-wide: shards sharing a server must not create them at the same time.
+    role_lock = asyncio.Lock()
 
     async def one(name: str, dsn: str) -> None:
+        # The DSN's user: the bootstrap superuser, which sets up roles and migrates.
         shard_connection = await pools.connect(dsn, settings.pools)
         try:
+            async with role_lock:
+                report.roles[name] = await roles.prepare(
+                    shard_connection, dsn, settings.pools.passfile
+                )
             done = await migrate(shard_connection, settings.schema_dir, "shard")
             report.shards[name] = [f"{m.version:04d}_{m.name}" for m in done]
             if name in unrecorded:

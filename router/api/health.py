@@ -46,7 +46,7 @@ async def _shard_report(runtime: Runtime, shard: Shard) -> dict[str, Any]:
         report.update(reachable=None, latency_ms=None, error=None)
         return report
     reachable, latency, error = await _probe(
-        runtime.pools.get(shard.name), runtime.settings.health.probe_timeout_s
+        runtime.pools.writer(shard.name), runtime.settings.health.probe_timeout_s
     )
     runtime.metrics.shard_up.labels(shard.name, shard.group).set(1 if reachable else 0)
     report.update(reachable=reachable, latency_ms=round(latency, 2), error=error)
