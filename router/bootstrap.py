@@ -8,9 +8,11 @@ from dataclasses import dataclass, field
 
 from router.catalog import shards as shard_admin
 from router.catalog import store
+from router.catalog.snapshot import Shard
 from router.db import pools, probe, roles
 from router.db.migrate import migrate
 from router.db.probe import DatabaseIdentity
+from router.search import fdw
 from router.settings import Settings
 from services.ha_topology import HaTopology
 from services.topology import Topology
@@ -63,6 +65,8 @@ async def migrate_all(settings: Settings) -> MigrationReport:
     results = await asyncio.gather(*(one(s.name, s.dsn) for s in targets), return_exceptions=True)
     if found:
         report.clashes = await record_databases(settings, found)
+    for name in await refresh_coordinator_logins(settings, targets):
+        report.roles.setdefault(name, []).append(f"coordinator login of {name} set anew")
     failures = {
         s.name: r for s, r in zip(targets, results, strict=True) if isinstance(r, BaseException)
     }
@@ -70,6 +74,23 @@ async def migrate_all(settings: Settings) -> MigrationReport:
         detail = "; ".join(f"{name}: {exc}" for name, exc in sorted(failures.items()))
         raise RuntimeError(f"shard migrations failed: {detail}")
     return report
+
+
+async def refresh_coordinator_logins(settings: Settings, shards: list[Shard]) -> list[str]:
+    """The coordinator's user mappings get the reader's password of the password file (after
+    a rotation, or an upgrade from mappings that logged in as the DSN's user). Returns the
+    shards whose mapping changed."""
+    connection = await pools.connect_metadata(settings.metadata_dsn(), settings.metadata)
+    changed = []
+    try:
+        for shard in shards:
+            login = pools.coordinator_login(shard.dsn, settings.pools)
+            async with connection.transaction():
+                if await fdw.refresh_login(connection, shard.name, login):
+                    changed.append(shard.name)
+    finally:
+        await connection.close()
+    return changed
 
 
 async def record_databases(

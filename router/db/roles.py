@@ -76,10 +76,13 @@ async def ensure_roles(connection: asyncpg.Connection, secrets: Mapping[str, str
     """Create or correct the roles on the connection's server; returns what was changed
     (nothing on a second run). ``secrets``: the login roles' passwords, sent only as SCRAM
     verifiers, and only when the server's verifier is of another password."""
-    if not await connection.fetchval("SELECT rolsuper FROM pg_roles WHERE rolname = current_user"):
+    me = await connection.fetchrow(
+        "SELECT rolname, rolsuper FROM pg_roles WHERE rolname = current_user"
+    )
+    if me is None or not me["rolsuper"]:
         raise RoleError(
-            "creating shardlog's roles needs the bootstrap superuser: the shard's DSN names "
-            f"{await connection.fetchval('SELECT current_user')}"
+            "creating shardlog's roles needs the bootstrap superuser, not "
+            f"{me['rolname'] if me else 'this user'} (the user of the shard's DSN)"
         )
     missing = [role for role in LOGIN_ROLES if not secrets.get(role)]
     if missing:

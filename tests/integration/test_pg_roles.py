@@ -6,6 +6,7 @@ roles, never the superuser."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import stat
@@ -18,6 +19,7 @@ import httpx
 import orjson
 import pytest
 
+from router import bootstrap
 from router.db import ddl, pools, roles
 from router.db.names import DayTable, day_table
 from router.settings import Settings
@@ -306,9 +308,8 @@ async def test_bring_up_puts_changed_roles_back(
 # --- the router -------------------------------------------------------------------------------
 
 
-def test_the_router_reaches_shards_only_as_the_roles(
-    api: httpx.Client, cluster: LocalCluster, settings: Settings
-) -> None:
+def _written_owner(api: httpx.Client) -> tuple[str, dict[str, str]]:
+    """A new owner with one row written five minutes ago; its search window."""
     key = f"roles-{uuid.uuid4().hex[:8]}"
     group = sorted(s["group"] for s in api.get("/v1/admin/shards").json())[0]
     mapped = api.put("/v1/admin/owners", json={"kind": "audit", "key": key, "group": group})
@@ -318,7 +319,13 @@ def test_the_router_reaches_shards_only_as_the_roles(
     ndjson = {"content-type": "application/x-ndjson"}
     written = api.post("/v1/audit", content=orjson.dumps(record), headers=ndjson)
     assert written.status_code == 200, written.text
-    window = {"from": (now - timedelta(hours=1)).isoformat(), "to": now.isoformat()}
+    return key, {"from": (now - timedelta(hours=1)).isoformat(), "to": now.isoformat()}
+
+
+def test_the_router_reaches_shards_only_as_the_roles(
+    api: httpx.Client, cluster: LocalCluster, settings: Settings
+) -> None:
+    key, window = _written_owner(api)
     found = api.get("/v1/audit/search", params={"owner": key, "count": "exact", **window})
     assert found.status_code == 200, found.text
     assert [item["content"] for item in found.json()["items"]] == ["x"]
@@ -332,3 +339,40 @@ def test_the_router_reaches_shards_only_as_the_roles(
             ).split()
         )
     assert {roles.WRITER, roles.READER} <= seen <= set(roles.LOGIN_ROLES), seen
+
+
+def test_a_rotated_password_reaches_every_shard_and_the_coordinator(
+    api: httpx.Client, cluster: LocalCluster, settings: Settings
+) -> None:
+    """docs/operations.md: a new password in its file, then `shardlog up` (or, with the file
+    and the password file written, `shardlog migrate`)."""
+    key, window = _written_owner(api)
+    reader_file = cluster.secrets.directory / f"{roles.READER}.password"
+    old = reader_file.read_text().strip()
+    reader_file.unlink()
+    cluster.secrets.ensure(ROUTER_ROLES)  # what `shardlog up` does first: a new one
+    new = reader_file.read_text().strip()
+    assert new != old
+    report = asyncio.run(bootstrap.migrate_all(settings))
+    # Once per server (roles are cluster-wide; other tests' shards share these servers) ...
+    assert any(f"{roles.READER}: password set" in changes for changes in report.roles.values())
+    # ... and the coordinator's mapping of every shard that has one (those holding day tables).
+    assert any("coordinator login" in c for changes in report.roles.values() for c in changes)
+    for shard in cluster.shards:
+        dsn = shard.spec.dsn()
+        assert asyncio.run(_logs_in(dsn, settings, roles.READER, new)), shard.spec.name
+        assert not asyncio.run(_logs_in(dsn, settings, roles.READER, old)), shard.spec.name
+    for backend in ("fanout", "fdw"):
+        found = api.get("/v1/audit/search", params={"owner": key, "backend": backend, **window})
+        assert found.status_code == 200, found.text
+        assert [item["content"] for item in found.json()["items"]] == ["x"], backend
+
+
+async def _logs_in(dsn: str, settings: Settings, role: str, password: str) -> bool:
+    options = pools.connect_options(dsn, settings.pools.model_copy(update={"passfile": None}))
+    try:
+        connection = await asyncpg.connect(**options, user=role, password=password)
+    except asyncpg.InvalidPasswordError:
+        return False
+    await connection.close()
+    return True
