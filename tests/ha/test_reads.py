@@ -75,3 +75,23 @@ def test_searches_run_on_the_standby_when_configured(
         # Writes through the same router still go to the primaries.
         assert api.post("/v1/audit", json=body).status_code == 200
         eventually(lambda: finds(2 * ROWS), timeout=30)
+
+
+def test_searches_on_the_primary_by_default(ha_api: httpx.Client) -> None:
+    """The default search target: the reader role's pool of a multi-host shard finds the
+    primary although the role's sessions are read-only (found by the compose test: asyncpg's
+    read-write check matched no host)."""
+    owner = f"reads-{uuid.uuid4().hex[:8]}"
+    body = [{"owner": owner, "content": f"row {i}"} for i in range(ROWS)]
+    assert ha_api.post("/v1/audit", json=body).status_code == 200
+    now = datetime.now(UTC)
+    window = {
+        "owner": owner,
+        "from": (now - timedelta(hours=1)).isoformat(),
+        "to": (now + timedelta(minutes=1)).isoformat(),
+        "limit": 1000,
+        "partial": "false",
+    }
+    response = ha_api.get("/v1/audit/search", params=window)
+    assert response.status_code == 200, response.text
+    assert len(response.json()["items"]) == ROWS
