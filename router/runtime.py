@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from router.auth.registry import TokenRegistry
 from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
 from router.catalog.snapshot import SHARD_STATES, CatalogSnapshot
@@ -40,6 +41,7 @@ class Runtime:
     search: SearchService
     retention: RetentionRunner
     retention_job: RetentionJob
+    auth: TokenRegistry
 
     @classmethod
     def build(cls, settings: Settings, metadata: asyncpg.Pool, metrics: Metrics) -> Runtime:
@@ -74,6 +76,7 @@ class Runtime:
             SearchService(metadata, catalog, owners, pools, settings.search),
             retention,
             RetentionJob(retention, catalog, settings.retention.interval_s),
+            TokenRegistry(metadata, settings.auth),
         )
         catalog.subscribe(runtime.on_catalog)
         return runtime
@@ -81,6 +84,7 @@ class Runtime:
     async def on_catalog(self, snapshot: CatalogSnapshot) -> None:
         await self.pools.reconcile(snapshot)
         await self.owners.on_catalog(snapshot)
+        await self.auth.on_catalog(snapshot)
         self.metrics.catalog_version.set(snapshot.version)
         self.metrics.catalog_refreshes.inc()
         self.metrics.shard_state.clear()

@@ -7,8 +7,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query
 
-from router.api.deps import RuntimeDep, require_admin
-from router.api.responses import errors
+from router.api.deps import RuntimeDep
+from router.api.responses import GUARDED, errors
+from router.auth import dependency
 from router.catalog import rules, store
 from router.catalog import shards as shard_admin
 from router.catalog.snapshot import OwnerKind, OwnerMapping, shard_json
@@ -36,12 +37,13 @@ Name = Annotated[
         "a letter",
     ),
 ]
-# Every admin route: 401 without the token, 422 for a malformed parameter or body.
+# Every admin route: 401 without a valid token, 403 without the admin scope, 429 past the
+# token's rate, 422 for a malformed parameter or body.
 router = APIRouter(
     prefix="/v1/admin",
     tags=["admin"],
-    dependencies=[Depends(require_admin)],
-    responses=errors(401, 422),
+    dependencies=[Depends(dependency.admin)],
+    responses=errors(422, *GUARDED),
 )
 
 
@@ -52,6 +54,7 @@ def owner_json(mapping: OwnerMapping) -> dict[str, Any]:
         "id": mapping.id,
         "group": mapping.group,
         "assigned_by": mapping.assigned_by,
+        "tenant": mapping.tenant,
     }
 
 
@@ -170,6 +173,6 @@ async def get_owner(
 )
 async def map_owner(body: OwnerMapIn, runtime: RuntimeDep) -> dict[str, Any]:
     mapping = await store.map_owner(
-        runtime.metadata, body.kind, body.key, body.group, force=body.force
+        runtime.metadata, body.kind, body.key, body.group, body.tenant, force=body.force
     )
     return owner_json(mapping)

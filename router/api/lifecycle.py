@@ -7,8 +7,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query
 
-from router.api.deps import RuntimeDep, require_admin
-from router.api.responses import errors
+from router.api.deps import RuntimeDep
+from router.api.responses import GUARDED, errors
+from router.auth import dependency
 from router.catalog.snapshot import OwnerKind
 from router.errors import NotFound
 from router.models.admin import (
@@ -26,8 +27,8 @@ from router.retention.runner import RunOptions
 router = APIRouter(
     prefix="/v1/admin",
     tags=["admin"],
-    dependencies=[Depends(require_admin)],
-    responses=errors(401, 422),
+    dependencies=[Depends(dependency.admin)],
+    responses=errors(422, *GUARDED),
 )
 # Ids are bigint in the metadata database: larger numbers are invalid, not a driver error.
 RowId = Annotated[int, Path(ge=1, le=2**63 - 1)]

@@ -8,13 +8,15 @@ from fastapi.testclient import TestClient
 
 from router.app import create_app
 from router.settings import Settings
-from tests.support import catalog_shards, shard_sql
+from tests.support import bearer, catalog_shards, shard_sql
 
 
-def test_old_keys_and_ledger_rows_are_forgotten(settings: Settings, cluster, api) -> None:
+def test_old_keys_and_ledger_rows_are_forgotten(
+    settings: Settings, cluster, api, api_token
+) -> None:
     old, new = f"old-{uuid.uuid4()}", f"new-{uuid.uuid4()}"
     shards = catalog_shards(api).values()
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), headers=bearer(api_token)) as client:
         for key in (old, new):
             response = client.post(
                 "/v1/audit",

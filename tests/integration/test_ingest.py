@@ -164,7 +164,11 @@ def test_concurrent_first_writes_create_one_table(api, cluster) -> None:
     owner = new_key()
 
     def write(n: int) -> int:
-        with httpx.Client(base_url=str(api.base_url), timeout=30) as client:
+        with httpx.Client(
+            base_url=str(api.base_url),
+            timeout=30,
+            headers={"authorization": api.headers["authorization"]},
+        ) as client:
             return post_audit(
                 client, [{"owner": owner, "content": f"{n}-{i}"} for i in range(20)]
             ).status_code
@@ -180,7 +184,10 @@ def test_concurrent_first_writes_create_one_table(api, cluster) -> None:
 
 def test_large_requests_spread_over_the_group(api, cluster) -> None:
     owner = new_key()
-    api.put("/v1/admin/owners", json={"kind": "audit", "key": owner, "group": "group1"})
+    api.put(
+        "/v1/admin/owners",
+        json={"kind": "audit", "key": owner, "group": "group1", "tenant": "system"},
+    )
     group_shards = {
         s["name"]
         for s in api.get("/v1/admin/shards").json()
@@ -196,7 +203,8 @@ def test_large_requests_spread_over_the_group(api, cluster) -> None:
 def test_shard_down_during_audit_ingest_is_invisible_to_clients(api, cluster) -> None:
     owner = new_key()
     group = api.put(
-        "/v1/admin/owners", json={"kind": "audit", "key": owner, "group": "group1"}
+        "/v1/admin/owners",
+        json={"kind": "audit", "key": owner, "group": "group1", "tenant": "system"},
     ).json()["group"]
     victim = next(s for s in cluster.shards if s.spec.group == group)
     victim.stop()
@@ -464,7 +472,10 @@ def test_delete_flows(api, cluster) -> None:
 
 def test_flow_batch_for_a_down_shard_is_503_and_retry_is_exact(api, cluster) -> None:
     switch = new_key("sw")
-    api.put("/v1/admin/owners", json={"kind": "flow", "key": switch, "group": "group2"})
+    api.put(
+        "/v1/admin/owners",
+        json={"kind": "flow", "key": switch, "group": "group2", "tenant": "system"},
+    )
     records = [flow(switch, n) for n in range(400)]
     victim = next(s for s in cluster.shards if s.spec.group == "group2")
     key = new_key("idem")
@@ -494,12 +505,19 @@ def test_shard_stopped_during_ingest_loses_and_duplicates_nothing(api, cluster) 
     import time
 
     owner = new_key()
-    api.put("/v1/admin/owners", json={"kind": "audit", "key": owner, "group": "group2"})
+    api.put(
+        "/v1/admin/owners",
+        json={"kind": "audit", "key": owner, "group": "group2", "tenant": "system"},
+    )
     victim = next(s for s in cluster.shards if s.spec.group == "group2")
     requests = [[{"owner": owner, "content": f"{n}-{i}"} for i in range(500)] for n in range(40)]
 
     def write(batch: list[dict], key: str) -> int:
-        with httpx.Client(base_url=str(api.base_url), timeout=60) as client:
+        with httpx.Client(
+            base_url=str(api.base_url),
+            timeout=60,
+            headers={"authorization": api.headers["authorization"]},
+        ) as client:
             deadline = time.monotonic() + 45
             while True:
                 status = post_audit(client, batch, **{"Idempotency-Key": key}).status_code

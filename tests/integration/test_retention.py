@@ -35,7 +35,9 @@ def new_owner(api, keep_days: int = 40, archive: bool = False) -> tuple[str, str
         for s in api.get("/v1/admin/shards").json()
         if s["name"].startswith("shard") and s["state"] == "active"
     )[0]
-    response = api.put("/v1/admin/owners", json={"kind": "audit", "key": key, "group": group})
+    response = api.put(
+        "/v1/admin/owners", json={"kind": "audit", "key": key, "group": group, "tenant": "system"}
+    )
     assert response.status_code == 200, response.text
     set_policy(api, key, group, keep_days, archive)
     return key, group

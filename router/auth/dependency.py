@@ -1,0 +1,110 @@
+"""The one dependency every /v1 route declares, as Annotated aliases: ``AuditWrite``,
+``AuditRead``, ``FlowsWrite``, ``FlowsRead``, ``Reports``, ``Tail``, ``Admin``. Each
+authenticates the bearer token (401), checks the scope (403 naming it) and the token's request
+rate (429), and hands the route the ``Caller``; routes pass ``caller.grant`` to the services,
+where ``router.auth.scopes.check_key`` decides about every key. No route checks access itself.
+
+Writes also wait out the token's byte-rate debt; searches and exports hold one of the token's
+search slots until their answer is sent. Health, metrics and the OpenAPI documents declare
+none of these: they are open.
+
+All ``async def``: FastAPI runs a plain function in its thread pool, two more turns of the
+event loop for every request."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from typing import Annotated
+
+from fastapi import Depends, Request, Security
+from fastapi.security import HTTPBearer
+
+from router.auth import scopes
+from router.auth.registry import Caller, TokenRegistry
+
+
+class _BearerHeader(HTTPBearer):
+    """The Authorization header as sent (router.auth.registry parses it); declared as the
+    OpenAPI security scheme ``token`` of every guarded operation."""
+
+    async def __call__(self, request: Request) -> str | None:  # type: ignore[override]
+        return request.headers.get("authorization")
+
+
+BEARER = _BearerHeader(
+    scheme_name="token",
+    bearerFormat="shl_<id>_<secret>",
+    description="An API token: `shardlog tokens create` or POST /v1/admin/tokens",
+    auto_error=False,
+)
+Authorization = Annotated[str | None, Security(BEARER)]
+
+
+def _caller(request: Request, authorization: str | None, scope: str) -> Caller:
+    registry: TokenRegistry = request.app.state.runtime.auth
+    caller = registry.authenticate(authorization)
+    if caller.limiter is not None:
+        caller.limiter.admit()
+    scopes.check_scope(caller.grant, scope)
+    return caller
+
+
+def _writer(caller: Caller) -> Caller:
+    if caller.limiter is not None:
+        caller.limiter.admit_write()
+    return caller
+
+
+@contextmanager
+def _search_slot(caller: Caller) -> Iterator[None]:
+    limiter = caller.limiter
+    if limiter is None:
+        yield
+        return
+    limiter.enter_search()
+    try:
+        yield
+    finally:
+        limiter.leave_search()
+
+
+async def audit_write(request: Request, authorization: Authorization) -> Caller:
+    return _writer(_caller(request, authorization, scopes.AUDIT_WRITE))
+
+
+async def flows_write(request: Request, authorization: Authorization) -> Caller:
+    return _writer(_caller(request, authorization, scopes.FLOWS_WRITE))
+
+
+async def audit_read(request: Request, authorization: Authorization) -> AsyncIterator[Caller]:
+    caller = _caller(request, authorization, scopes.AUDIT_READ)
+    with _search_slot(caller):
+        yield caller
+
+
+async def flows_read(request: Request, authorization: Authorization) -> AsyncIterator[Caller]:
+    caller = _caller(request, authorization, scopes.FLOWS_READ)
+    with _search_slot(caller):
+        yield caller
+
+
+async def reports(request: Request, authorization: Authorization) -> Caller:
+    return _caller(request, authorization, scopes.REPORTS)
+
+
+async def tail(request: Request, authorization: Authorization) -> Caller:
+    return _caller(request, authorization, scopes.TAIL)
+
+
+async def admin(request: Request, authorization: Authorization) -> Caller:
+    return _caller(request, authorization, scopes.ADMIN)
+
+
+AuditWrite = Annotated[Caller, Depends(audit_write)]
+AuditRead = Annotated[Caller, Depends(audit_read)]
+FlowsWrite = Annotated[Caller, Depends(flows_write)]
+FlowsRead = Annotated[Caller, Depends(flows_read)]
+Reports = Annotated[Caller, Depends(reports)]
+Tail = Annotated[Caller, Depends(tail)]
+Admin = Annotated[Caller, Depends(admin)]
