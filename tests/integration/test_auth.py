@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import stat
+import time
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -17,7 +19,17 @@ from router.app import create_app
 from router.auth import bootstrap
 from router.auth.scopes import DATA_SCOPES
 from router.settings import AuthSettings, Settings
-from tests.support import bearer, eventually, issue_token, owner_id, run_cli
+from services.process import free_port
+from services.router_process import RouterProcess
+from tests.support import (
+    bearer,
+    eventually,
+    issue_token,
+    owner_id,
+    run_cli,
+    running_router,
+    settings_env,
+)
 
 NOW = datetime.now(UTC)
 WINDOW = {
@@ -370,3 +382,48 @@ def test_open_mode_asks_for_nothing_and_says_so(settings: Settings, cluster, cap
         mapping = client.get("/v1/admin/owners", params={"kind": "audit", "key": owner}).json()
         assert mapping["tenant"] == "default"
     assert "AUTHENTICATION IS OFF" in capsys.readouterr().err
+
+
+# --- a second router ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def second_router(settings: Settings, cluster, tmp_path_factory) -> Iterator[RouterProcess]:
+    """Another router on the session's catalog (its poll interval of 3 s: a change it sees
+    within a second came by NOTIFY)."""
+    port = free_port()
+    env = {**settings_env(settings), "SHARDLOG_SERVER__PORT": str(port)}
+    router = RouterProcess(tmp_path_factory.mktemp("second"), settings.server.host, port, env=env)
+    with running_router(router):
+        yield router
+
+
+def _refused_within(client: httpx.Client, params: dict[str, str], limit_s: float) -> float:
+    started = time.monotonic()
+    while time.monotonic() - started < limit_s + 2:
+        if client.get("/v1/audit/search", params=params).status_code == 401:
+            return time.monotonic() - started
+        time.sleep(0.01)
+    raise AssertionError(f"still accepted {limit_s + 2:g} s after the revocation")
+
+
+@pytest.mark.parametrize("how", ["api", "cli"])
+def test_revocation_reaches_another_router_within_a_second(
+    api: httpx.Client, tenant: str, second_router, settings: Settings, how: str
+) -> None:
+    assert settings.catalog.poll_interval_s >= 3
+    made = new_token(api, tenant, ["audit:read"])
+    params = {"owner": unique("o"), **WINDOW}
+    with client_for(second_router.url, made["token"]) as elsewhere:
+        # A new token reaches the other router the same way.
+        eventually(
+            lambda: elsewhere.get("/v1/audit/search", params=params).status_code == 200,
+            timeout=1,
+            interval=0.01,
+        )
+        if how == "api":
+            assert api.delete(f"/v1/admin/tokens/{made['id']}").status_code == 200
+        else:
+            assert run_cli(settings, "tokens", "revoke", made["id"]).returncode == 0
+        took = _refused_within(elsewhere, params, 1.0)
+    assert took < 1.0, f"refused after {took:.2f} s"
