@@ -234,9 +234,12 @@ async def cmd_groups_list(_s: Settings, args: argparse.Namespace, db: asyncpg.Co
 
 
 @with_metadata
-async def cmd_groups_add(_s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
+async def cmd_groups_add(s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
     group = await store.add_group(db, args.name, args.placement, _replication(args.synchronous))
     print(f"added group {group.name} (placement {group.placement})")
+    await cli_auth.record(
+        s, "group.add", group.name, placement=group.placement, synchronous=group.synchronous
+    )
 
 
 def _replication(choice: str | None) -> bool | None:
@@ -245,11 +248,12 @@ def _replication(choice: str | None) -> bool | None:
 
 @with_metadata
 async def cmd_groups_replication(
-    _s: Settings, args: argparse.Namespace, db: asyncpg.Connection
+    s: Settings, args: argparse.Namespace, db: asyncpg.Connection
 ) -> None:
     group = await store.set_group_replication(db, args.name, _replication(args.synchronous))
     shown = {True: "on", False: "off", None: "default (audit on, flows off)"}[group.synchronous]
     print(f"group {group.name}: synchronous replication {shown}")
+    await cli_auth.record(s, "group.replication", group.name, synchronous=group.synchronous)
 
 
 @with_metadata
@@ -263,14 +267,19 @@ async def cmd_shards_add(s: Settings, args: argparse.Namespace, db: asyncpg.Conn
     shard = await shard_admin.register_shard(
         db, s.schema_dir, s.pools, args.name, args.group, args.dsn, force=args.force
     )
-    print(f"added shard {shard.name} to group {shard.group}: {shard_json(shard)['dsn']}")
+    shown = shard_json(shard)["dsn"]
+    print(f"added shard {shard.name} to group {shard.group}: {shown}")
+    await cli_auth.record(
+        s, "shard.add", shard.name, group=shard.group, dsn=shown, force=args.force
+    )
 
 
 def state_command(state: str) -> Callable[[Settings, argparse.Namespace], int]:
     @with_metadata
-    async def command(_s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
+    async def command(s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
         shard = await store.set_shard_state(db, args.name, state)
         print(f"shard {shard.name} is now {shard.state}")
+        await cli_auth.record(s, "shard.state", shard.name, state=shard.state)
 
     return command
 
@@ -287,11 +296,19 @@ async def cmd_owners_show(_s: Settings, args: argparse.Namespace, db: asyncpg.Co
 
 
 @with_metadata
-async def cmd_owners_map(_s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
+async def cmd_owners_map(s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
     mapping = await store.map_owner(
         db, args.kind, args.key, args.group, args.tenant, force=args.force
     )
     print(f"{mapping.kind} {mapping.key!r} -> {mapping.group}, tenant {mapping.tenant}")
+    await cli_auth.record(
+        s,
+        "owner.map",
+        f"{mapping.kind} {mapping.key}",
+        group=mapping.group,
+        tenant=mapping.tenant,
+        force=args.force,
+    )
 
 
 @with_metadata

@@ -14,7 +14,7 @@ from typing import Any
 
 import asyncpg
 
-from router.auth import store
+from router.auth import self_audit, store
 from router.auth.bootstrap import write_secret
 from router.auth.scopes import SCOPES
 from router.cli_output import output, print_table
@@ -32,18 +32,32 @@ def actor() -> str:
         return "cli"
 
 
-def with_catalog(
-    action: Callable[[argparse.Namespace, asyncpg.Connection], Awaitable[int | None]],
-) -> Callable[[Settings, argparse.Namespace], int]:
+async def record(settings: Settings, action: str, target: str, **details: Any) -> None:
+    """The audit row of an admin action the CLI took (router/auth/self_audit.py); one that
+    cannot be written is a warning on standard error, the action stands."""
+    async with self_audit.standalone(settings) as audit:
+        written = await audit.record(actor(), action, target, **details)
+    if not written:
+        print(
+            f"shardlog: warning: the audit row of {action} {target} was not written",
+            file=sys.stderr,
+        )
+
+
+Action = Callable[[Settings, argparse.Namespace, asyncpg.Connection], Awaitable[None]]
+
+
+def with_catalog(action: Action) -> Callable[[Settings, argparse.Namespace], int]:
     def run(settings: Settings, args: argparse.Namespace) -> int:
-        async def go() -> int:
+        async def go() -> None:
             connection = await pools.connect_metadata(settings.metadata_dsn(), settings.metadata)
             try:
-                return await action(args, connection) or 0
+                await action(settings, args, connection)
             finally:
                 await connection.close()
 
-        return asyncio.run(go())
+        asyncio.run(go())
+        return 0
 
     return run
 
@@ -52,21 +66,23 @@ def with_catalog(
 
 
 @with_catalog
-async def cmd_tenants_list(args: argparse.Namespace, db: asyncpg.Connection) -> None:
+async def cmd_tenants_list(_s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
     rows = [t.to_json() for t in await store.list_tenants(db)]
     output(args, rows, lambda: print_table(rows, ["name", "owners", "tokens", "description"]))
 
 
 @with_catalog
-async def cmd_tenants_add(args: argparse.Namespace, db: asyncpg.Connection) -> None:
+async def cmd_tenants_add(s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
     tenant = await store.add_tenant(db, args.name, args.description)
     print(f"added tenant {tenant.name}")
+    await record(s, "tenant.add", tenant.name)
 
 
 @with_catalog
-async def cmd_tenants_remove(args: argparse.Namespace, db: asyncpg.Connection) -> None:
+async def cmd_tenants_remove(s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
     await store.remove_tenant(db, args.name)
     print(f"removed tenant {args.name} and its tokens")
+    await record(s, "tenant.remove", args.name)
 
 
 # --- tokens ----------------------------------------------------------------------------------
@@ -88,11 +104,11 @@ def _expiry(args: argparse.Namespace, now: datetime) -> datetime | None:
 
 
 @with_catalog
-async def cmd_tokens_create(args: argparse.Namespace, db: asyncpg.Connection) -> None:
+async def cmd_tokens_create(s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
     now = datetime.now(UTC)
     expires_at = _expiry(args, now)
     store.check_expiry(expires_at, now)
-    record, text = await store.create_token(
+    made, text = await store.create_token(
         db,
         args.tenant,
         args.name,
@@ -101,21 +117,31 @@ async def cmd_tokens_create(args: argparse.Namespace, db: asyncpg.Connection) ->
         expires_at=expires_at,
         limits=store.TokenLimits(args.rate, args.bytes_per_s, args.max_searches),
     )
-    described = f"token {record.id} of tenant {record.tenant} ({', '.join(record.scopes)})" + (
-        f", expires {record.expires_at.isoformat()}" if record.expires_at else ""
-    )
+    expiry = None if made.expires_at is None else made.expires_at.isoformat()
+    described = f"token {made.id} of tenant {made.tenant} ({', '.join(made.scopes)})"
+    if expiry:
+        described += f", expires {expiry}"
     if args.output:
         write_secret(Path(args.output), text)
         print(f"{described}: written to {args.output} (mode 0600)")
-        return
-    # The token alone on standard output (TOKEN=$(shardlog tokens create ...)); the rest on
-    # standard error.
-    print(f"{described}; shown once, store it now:", file=sys.stderr)
-    print(text)
+    else:
+        # The token alone on standard output (TOKEN=$(shardlog tokens create ...)); the rest
+        # on standard error.
+        print(f"{described}; shown once, store it now:", file=sys.stderr)
+        print(text, flush=True)
+    await record(
+        s,
+        "token.create",
+        made.id,
+        tenant=made.tenant,
+        name=made.name,
+        scopes=list(made.scopes),
+        expires_at=expiry,
+    )
 
 
 @with_catalog
-async def cmd_tokens_list(args: argparse.Namespace, db: asyncpg.Connection) -> None:
+async def cmd_tokens_list(_s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
     now = datetime.now(UTC)
     rows: list[dict[str, Any]] = [t.to_json(now) for t in await store.list_tokens(db, args.tenant)]
 
@@ -130,10 +156,11 @@ async def cmd_tokens_list(args: argparse.Namespace, db: asyncpg.Connection) -> N
 
 
 @with_catalog
-async def cmd_tokens_revoke(args: argparse.Namespace, db: asyncpg.Connection) -> None:
-    record = await store.revoke_token(db, args.id)
-    assert record.revoked_at is not None
-    print(f"token {record.id} ({record.name}) revoked at {record.revoked_at.isoformat()}")
+async def cmd_tokens_revoke(s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
+    revoked = await store.revoke_token(db, args.id)
+    assert revoked.revoked_at is not None
+    print(f"token {revoked.id} ({revoked.name}) revoked at {revoked.revoked_at.isoformat()}")
+    await record(s, "token.revoke", revoked.id, tenant=revoked.tenant, name=revoked.name)
 
 
 # --- parsers ---------------------------------------------------------------------------------

@@ -3,11 +3,14 @@ pools and its metrics. Built by the app's lifespan, handed to routes by dependen
 
 from __future__ import annotations
 
+import os
+import socket
 from dataclasses import dataclass
 
 import asyncpg
 
 from router.auth.registry import TokenRegistry
+from router.auth.self_audit import SelfAudit, record_run
 from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
 from router.catalog.snapshot import SHARD_STATES, CatalogSnapshot
@@ -21,9 +24,14 @@ from router.ingest.service import IngestService
 from router.ingest.writer import PartWriter
 from router.metrics import Metrics
 from router.retention.job import RetentionJob
-from router.retention.runner import RetentionRunner
+from router.retention.runner import RetentionRunner, RunReport
 from router.search.service import SearchService
 from router.settings import Settings
+
+
+def job_actor() -> str:
+    """How the self-audit names the router's own retention runs."""
+    return f"retention job (router on {socket.gethostname()}, pid {os.getpid()})"
 
 
 @dataclass
@@ -42,6 +50,7 @@ class Runtime:
     retention: RetentionRunner
     retention_job: RetentionJob
     auth: TokenRegistry
+    self_audit: SelfAudit
 
     @classmethod
     def build(cls, settings: Settings, metadata: asyncpg.Pool, metrics: Metrics) -> Runtime:
@@ -62,6 +71,11 @@ class Runtime:
         retention = RetentionRunner(
             metadata, pools, settings.retention, ingest.default_keep_days, metrics
         )
+        self_audit = SelfAudit(service, catalog, metadata, metrics, settings.auth.audit_keep_days)
+
+        async def observe(report: RunReport) -> bool:
+            return await record_run(self_audit, job_actor(), report, always=False)
+
         runtime = cls(
             settings,
             metadata,
@@ -75,8 +89,9 @@ class Runtime:
             Housekeeping(idempotency, catalog, pools, ingest.idempotency_keep_hours),
             SearchService(metadata, catalog, owners, pools, settings.search),
             retention,
-            RetentionJob(retention, catalog, settings.retention.interval_s),
+            RetentionJob(retention, catalog, settings.retention.interval_s, observe),
             TokenRegistry(metadata, settings.auth),
+            self_audit,
         )
         catalog.subscribe(runtime.on_catalog)
         return runtime

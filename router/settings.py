@@ -219,6 +219,13 @@ class AuthSettings(Section):
     last_used_flush_s: float = Field(
         5.0, gt=0, description="How often a router writes its tokens' last-used times."
     )
+    audit_keep_days: int = Field(
+        365,
+        ge=1,
+        le=36_500,
+        description="Retention of the platform's own audit rows (owner shardlog.admin), set "
+        "as that owner's policy on its first row unless an admin set one.",
+    )
 
 
 class ClusterSettings(Section):

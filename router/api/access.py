@@ -53,6 +53,9 @@ async def list_tenants(runtime: RuntimeDep) -> list[dict[str, Any]]:
 async def add_tenant(body: TenantIn, caller: Admin, runtime: RuntimeDep) -> dict[str, Any]:
     tenant = await store.add_tenant(runtime.metadata, body.name, body.description)
     await runtime.catalog.reload()
+    await runtime.self_audit.record(
+        caller.actor, "tenant.add", tenant.name, token_id=caller.token_id
+    )
     return tenant.to_json()
 
 
@@ -65,6 +68,7 @@ async def add_tenant(body: TenantIn, caller: Admin, runtime: RuntimeDep) -> dict
 async def remove_tenant(name: TenantPath, caller: Admin, runtime: RuntimeDep) -> None:
     await store.remove_tenant(runtime.metadata, name)
     await runtime.catalog.reload()
+    await runtime.self_audit.record(caller.actor, "tenant.remove", name, token_id=caller.token_id)
 
 
 @router.post(
@@ -95,6 +99,16 @@ async def create_token(body: TokenIn, caller: Admin, runtime: RuntimeDep) -> dic
         limits=limits,
     )
     await runtime.catalog.reload()
+    await runtime.self_audit.record(
+        caller.actor,
+        "token.create",
+        record.id,
+        tenant=record.tenant,
+        name=record.name,
+        scopes=list(record.scopes),
+        expires_at=None if record.expires_at is None else record.expires_at.isoformat(),
+        token_id=caller.token_id,
+    )
     return {**record.to_json(), "token": text}
 
 
@@ -118,6 +132,14 @@ async def list_tokens(
 async def revoke_token(token_id: TokenId, caller: Admin, runtime: RuntimeDep) -> dict[str, Any]:
     record = await store.revoke_token(runtime.metadata, token_id)
     await runtime.catalog.reload()
+    await runtime.self_audit.record(
+        caller.actor,
+        "token.revoke",
+        record.id,
+        tenant=record.tenant,
+        name=record.name,
+        token_id=caller.token_id,
+    )
     return record.to_json()
 
 

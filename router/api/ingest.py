@@ -167,4 +167,13 @@ async def delete_flows(
     body: FlowDeleteIn, caller: FlowsWrite, runtime: RuntimeDep
 ) -> dict[str, int]:
     removed = await runtime.flow_deletion.delete(body, caller.grant)
+    await runtime.self_audit.record(
+        caller.actor,
+        "flows.delete",
+        f"switch {body.switch}",
+        days=f"{body.from_day.isoformat()}..{body.to_day.isoformat()}",
+        flows=len(body.flows),
+        removed=removed,
+        token_id=caller.token_id,
+    )
     return {"removed": removed}

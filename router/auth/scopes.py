@@ -35,6 +35,9 @@ DATA_SCOPES: tuple[str, ...] = (AUDIT_WRITE, AUDIT_READ, FLOWS_WRITE, FLOWS_READ
 PREFIX_OF_KIND = {"audit": "owner:", "flow": "switch:"}
 KEY_NAME = {"audit": "owner", "flow": "switch"}
 SYSTEM_TENANT = "system"
+# Keys the platform keeps for itself (its audit of admin actions is `shardlog.admin`): only the
+# system tenant may claim or reach them.
+RESERVED_PREFIX = "shardlog."
 MAX_SCOPES = 64
 
 
@@ -148,6 +151,8 @@ def key_denial(grant: Grant, kind: str, key: str, key_tenant: str | None) -> str
         return f"{name} {excerpt(key)} is outside this token's {name} prefixes ({shown})"
     if key_tenant is not None and not grant.any_tenant and key_tenant != grant.tenant:
         return f"{name} {excerpt(key)} belongs to another tenant"
+    if key.startswith(RESERVED_PREFIX) and grant.tenant != SYSTEM_TENANT and not grant.any_tenant:
+        return f"{name} {excerpt(key)} is reserved for the platform ({RESERVED_PREFIX}*)"
     return None
 
 

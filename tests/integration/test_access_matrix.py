@@ -72,6 +72,14 @@ class World:
         assert page.status_code == 200, page.text
         return [item["content"] for item in page.json()["items"]]
 
+    def audited(self, caller: str, scope: str) -> int:
+        """Rows of the platform's own audit written for this caller's token."""
+        token_id = self.tokens[f"{caller}:{scope}"].split("_")[1]
+        params = {"owner": "shardlog.admin", **WINDOW, "q": token_id, "limit": 10_000}
+        page = self.api.get("/v1/audit/search", params=params)
+        assert page.status_code == 200, page.text
+        return len(page.json()["items"])
+
     def flows(self) -> list[dict[str, Any]]:
         page = self.reader.get("/v1/flows/search", params={"switch": self.switch, **WINDOW})
         assert page.status_code == 200, page.text
@@ -419,6 +427,14 @@ CALLS: dict[str, Call] = {
 }
 
 
+# What changes something, and is therefore written to the platform's own audit.
+AUDITED = {
+    name
+    for name, call in CALLS.items()
+    if call.method != "GET" and name not in ("write audit", "write flows", "run retention")
+}
+
+
 def test_the_matrix_names_every_guarded_operation() -> None:
     operations = {
         (method.upper(), path)
@@ -435,6 +451,7 @@ def test_access(world: World, name: str, caller: str) -> None:
     call = CALLS[name]
     request = call.make(world, caller)
     path = call.path.format(**request.pop("path", {}))
+    audited = world.audited("right_scope", call.scope) if caller == "right_scope" else 0
     with world.client(caller, call.scope) as client:
         response = client.request(call.method, path, **request)
     if caller in ("none", "revoked", "expired"):
@@ -446,6 +463,9 @@ def test_access(world: World, name: str, caller: str) -> None:
             assert ("revoked" if caller == "revoked" else "expired") in error["message"]
     elif caller == "right_scope":
         assert response.status_code == call.status, response.text
+        # Admin actions and deletions leave exactly one row in the platform's own audit.
+        expected = audited + (1 if name in AUDITED else 0)
+        assert world.audited("right_scope", call.scope) == expected, name
     else:
         assert response.status_code == 403, response.text
         error = response.json()["error"]

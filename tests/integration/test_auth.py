@@ -427,3 +427,54 @@ def test_revocation_reaches_another_router_within_a_second(
             assert run_cli(settings, "tokens", "revoke", made["id"]).returncode == 0
         took = _refused_within(elsewhere, params, 1.0)
     assert took < 1.0, f"refused after {took:.2f} s"
+
+
+# --- the platform audits itself ------------------------------------------------------------------
+
+
+def admin_rows(api: httpx.Client, query: str) -> list[dict]:
+    params = {"owner": "shardlog.admin", **WINDOW, "q": query, "limit": 1000}
+    page = api.get("/v1/audit/search", params=params)
+    assert page.status_code == 200, page.text
+    return page.json()["items"]
+
+
+def test_admin_actions_are_audit_rows_of_the_system_owner(
+    api: httpx.Client, tenant: str, settings: Settings
+) -> None:
+    made = new_token(api, tenant, ["audit:read"])
+    actor_id = api.headers["authorization"].split("_")[1]
+    (created,) = admin_rows(api, f"token.create {made['id']}")
+    assert created["content"].startswith(f"token.create {made['id']} by token {actor_id}")
+    assert created["attrs"] | {"expires_at": None} == {
+        "action": "token.create",
+        "actor": created["attrs"]["actor"],
+        "target": made["id"],
+        "tenant": tenant,
+        "name": "test",
+        "scopes": ["audit:read"],
+        "expires_at": None,
+        "token_id": actor_id,
+    }
+    assert made["token"].split("_")[2] not in str(admin_rows(api, "token."))
+    # The CLI writes its actions there too.
+    assert run_cli(settings, "tokens", "revoke", made["id"]).returncode == 0
+    (revoked,) = admin_rows(api, f"token.revoke {made['id']}")
+    assert revoked["attrs"]["actor"].startswith("cli (")
+    # Searchable and exportable like any other owner, retained by a policy of its own.
+    export = api.get("/v1/audit/export", params={"owner": "shardlog.admin", **WINDOW})
+    assert export.status_code == 200 and made["id"] in export.text
+    own = [
+        p for p in api.get("/v1/admin/retention/policies").json() if p["owner"] == "shardlog.admin"
+    ]
+    assert [p["keep_days"] for p in own] == [settings.auth.audit_keep_days]
+
+
+def test_the_platforms_keys_are_reserved(router_process, settings: Settings) -> None:
+    token = issue_token(settings, unique("res"), DATA_SCOPES)
+    with client_for(router_process.url, token) as client:
+        for key in ("shardlog.admin", "shardlog.anything"):
+            written = post_audit(client, [{"owner": key, "content": "forged"}])
+            assert written.status_code == 403 and "reserved" in written.json()["error"]["message"]
+            read = client.get("/v1/audit/search", params={"owner": key, **WINDOW})
+            assert read.status_code == 403

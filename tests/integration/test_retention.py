@@ -531,6 +531,20 @@ def test_two_routers_run_the_job_and_drop_each_table_once(api, settings, tmp_pat
             if d["outcome"] == "dropped" and d["owner_id"] == ident
         ]
     assert sorted(dropped) == sorted(expired)
+    # The runs that dropped something are in the platform's own audit.
+    now = datetime.now(UTC)
+    audited = api.get(
+        "/v1/audit/search",
+        params={
+            "owner": "shardlog.admin",
+            "from": (now - timedelta(hours=1)).isoformat(),
+            "to": (now + timedelta(hours=1)).isoformat(),
+            "q": "retention.run",
+            "limit": 1000,
+        },
+    ).json()["items"]
+    by_job = [r for r in audited if r["attrs"]["actor"].startswith("retention job")]
+    assert sum(r["attrs"]["tables_dropped"] for r in by_job) >= len(expired)
     assert any("shardlog_retention_tables_dropped_total" in text for text in metrics)
     assert all('shardlog_retention_runs_total{status="done"}' in text for text in metrics)
     for router in routers:
