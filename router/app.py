@@ -18,6 +18,7 @@ from starlette.requests import ClientDisconnect
 
 from router.api import access, admin, health, ingest, lifecycle, openapi, search
 from router.api.params import reject_nul
+from router.auth.middleware import Authenticate
 from router.db.migrate import pending
 from router.db.pools import create_metadata_pool
 from router.errors import BUG_MARKER, ShardlogError, error_body
@@ -76,6 +77,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(access.router)
     _install_error_handlers(app, metrics)
     _install_disconnect_handler(app, metrics)
+    app.add_middleware(Authenticate)
     app.add_middleware(ObserveRequests, metrics=metrics)
     openapi.install(app)
     return app

@@ -1,8 +1,10 @@
 """The one dependency every /v1 route declares, as Annotated aliases: ``AuditWrite``,
-``AuditRead``, ``FlowsWrite``, ``FlowsRead``, ``Reports``, ``Tail``, ``Admin``. Each
-authenticates the bearer token (401), checks the scope (403 naming it) and the token's request
-rate (429), and hands the route the ``Caller``; routes pass ``caller.grant`` to the services,
-where ``router.auth.scopes.check_key`` decides about every key. No route checks access itself.
+``AuditRead``, ``FlowsWrite``, ``FlowsRead``, ``Reports``, ``Tail``, ``Admin``. Each takes
+the caller the authentication middleware found (router/auth/middleware.py: 401 before the
+body is read; authenticated here when a request did not pass it), checks the token's request
+rate (429) and the scope (403 naming it), and hands the route the ``Caller``; routes pass
+``caller.grant`` to the services, where ``router.auth.scopes.check_key`` decides about every
+key. No route checks access itself.
 
 Writes also wait out the token's byte-rate debt; searches and exports hold one of the token's
 search slots until their answer is sent. Health, metrics and the OpenAPI documents declare
@@ -21,6 +23,7 @@ from fastapi import Depends, Request, Security
 from fastapi.security import HTTPBearer
 
 from router.auth import scopes
+from router.auth.middleware import caller_of
 from router.auth.registry import Caller, TokenRegistry
 
 
@@ -42,8 +45,10 @@ Authorization = Annotated[str | None, Security(BEARER)]
 
 
 def _caller(request: Request, authorization: str | None, scope: str) -> Caller:
-    registry: TokenRegistry = request.app.state.runtime.auth
-    caller = registry.authenticate(authorization)
+    caller = caller_of(request.scope)
+    if caller is None:
+        registry: TokenRegistry = request.app.state.runtime.auth
+        caller = registry.authenticate(authorization)
     if caller.limiter is not None:
         caller.limiter.admit()
     scopes.check_scope(caller.grant, scope)

@@ -4,6 +4,7 @@ local cluster's bootstrap tokens, writes and searches across tenants, open mode.
 from __future__ import annotations
 
 import asyncio
+import socket
 import stat
 import time
 import uuid
@@ -478,3 +479,19 @@ def test_the_platforms_keys_are_reserved(router_process, settings: Settings) -> 
             assert written.status_code == 403 and "reserved" in written.json()["error"]["message"]
             read = client.get("/v1/audit/search", params={"owner": key, **WINDOW})
             assert read.status_code == 403
+
+
+def test_an_anonymous_body_is_refused_before_it_is_read(router_process) -> None:
+    """FastAPI reads a JSON body before a route's dependencies: the 401 comes from the
+    authentication middleware, with 100 MB announced and none of it sent."""
+    host, port = router_process.url.removeprefix("http://").split(":")
+    for path in ("/v1/admin/tokens", "/v1/flows", "/v1/nowhere"):
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            method = "DELETE" if path == "/v1/flows" else "POST"
+            sock.sendall(
+                f"{method} {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                f"content-length: {100 * 2**20}\r\n\r\n".encode()
+            )
+            answer = sock.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 401 "), answer
+        assert b"www-authenticate: Bearer" in answer.lower().replace(b"bearer", b"Bearer")

@@ -59,6 +59,8 @@ from tests.support import bearer, free_port_range, issue_token, running_router, 
 pytestmark = pytest.mark.slow
 
 EXAMPLES = int(os.environ.get("SHARDLOG_FUZZ_EXAMPLES", "100"))
+# Requests without a valid token all end at the token check: a few per operation suffice.
+ANONYMOUS_EXAMPLES = max(1, EXAMPLES // 10)
 RANDOM = os.environ.get("SHARDLOG_FUZZ_RANDOM") == "1"
 NDJSON = "application/x-ndjson"
 
@@ -220,3 +222,24 @@ def test_every_operation_keeps_to_its_schema(
     response = case.call_and_validate(base_url=fuzz_router.url, checks=CHECKS, timeout=60)
     # 403 stays possible: fuzzed owner mappings may give a key to another tenant.
     assert response.status_code != 401, response.text
+
+
+@schema.parametrize()
+@settings(
+    max_examples=ANONYMOUS_EXAMPLES,
+    derandomize=not RANDOM,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    print_blob=True,
+)
+def test_without_a_valid_token_every_v1_operation_is_401(
+    case: schemathesis.Case, fuzz_router: RouterProcess
+) -> None:
+    """As schemathesis sends them: no Authorization header, or one it made up from the
+    security scheme. Nothing behind the token check is reached (open operations answer)."""
+    fixed = CONSTRAINED.get((case.method.upper(), case.path), {})
+    if fixed:
+        case.path_parameters = {**(case.path_parameters or {}), **fixed}
+    response = case.call_and_validate(base_url=fuzz_router.url, checks=CHECKS, timeout=60)
+    if case.path.startswith("/v1/"):
+        assert response.status_code == 401, response.text
