@@ -19,36 +19,28 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from typing import Annotated
 
-from fastapi import Depends, Request, Security
-from fastapi.security import HTTPBearer
+from fastapi import Depends, Request
 
 from router.auth import scopes
 from router.auth.middleware import caller_of
 from router.auth.registry import Caller, TokenRegistry
 
-
-class _BearerHeader(HTTPBearer):
-    """The Authorization header as sent (router.auth.registry parses it); declared as the
-    OpenAPI security scheme ``token`` of every guarded operation."""
-
-    async def __call__(self, request: Request) -> str | None:  # type: ignore[override]
-        return request.headers.get("authorization")
-
-
-BEARER = _BearerHeader(
-    scheme_name="token",
-    bearerFormat="shl_<id>_<secret>",
-    description="An API token: `shardlog tokens create` or POST /v1/admin/tokens",
-    auto_error=False,
-)
-Authorization = Annotated[str | None, Security(BEARER)]
+# The OpenAPI security scheme of every /v1 operation (router/api/openapi.py declares it: a
+# FastAPI security dependency would cost every request another dependency to solve).
+SCHEME_NAME = "token"
+SECURITY_SCHEME = {
+    "type": "http",
+    "scheme": "bearer",
+    "bearerFormat": "shl_<id>_<secret>",
+    "description": "An API token: `shardlog tokens create` or POST /v1/admin/tokens",
+}
 
 
-def _caller(request: Request, authorization: str | None, scope: str) -> Caller:
+def _caller(request: Request, scope: str) -> Caller:
     caller = caller_of(request.scope)
     if caller is None:
         registry: TokenRegistry = request.app.state.runtime.auth
-        caller = registry.authenticate(authorization)
+        caller = registry.authenticate(request.headers.get("authorization"))
     if caller.limiter is not None:
         caller.limiter.admit()
     scopes.check_scope(caller.grant, scope)
@@ -74,36 +66,36 @@ def _search_slot(caller: Caller) -> Iterator[None]:
         limiter.leave_search()
 
 
-async def audit_write(request: Request, authorization: Authorization) -> Caller:
-    return _writer(_caller(request, authorization, scopes.AUDIT_WRITE))
+async def audit_write(request: Request) -> Caller:
+    return _writer(_caller(request, scopes.AUDIT_WRITE))
 
 
-async def flows_write(request: Request, authorization: Authorization) -> Caller:
-    return _writer(_caller(request, authorization, scopes.FLOWS_WRITE))
+async def flows_write(request: Request) -> Caller:
+    return _writer(_caller(request, scopes.FLOWS_WRITE))
 
 
-async def audit_read(request: Request, authorization: Authorization) -> AsyncIterator[Caller]:
-    caller = _caller(request, authorization, scopes.AUDIT_READ)
+async def audit_read(request: Request) -> AsyncIterator[Caller]:
+    caller = _caller(request, scopes.AUDIT_READ)
     with _search_slot(caller):
         yield caller
 
 
-async def flows_read(request: Request, authorization: Authorization) -> AsyncIterator[Caller]:
-    caller = _caller(request, authorization, scopes.FLOWS_READ)
+async def flows_read(request: Request) -> AsyncIterator[Caller]:
+    caller = _caller(request, scopes.FLOWS_READ)
     with _search_slot(caller):
         yield caller
 
 
-async def reports(request: Request, authorization: Authorization) -> Caller:
-    return _caller(request, authorization, scopes.REPORTS)
+async def reports(request: Request) -> Caller:
+    return _caller(request, scopes.REPORTS)
 
 
-async def tail(request: Request, authorization: Authorization) -> Caller:
-    return _caller(request, authorization, scopes.TAIL)
+async def tail(request: Request) -> Caller:
+    return _caller(request, scopes.TAIL)
 
 
-async def admin(request: Request, authorization: Authorization) -> Caller:
-    return _caller(request, authorization, scopes.ADMIN)
+async def admin(request: Request) -> Caller:
+    return _caller(request, scopes.ADMIN)
 
 
 AuditWrite = Annotated[Caller, Depends(audit_write)]
