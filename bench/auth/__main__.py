@@ -1,30 +1,43 @@
-"""bench/auth: what authentication costs. Three routers on one cluster (the default 12
-shards): one with tokens (SHARDLOG_AUTH__MODE=tokens, a token whose limits are high enough never
-to refuse but are checked on every request), one open (SHARDLOG_AUTH__MODE=open), and a second
-open one as the control (what two processes doing the same work differ by on this machine).
-The same workloads run on all three in small chunks, the routers taking turns chunk by chunk
-(the order rotating), each writing and reading owners of its own:
+"""bench/auth: what authentication costs the router, two ways, on one cluster (the default 12
+shards; every router's owners mapped to the same group), with a token whose limits are high
+enough never to refuse but are checked on every request:
+
+- **one process, two apps** (`bench/auth/twin.py`): the router served twice by one process,
+  open (SHARDLOG_AUTH__MODE=open) on one port and with tokens on another; the process's CPU is
+  read around each turn. Same interpreter, heap and hash seed: the difference is
+  authentication alone. This is the figure the target is about.
+- **separate routers** (`shardlog serve`, as deployed): two open and two with tokens, because
+  two processes doing the same work differ by a few percent on this machine; each pair shows
+  by how much.
+
+Workloads, run in small chunks with every router taking its turn (the order rotating), each
+router writing and reading owners of its own:
 
 - ingest of audit rows, NDJSON, 100 rows per request (small requests: where a per-request cost
   shows most) and 1,000 rows per request, 4 clients;
-- first pages of an audit search (limit 100, one hour of an owner with 20,000 rows), 4 clients.
+- first pages of an audit search (limit 100, one hour of an owner with 24,000 rows on every
+  shard of its group), 4 clients.
 
-For each: wall time and the CPU time the router process spent (from /proc/PID/task/*/schedstat,
-in nanoseconds), summed over the rounds, and the ratios tokens/open and control/open (cost =
-ratio - 1; the target is at most 3 %). Writes bench/results/auth.{json,png}.
+CPU comes from /proc/PID/task/*/schedstat (nanoseconds); the cost is the tokens total over the
+open total, minus 1 (target: at most 3 %). Beside it, the token check alone, timed in process
+(registry, buckets, scope), against the router's CPU per request. Writes
+bench/results/auth.{json,png}.
 
-    python -m bench.auth [--rounds 20] [--shards 12]
+    python -m bench.auth [--rounds 16] [--shards 12]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -39,15 +52,17 @@ from bench.harness import (
     write_results,
 )
 from router.auth import store as auth_store
-from router.auth.scopes import SCOPES, SYSTEM_TENANT
+from router.auth.registry import TokenRegistry
+from router.auth.scopes import AUDIT_WRITE, SCOPES, SYSTEM_TENANT, check_scope
 from router.db import pools
 from router.settings import Settings
+from services import process
 from services.process import free_port
 from services.router_process import RouterProcess
 
 CLIENTS = 4
 TARGET_COST = 0.03
-SEARCH_ROWS = 20_000
+SEARCH_ROWS = 24_000
 NOW = datetime.now(UTC)
 
 
@@ -83,6 +98,32 @@ def limited_token(settings: Settings) -> dict[str, str]:
             await connection.close()
 
     return {"Authorization": f"Bearer {asyncio.run(make())}"}
+
+
+def check_micro_seconds(settings: Settings, headers: dict[str, str], calls: int = 200_000) -> float:
+    """Seconds per request of what a token costs the router's CPU besides the dependency
+    every route has in either mode: the registry (loaded from the bench catalog, as a router
+    loads it) authenticating the header, the request-rate and byte-rate buckets, the scope."""
+
+    async def load() -> TokenRegistry:
+        metadata = await pools.create_metadata_pool(settings.metadata_dsn(), settings.metadata)
+        try:
+            registry = TokenRegistry(metadata, settings.auth)
+            await registry.load()
+            return registry
+        finally:
+            await metadata.close()
+
+    registry = asyncio.run(load())
+    header = headers["Authorization"]
+    started = time.perf_counter()
+    for _ in range(calls):
+        caller = registry.authenticate(header)
+        assert caller.limiter is not None
+        caller.limiter.admit()
+        caller.limiter.admit_write()
+        check_scope(caller.grant, AUDIT_WRITE)
+    return (time.perf_counter() - started) / calls
 
 
 def ndjson(owner: str, rows: int, start: int) -> bytes:
@@ -124,7 +165,16 @@ async def search_all(url: str, headers: dict[str, str], owner: str, requests: in
 
 
 Workload = Callable[[str, dict[str, str], str], Coroutine[Any, Any, None]]
-MODES = ("open", "tokens", "control")
+MODES = ("twin_open", "twin_tokens", "open", "tokens", "open_b", "tokens_b")
+OPEN, TOKENS = ("open", "open_b"), ("tokens", "tokens_b")
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a mode's requests go, and the process whose CPU they cost."""
+
+    url: str
+    pid: Callable[[], int | None]
 
 
 def workloads(searches: int, small: int, large: int) -> dict[str, Workload]:
@@ -152,38 +202,53 @@ def workloads(searches: int, small: int, large: int) -> dict[str, Workload]:
 
 
 def measure(
-    run: Workload, router: RouterProcess, headers: dict[str, str], mode: str
+    run: Workload, target: Target, headers: dict[str, str], mode: str
 ) -> tuple[float, float]:
-    pid = router.pid()
+    pid = target.pid()
     assert pid is not None
     cpu = cpu_seconds(pid)
     started = time.perf_counter()
-    asyncio.run(run(router.url, headers, mode))
+    asyncio.run(run(target.url, headers, mode))
     return time.perf_counter() - started, cpu_seconds(pid) - cpu
 
 
 def summarize(samples: dict[str, list[tuple[float, float]]]) -> dict[str, Any]:
-    """Totals over the rounds, their ratios to the open router's, and the median of the
-    rounds' own ratios (each round ran the modes back to back)."""
+    """Totals over the rounds per mode; the cost in one process (tokens app over open app) and
+    across processes (tokens routers over open routers), and the spread within each pair of
+    separate routers (the second over the first: what noise alone makes)."""
     wall = {mode: sum(s[0] for s in runs) for mode, runs in samples.items()}
     cpu = {mode: sum(s[1] for s in runs) for mode, runs in samples.items()}
 
-    def per_round(mode: str, index: int) -> float:
-        pairs = zip(samples[mode], samples["open"], strict=True)
-        return statistics.median(a[index] / b[index] for a, b in pairs)
+    def ratio(totals: dict[str, float], upper: tuple[str, ...], lower: tuple[str, ...]) -> float:
+        return round(sum(totals[m] for m in upper) / sum(totals[m] for m in lower), 4)
 
-    result: dict[str, Any] = {
+    def paired(upper: str, lower: str, index: int) -> float:
+        """The median of the rounds' own ratios: each round ran both back to back, so a slow
+        stretch of the machine weighs on both sides of a pair."""
+        pairs = zip(samples[upper], samples[lower], strict=True)
+        return round(statistics.median(a[index] / b[index] for a, b in pairs), 4)
+
+    return {
         "wall_s": {m: round(v, 4) for m, v in wall.items()},
         "router_cpu_s": {m: round(v, 4) for m, v in cpu.items()},
+        "one_process": {
+            "router_cpu_ratio": ratio(cpu, ("twin_tokens",), ("twin_open",)),
+            "wall_ratio": ratio(wall, ("twin_tokens",), ("twin_open",)),
+            "median_round_cpu_ratio": paired("twin_tokens", "twin_open", 1),
+            "median_round_wall_ratio": paired("twin_tokens", "twin_open", 0),
+        },
+        "separate_routers": {
+            "router_cpu_ratio": ratio(cpu, TOKENS, OPEN),
+            "wall_ratio": ratio(wall, TOKENS, OPEN),
+            "open_b/open cpu": ratio(cpu, ("open_b",), ("open",)),
+            "tokens_b/tokens cpu": ratio(cpu, ("tokens_b",), ("tokens",)),
+            "open_b/open wall": ratio(wall, ("open_b",), ("open",)),
+            "tokens_b/tokens wall": ratio(wall, ("tokens_b",), ("tokens",)),
+        },
+        "samples": {
+            m: [[round(w, 4), round(c, 4)] for w, c in runs] for m, runs in samples.items()
+        },
     }
-    for mode in ("tokens", "control"):
-        result[mode] = {
-            "wall_ratio": round(wall[mode] / wall["open"], 4),
-            "router_cpu_ratio": round(cpu[mode] / cpu["open"], 4),
-            "median_round_wall_ratio": round(per_round(mode, 0), 4),
-            "median_round_cpu_ratio": round(per_round(mode, 1), 4),
-        }
-    return result
 
 
 def plot(payload: dict[str, Any]) -> Callable[[Any], None]:
@@ -191,19 +256,25 @@ def plot(payload: dict[str, Any]) -> Callable[[Any], None]:
         axis = figure.add_subplot(1, 1, 1)
         names = list(payload["workloads"])
         bars = (
-            ("tokens", "wall_ratio", "tokens: wall time"),
-            ("tokens", "router_cpu_ratio", "tokens: router CPU"),
-            ("control", "wall_ratio", "control (open again): wall time"),
-            ("control", "router_cpu_ratio", "control (open again): router CPU"),
+            (("one_process", "router_cpu_ratio"), "one process: tokens vs open, CPU"),
+            (("one_process", "wall_ratio"), "one process: tokens vs open, wall"),
+            (("separate_routers", "router_cpu_ratio"), "separate routers: tokens vs open, CPU"),
+            (("separate_routers", "open_b/open cpu"), "separate routers: open vs open, CPU"),
+            (("separate_routers", "tokens_b/tokens cpu"), "separate: tokens vs tokens, CPU"),
         )
-        width = 0.2
-        for offset, (mode, key, label) in enumerate(bars):
-            values = [(payload["workloads"][n][mode][key] - 1) * 100 for n in names]
-            axis.bar([i + offset * width for i in range(len(names))], values, width, label=label)
+        width = 0.16
+        for offset, (keys, label) in enumerate(bars):
+            heights = []
+            for name in names:
+                value: Any = payload["workloads"][name]
+                for key in keys:
+                    value = value[key]
+                heights.append((float(value) - 1) * 100)
+            axis.bar([i + offset * width for i in range(len(names))], heights, width, label=label)
         axis.axhline(TARGET_COST * 100, color="red", linestyle="--", label="target: +3 %")
         axis.axhline(0, color="black", linewidth=0.5)
-        axis.set_xticks([i + 1.5 * width for i in range(len(names))], names)
-        axis.set_ylabel("vs the open router (%)")
+        axis.set_xticks([i + 2 * width for i in range(len(names))], names)
+        axis.set_ylabel("difference (%)")
         axis.set_title("bench/auth: authentication on vs off (totals over interleaved rounds)")
         axis.legend()
 
@@ -212,11 +283,11 @@ def plot(payload: dict[str, Any]) -> Callable[[Any], None]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.auth")
-    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=16)
     parser.add_argument("--shards", type=int, default=12)
-    parser.add_argument("--searches", type=int, default=100, help="first pages per chunk")
-    parser.add_argument("--small", type=int, default=100, help="100-row writes per chunk")
-    parser.add_argument("--large", type=int, default=20, help="1,000-row writes per chunk")
+    parser.add_argument("--searches", type=int, default=60, help="first pages per chunk")
+    parser.add_argument("--small", type=int, default=60, help="100-row writes per chunk")
+    parser.add_argument("--large", type=int, default=12, help="1,000-row writes per chunk")
     parser.add_argument("--data-dir", type=Path, default=Path("var/bench"))
     parser.add_argument("--keep", action="store_true", help="keep the benchmark cluster's data")
     args = parser.parse_args()
@@ -228,50 +299,81 @@ def main() -> int:
     try:
         with bench_cluster(settings) as (_cluster, tokens_router):
             assert tokens_router is not None
-            opened: list[RouterProcess] = []
+            routers = {"tokens": tokens_router}
+            twin: subprocess.Popen[bytes] | None = None
             try:
-                for name in ("open", "control"):
-                    opened.append(open_router(settings, args.data_dir / name))
-                routers = {"tokens": tokens_router, "open": opened[0], "control": opened[1]}
-                headers = {"open": {}, "control": {}, "tokens": limited_token(settings)}
+                for mode in ("open", "open_b", "tokens_b"):
+                    auth = "open" if mode in OPEN else "tokens"
+                    routers[mode] = another_router(settings, args.data_dir / mode, auth)
+                twin, twin_ports = start_twin(settings, args.data_dir / "twin")
+                twin_pid = twin.pid
+                targets = {mode: Target(r.url, r.pid) for mode, r in routers.items()}
+                for mode, port in twin_ports.items():
+                    url = f"http://{settings.server.host}:{port}"
+                    targets[f"twin_{mode}"] = Target(url, lambda: twin_pid)
+                token = limited_token(settings)
+                headers = {
+                    mode: token if mode.endswith("tokens") or mode in TOKENS else {}
+                    for mode in MODES
+                }
+                place_owners(targets["tokens"].url, token)
+                micro = check_micro_seconds(settings, token)
+                print(f"token check: {micro * 1e6:.2f} us per request", flush=True)
                 print("warm-up: the search owners' rows, a chunk of each workload", flush=True)
                 for mode in MODES:
                     owner = f"bench-auth-{mode}-search"
-                    bodies = [ndjson(owner, 2_000, n * 2_000) for n in range(SEARCH_ROWS // 2_000)]
-                    asyncio.run(post_all(routers[mode].url, headers[mode], bodies))
+                    half = SEARCH_ROWS // 2  # a part per shard of the group: on every shard
+                    bodies = [ndjson(owner, half, n * half) for n in range(2)]
+                    asyncio.run(post_all(targets[mode].url, headers[mode], bodies))
                     for run in runs.values():
-                        measure(run, routers[mode], headers[mode], mode)
+                        measure(run, targets[mode], headers[mode], mode)
                 for number in range(args.rounds):
-                    order = MODES[number % 3 :] + MODES[: number % 3]
+                    turn = number % len(MODES)
+                    order = MODES[turn:] + MODES[:turn]
                     for name, run in runs.items():
                         for mode in order:
                             samples[name][mode].append(
-                                measure(run, routers[mode], headers[mode], mode)
+                                measure(run, targets[mode], headers[mode], mode)
                             )
                     print(f"  round {number + 1}/{args.rounds}", flush=True)
             finally:
-                for router in opened:
-                    router.stop()
+                if twin is not None:
+                    process.terminate(twin.pid, timeout=15)
+                for mode, router in routers.items():
+                    if mode != "tokens":  # the harness's own
+                        router.stop()
     finally:
         if not args.keep:
             shutil.rmtree(args.data_dir, ignore_errors=True)
 
     results = {name: summarize(by_mode) for name, by_mode in samples.items()}
+    requests = {
+        "ingest_100_rows": args.small,
+        "ingest_1000_rows": args.large,
+        "search_first_page": args.searches,
+    }
     print()
     for name, result in results.items():
-        for mode in ("tokens", "control"):
-            ratios = result[mode]
-            print(
-                f"{name:18} {mode:7}/open: wall {ratios['wall_ratio']:.4f}, router CPU "
-                f"{ratios['router_cpu_ratio']:.4f} (median of rounds: "
-                f"{ratios['median_round_wall_ratio']:.4f}, {ratios['median_round_cpu_ratio']:.4f})"
-            )
+        per_request = result["router_cpu_s"]["twin_open"] / (requests[name] * args.rounds)
+        result["router_cpu_us_per_request"] = round(per_request * 1e6, 1)
+        result["token_check_share_pct"] = round(micro / per_request * 100, 3)
+        one, separate = result["one_process"], result["separate_routers"]
+        print(
+            f"{name:18} one process: CPU {one['router_cpu_ratio']:.4f} (median of rounds "
+            f"{one['median_round_cpu_ratio']:.4f}) wall {one['wall_ratio']:.4f}; separate "
+            f"routers: CPU {separate['router_cpu_ratio']:.4f} (open/open "
+            f"{separate['open_b/open cpu']:.4f}, tokens/tokens "
+            f"{separate['tokens_b/tokens cpu']:.4f}); router CPU "
+            f"{result['router_cpu_us_per_request']} us per request, the token check "
+            f"{micro * 1e6:.2f} us of it"
+        )
     payload = {
         "rounds": args.rounds,
         "shards": args.shards,
         "clients": CLIENTS,
         "chunk": {"searches": args.searches, "small": args.small, "large": args.large},
         "target_cost_pct": TARGET_COST * 100,
+        "token_check_us": round(micro * 1e6, 3),
         "machine_note": "2 cores shared with other work; routers + PostgreSQL + client on one host",
         "workloads": results,
     }
@@ -280,18 +382,54 @@ def main() -> int:
     return 0
 
 
-def open_router(settings: Settings, home: Path) -> RouterProcess:
+def place_owners(url: str, admin: dict[str, str]) -> None:
+    """Every mode's owners in one group (the first), each of the tenant its router writes
+    for: rows of different groups land on different PostgreSQL instances, whose commit times
+    differ by more than what is measured here."""
+    with httpx.Client(base_url=url, timeout=60, headers=admin) as client:
+        groups = sorted(g["name"] for g in client.get("/v1/admin/groups").json() if g["shards"])
+        for mode in MODES:
+            tenant = SYSTEM_TENANT if mode.endswith("tokens") or mode in TOKENS else "default"
+            for suffix in ("100", "1000", "search"):
+                body = {"kind": "audit", "key": f"bench-auth-{mode}-{suffix}", "group": groups[0]}
+                mapped = client.put("/v1/admin/owners", json={**body, "tenant": tenant})
+                if mapped.status_code != 200:
+                    raise RuntimeError(f"mapping an owner: {mapped.status_code} {mapped.text}")
+
+
+def start_twin(settings: Settings, home: Path) -> tuple[subprocess.Popen[bytes], dict[str, int]]:
+    """bench/auth/twin.py as a process of its own, once both its apps answer."""
+    ports = {"open": free_port(), "tokens": free_port()}
+    home.mkdir(parents=True, exist_ok=True)
+    with open(home / "twin.log", "ab") as log:
+        twin = subprocess.Popen(
+            [sys.executable, "-m", "bench.auth.twin", str(ports["open"]), str(ports["tokens"])],
+            env={**os.environ, **router_env(settings)},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + 60
+    for port in ports.values():
+        url = f"http://{settings.server.host}:{port}/health/live"
+        while True:
+            try:
+                if httpx.get(url, timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if twin.poll() is not None or time.monotonic() > deadline:
+                process.terminate(twin.pid, timeout=5)
+                raise RuntimeError(f"the twin router did not come up; see {home / 'twin.log'}")
+            time.sleep(0.2)
+    return twin, ports
+
+
+def another_router(settings: Settings, home: Path, auth: str) -> RouterProcess:
+    """A router on the bench cluster, with SHARDLOG_AUTH__MODE=``auth``."""
     port = free_port()
-    router = RouterProcess(
-        home,
-        settings.server.host,
-        port,
-        env={
-            **router_env(settings),
-            "SHARDLOG_SERVER__PORT": str(port),
-            "SHARDLOG_AUTH__MODE": "open",
-        },
-    )
+    env = {**router_env(settings), "SHARDLOG_SERVER__PORT": str(port), "SHARDLOG_AUTH__MODE": auth}
+    router = RouterProcess(home, settings.server.host, port, env=env)
     router.start()
     return router
 

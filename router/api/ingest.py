@@ -15,7 +15,7 @@ from router.auth.registry import Caller
 from router.errors import ShardlogError, TooLarge, excerpt
 from router.ingest import body as bodies
 from router.ingest.csv_flows import csv_flows
-from router.ingest.idempotency import check_key
+from router.ingest.idempotency import check_key, tenant_key
 from router.ingest.service import Request as WriteRequest
 from router.models.ingest import Accepted, AuditRecord, FlowDeleteIn, FlowRecord, Removed
 from router.runtime import Runtime
@@ -105,7 +105,7 @@ async def _write(
     switch: str | None,
     kind: Literal["audit", "flow"],
 ) -> dict[str, Any]:
-    checked_key = check_key(key) if key is not None else None
+    checked_key = None if key is None else tenant_key(caller.grant.tenant, check_key(key))
     body = _open_body(request, runtime, caller)
     try:
         longest = runtime.settings.ingest.max_record_bytes

@@ -190,6 +190,23 @@ def test_last_used_is_written_in_batches(api: httpx.Client, tenant: str, router_
     assert datetime.fromisoformat(eventually(used, timeout=10)) >= NOW
 
 
+def test_last_used_times_do_not_bump_the_catalog_version(
+    api: httpx.Client, tenant: str, router_process, cluster
+) -> None:
+    """Only changes routers must see bump it: a version per flush would make every router
+    reload its catalog every few seconds."""
+    made = new_token(api, tenant, ["audit:read"])
+
+    def version() -> int:
+        return int(cluster.metadata.psql("shardlog", "SELECT version FROM catalog_version"))
+
+    before = version()
+    with client_for(router_process.url, made["token"]) as client:
+        client.get("/v1/audit/search", params={"owner": unique("o"), **WINDOW})
+    eventually(lambda: api.get(f"/v1/admin/tokens/{made['id']}").json()["last_used_at"], timeout=10)
+    assert version() == before
+
+
 # --- keys across tenants -----------------------------------------------------------------------
 
 
@@ -495,3 +512,17 @@ def test_an_anonymous_body_is_refused_before_it_is_read(router_process) -> None:
             answer = sock.recv(65536)
         assert answer.startswith(b"HTTP/1.1 401 "), answer
         assert b"www-authenticate: Bearer" in answer.lower().replace(b"bearer", b"Bearer")
+
+
+def test_idempotency_keys_are_per_tenant(router_process, settings: Settings) -> None:
+    """The same Idempotency-Key from two tenants: two writes, neither sees the other's."""
+    key = unique("shared-key")
+    for name in (unique("idem-a"), unique("idem-b")):
+        token = issue_token(settings, name, DATA_SCOPES)
+        owner = unique("o")
+        with client_for(router_process.url, token) as client:
+            body = ndjson([{"owner": owner, "content": name}])
+            headers = {"content-type": "application/x-ndjson", "Idempotency-Key": key}
+            assert client.post("/v1/audit", content=body, headers=headers).json() == {"accepted": 1}
+            page = client.get("/v1/audit/search", params={"owner": owner, **WINDOW}).json()
+            assert [item["content"] for item in page["items"]] == [name]

@@ -10,9 +10,15 @@ import httpx
 import orjson
 import pytest
 
+from router.ingest.idempotency import tenant_key
 from tests.support import catalog_shards, day_tables, owner_id, query_owner, shard_sql
 
 TODAY = datetime.now(UTC).replace(microsecond=0)
+
+
+def stored(key: str) -> str:
+    """How the Idempotency-Key of a write by the session's token (tenant system) is recorded."""
+    return tenant_key("system", key)
 
 
 def new_key(prefix: str = "owner") -> str:
@@ -267,14 +273,15 @@ async def test_retry_after_a_crash_mid_request_uses_the_ledger(api, cluster, set
     shard, tables = next(iter(day_tables(api, "audit", ident).items()))
     shard_sql(
         catalog_shards(api)[shard],
-        f"DELETE FROM ingest_ledger WHERE request_key = '{key}' AND table_name = '{tables[0]}'; "
+        f"DELETE FROM ingest_ledger WHERE request_key = '{stored(key)}' "
+        f"AND table_name = '{tables[0]}'; "
         f"TRUNCATE {tables[0]}",
     )
     metadata = await asyncpg.connect(settings.metadata_dsn())
     try:
         await metadata.execute(
             "UPDATE idempotency_requests SET state = 'running', lease_until = now() WHERE key = $1",
-            key,
+            stored(key),
         )
     finally:
         await metadata.close()
@@ -299,7 +306,7 @@ def test_request_in_flight_with_the_same_key_conflicts(api, settings) -> None:
             await connection.execute(
                 "INSERT INTO idempotency_requests (key, kind, body_hash, state, lease_until) "
                 "VALUES ($1, 'audit', $2, 'running', now() + interval '1 hour')",
-                key,
+                stored(key),
                 __import__("hashlib").sha256(ndjson(body)).hexdigest(),
             )
         finally:
@@ -558,16 +565,18 @@ async def test_keyed_retry_gives_untimed_records_the_first_attempts_now(
     metadata = await asyncpg.connect(settings.metadata_dsn())
     try:
         recorded = await metadata.fetchval(
-            "SELECT (placement->>'now')::timestamptz FROM idempotency_requests WHERE key = $1", key
+            "SELECT (placement->>'now')::timestamptz FROM idempotency_requests WHERE key = $1",
+            stored(key),
         )
         # Undo the committed batch as if it never happened, and fail the attempt.
         for shard, tables in day_tables(api, "audit", ident).items():
             shard_sql(
                 catalog_shards(api)[shard],
-                f"DELETE FROM ingest_ledger WHERE request_key = '{key}'; TRUNCATE {tables[0]}",
+                f"DELETE FROM ingest_ledger WHERE request_key = '{stored(key)}'; "
+                f"TRUNCATE {tables[0]}",
             )
         await metadata.execute(
-            "UPDATE idempotency_requests SET state = 'failed' WHERE key = $1", key
+            "UPDATE idempotency_requests SET state = 'failed' WHERE key = $1", stored(key)
         )
         await asyncio.sleep(1.1)  # a retry's own now would differ by a second
         assert post_audit(api, records, **{"Idempotency-Key": key}).status_code == 200
