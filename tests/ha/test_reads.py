@@ -13,6 +13,7 @@ from router.settings import Settings
 from services.ha_cluster import HaCluster
 from services.process import free_port
 from services.router_process import RouterProcess
+from tests.ha.ingest_load import auth_of
 from tests.support import (
     day_tables,
     eventually,
@@ -60,7 +61,10 @@ def test_searches_run_on_the_standby_when_configured(
         "SHARDLOG_POOLS__SEARCH_TARGET": "prefer-standby",
     }
     reader = RouterProcess(tmp_path, ha_settings.server.host, free_port(), env=env)
-    with running_router(reader), httpx.Client(base_url=reader.url, timeout=60) as api:
+    with (
+        running_router(reader),
+        httpx.Client(base_url=reader.url, timeout=60, headers=auth_of(ha_api)) as api,
+    ):
 
         def finds(rows: int) -> bool | None:
             page = api.get("/v1/audit/search", params=window).json()
