@@ -106,7 +106,8 @@ def _print_tokens(settings: Settings, files: list[auth_bootstrap.TokenFile]) -> 
     else:
         print(
             '  e.g. curl -H "Authorization: Bearer $(cat '
-            f'{files[-1].path})" {settings.server.host}:{settings.server.port}/v1/audit/search?...'
+            f"{files[-1].path})\" '{settings.server.host}:{settings.server.port}"
+            "/v1/audit/search?owner=...&from=...&to=...'"
         )
 
 
