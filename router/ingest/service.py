@@ -34,7 +34,7 @@ Records = AsyncIterator[list[tuple[int, Any]]]
 _ZERO = timedelta(0)
 FAILOVER_RETRY_S = 0.5
 # Rows grouped between two turns of the event loop (a few ms): health checks stay fast.
-YIELD_EVERY_ROWS = 2_000
+YIELD_EVERY_ROWS = 1_000
 # Ledger keys of requests sent without an Idempotency-Key; client keys are ASCII only.
 INTERNAL_KEY_PREFIX = "\u00b7request:"
 
