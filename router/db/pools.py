@@ -1,5 +1,7 @@
 """One asyncpg pool per shard, kept in step with the catalog. Every connection carries
-application_name and statement_timeout; multi-host DSNs get target_session_attrs."""
+application_name and statement_timeout; multi-host DSNs get target_session_attrs, and their
+hosts are tried as router/db/multihost.py says (each with the whole connect timeout, a silent
+one beside the next)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from router.catalog.snapshot import CatalogSnapshot
 from router.db.connection import Connection, prepare_shard_connection
 from router.db.dsn import as_uri, for_asyncpg, parse_dsn
 from router.db.inet import install_codec
+from router.db.multihost import HostPicker
 from router.errors import Unavailable
 from router.settings import MetadataSettings, PoolSettings
 
@@ -42,7 +45,7 @@ def connect_options(dsn: str, settings: PoolSettings, target: str | None = None)
 
 
 async def connect(dsn: str, settings: PoolSettings) -> asyncpg.Connection:
-    return await asyncpg.connect(**connect_options(dsn, settings))
+    return await HostPicker().connect(**connect_options(dsn, settings))
 
 
 async def create_pool(dsn: str, settings: PoolSettings, target: str | None = None) -> asyncpg.Pool:
@@ -51,6 +54,7 @@ async def create_pool(dsn: str, settings: PoolSettings, target: str | None = Non
         min_size=settings.min_size,
         max_size=settings.max_size,
         init=prepare_shard_connection,
+        connect=HostPicker().connect,
         **connect_options(dsn, settings, target),
     )
     assert pool is not None
