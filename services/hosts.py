@@ -214,9 +214,7 @@ class HostSet:
             *publish,
             image,
         )
-        for port in (22, *host.spec.publish):
-            shown = self.engine.docker("port", host.container, f"{port}/tcp").stdout
-            host.ports[port] = int(shown.splitlines()[0].rsplit(":", 1)[1])
+        self._read_ports(host)
         self.exec(
             host.spec.name,
             "sh",
@@ -227,6 +225,11 @@ class HostSet:
             " && chmod 0600 ~admin/.ssh/authorized_keys",
             input=self.key.with_suffix(".pub").read_text(),
         )
+
+    def _read_ports(self, host: Host) -> None:
+        for port in (22, *host.spec.publish):
+            shown = self.engine.docker("port", host.container, f"{port}/tcp").stdout
+            host.ports[port] = int(shown.splitlines()[0].rsplit(":", 1)[1])
 
     def _wait_booted(self, host: Host, deadline: float) -> None:
         state = ""
@@ -330,6 +333,19 @@ class HostSet:
             self.hosts[name].container,
             timeout=STOP_TIMEOUT_S + 30,
         )
+
+    def kill_host(self, name: str) -> None:
+        """Cut a host's power: every process gone at once, its address silent."""
+        self.engine.docker("kill", self.hosts[name].container)
+
+    def start_host(self, name: str, timeout: float = BOOT_TIMEOUT_S) -> None:
+        """Boot a stopped host again (its disk kept) and wait for systemd and sshd; its sshd
+        gets a new published port, written to the connection inventory."""
+        host = self.hosts[name]
+        self.engine.docker("start", host.container)
+        self._read_ports(host)
+        self._wait_booted(host, time.monotonic() + timeout)
+        self._write_connection_inventory()
 
     def running(self, name: str) -> bool:
         shown = self.engine.docker(

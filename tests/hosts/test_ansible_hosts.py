@@ -2,16 +2,18 @@
 ansible/inventories/three-hosts/hosts.yml, made as Debian 12 containers booting systemd
 (services/hosts.py), reached by Ansible over SSH. site.yml brings the cluster up as systemd units
 with the packages installed from the Debian mirror, verify.yml passes, a second site.yml changes
-nothing; rows go in and are found through the router; the host of a shard's primary is powered
-off under keyed ingest and every acknowledged row is stored exactly once; stop.yml stops every
-unit on the hosts left. The hosts are removed afterwards, also on failure (their journals are
-kept in the test's temporary directory)."""
+nothing; rows go in and are found through the router; under keyed ingest, the host of a shard's
+primary is powered off, boots again and rejoins, then the host of a primary is cut off at once,
+and each time every acknowledged row is stored exactly once; stop.yml stops every unit on the
+hosts left. The hosts are removed afterwards, also on failure; their journals and the
+playbooks' output stay in var/test-ansible-hosts/."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -68,6 +70,7 @@ class Site:
     hosts: HostSet
     work: Path
     first_run: subprocess.CompletedProcess[str] | None = None
+    powered_off: str | None = None
 
     @property
     def router(self) -> str:
@@ -117,6 +120,13 @@ class Site:
         status: dict[str, Any] | None = json.loads(shown)
         return status
 
+    def wait_for_failover(self, shard: str, old: tuple[str, str]) -> tuple[str, str]:
+        deadline = time.monotonic() + 120
+        while (survivor := self.primary(shard)) is None or survivor == old:
+            assert time.monotonic() < deadline, f"{shard}: no failover from {old[0]}"
+            time.sleep(1)
+        return survivor
+
     def primary(self, shard: str) -> tuple[str, str] | None:
         leaders = []
         for name, address in NODES[shard]:
@@ -140,8 +150,11 @@ def failure(result: subprocess.CompletedProcess[str]) -> str:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
-    work = tmp_path_factory.mktemp("hosts")
+def site() -> Iterator[Site]:
+    # Not under pytest's temporary root, which other pytest runs prune: the logs outlive them.
+    work = REPO / "var" / "test-ansible-hosts"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
     if not any(WHEELHOUSE.glob("*.whl")):
         build_wheelhouse()
     with engine_running(REPO / "var" / "docker") as engine:
@@ -241,19 +254,55 @@ def test_powering_off_a_primarys_host_loses_and_doubles_nothing(site: Site) -> N
     with KeyedLoad(site.router) as load:
         load.wait_for(2_000, timeout=60)
         site.hosts.stop_host(victim_host)
-        before = len(load.acknowledged)
-        deadline = time.monotonic() + 120
-        while (survivor := site.primary("shard01")) is None or survivor == victim:
-            assert time.monotonic() < deadline, f"no failover from {victim}"
-            time.sleep(1)
+        survivor = site.wait_for_failover("shard01", victim)
         # Rows go on being acknowledged afterwards, on both shards (the other one lost its
         # replica with the host).
-        load.wait_for(before + 4_000, timeout=180)
+        load.wait_for(len(load.acknowledged) + 4_000, timeout=180)
+    load.assert_stored_exactly_once()
+    site.powered_off = victim_host
+    print(
+        f"{victim_host} powered off: {victim[0]} -> {survivor[0]}; "
+        f"{len(load.acknowledged)} rows acknowledged, {load.errors} failed attempts retried"
+    )
+
+
+def test_the_host_boots_again_and_its_nodes_rejoin(site: Site) -> None:
+    """Its units are enabled: the host comes back as it was, each of its nodes a replica of the
+    new primary (verify.yml: one primary per shard, every replica streaming)."""
+    assert site.powered_off is not None, "no host was powered off"
+    site.hosts.start_host(site.powered_off)
+    verify = site.playbook("verify.yml")
+    assert verify.returncode == 0, failure(verify)
+    states = site.hosts.exec(
+        site.powered_off, "systemctl", "is-active", *UNITS[site.powered_off], check=False
+    )
+    assert set(states.stdout.split()) == {"active"}, states.stdout
+
+
+def test_cutting_a_primarys_host_off_loses_and_doubles_nothing(site: Site) -> None:
+    """A host lost at once (`docker kill`: no unit stopped, its address silent): Patroni fails
+    over when the leader key expires, the router finds the new primary through the multi-host
+    DSN, and synchronous replication keeps every acknowledged row."""
+    victim = site.primary("shard01")
+    assert victim is not None, "shard01 has no single primary"
+    victim_host = HOST_OF[victim[1].split(":")[0]]
+    # Patroni promotes only a synchronous standby: each shard's other node must be one.
+    deadline = time.monotonic() + 120
+    for shard, nodes in NODES.items():
+        others = [address for _, address in nodes if HOST_OF[address.split(":")[0]] != victim_host]
+        while not all((site.patroni(a) or {}).get("sync_standby") for a in others):
+            assert time.monotonic() < deadline, f"{shard}: no synchronous standby off {victim_host}"
+            time.sleep(1)
+    with KeyedLoad(site.router) as load:
+        load.wait_for(2_000, timeout=60)
+        site.hosts.kill_host(victim_host)
+        survivor = site.wait_for_failover("shard01", victim)
+        load.wait_for(len(load.acknowledged) + 4_000, timeout=180)
     load.assert_stored_exactly_once()
     router = site.hosts.exec("host1", "journalctl", "--no-pager", "-u", "shardlog-router").stdout
     assert BUG_MARKER not in router, router[-4000:]
     print(
-        f"{victim_host} powered off: {victim[0]} -> {survivor[0]}; "
+        f"{victim_host} cut off: {victim[0]} -> {survivor[0]}; "
         f"{len(load.acknowledged)} rows acknowledged, {load.errors} failed attempts retried"
     )
 
