@@ -111,6 +111,9 @@ def bench_cluster(
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         cluster.start()
+        # Nobody is trusted: the benchmarks' own psql and superuser connections (peers, loads,
+        # CHECKPOINT) read the cluster's password file.
+        os.environ["PGPASSFILE"] = str(cluster.secrets.passfile)
         asyncio.run(bootstrap.migrate_all(settings))
         asyncio.run(bootstrap.register_topology(settings, cluster.topology))
         asyncio.run(bootstrap.migrate_all(settings))

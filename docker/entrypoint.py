@@ -26,12 +26,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from services.credentials import ROUTER_ROLES, SecretStore
 from services.ha_topology import HaTopology, NodeSpec, build_ha_topology
 from services.postgres import DATABASE, DEFAULT_BIN_DIR, SUPERUSER
 from services.templates import render
 
 HOME = Path("/var/lib/shardlog")
 EVERYWHERE = ["0.0.0.0/0", "::/0"]  # the compose network; nothing else reaches the containers
+# For trying shardlog out only (docs/deployment.md): the compose network is trusted, where
+# `shardlog up` and the Ansible roles ask every connection for a password.
+TRUST = {"host_auth": "trust", "local_auth": "trust"}
 EVERY_INTERFACE = "0.0.0.0"  # noqa: S104 - inside the compose network
 
 
@@ -98,7 +102,12 @@ def metadata(plan: HaTopology) -> None:
             check=True,
         )
     render_all(
-        {"port": plan.metadata.port, "listen_addresses": "*", "allowed_networks": EVERYWHERE}
+        {
+            "port": plan.metadata.port,
+            "listen_addresses": "*",
+            "allowed_networks": EVERYWHERE,
+            **TRUST,
+        }
     )
     run_foreground([str(DEFAULT_BIN_DIR / "postgres"), "-D", str(data)])
 
@@ -134,6 +143,7 @@ def patroni(plan: HaTopology, name: str) -> None:
             "home": str(HOME),
             "custom_conf": str(HOME / "postgresql.base.conf"),
             "allowed_networks": EVERYWHERE,
+            **TRUST,
         }
     )
     run_foreground(["/usr/bin/python3", "/usr/bin/patroni", str(HOME / "patroni.yml")])
@@ -180,6 +190,10 @@ def schema(plan: HaTopology) -> None:
     ensure_database(f"{plan.metadata.host}:{plan.metadata.port}", deadline)
     for shard in plan.shards:
         ensure_database(",".join(f"{n.host}:{n.port}" for n in shard.nodes), deadline)
+    # The shard roles get passwords all the same (router/db/roles.py needs them); the router's
+    # connections, trusted here, do without.
+    passfile = SecretStore(HOME / "secrets").ensure(ROUTER_ROLES)
+    os.environ.setdefault("SHARDLOG_POOLS__PASSFILE", str(passfile))
     settings = Settings()
     asyncio.run(bootstrap.migrate_all(settings))
     added = asyncio.run(bootstrap.register_topology(settings, plan))

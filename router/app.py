@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
-from router.api import admin, health, ingest, lifecycle, search
+from router.api import admin, health, ingest, lifecycle, openapi, search
 from router.api.params import reject_nul
 from router.db.migrate import pending
 from router.db.pools import create_metadata_pool
@@ -72,6 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     _install_error_handlers(app, metrics)
     _install_disconnect_handler(app, metrics)
     app.add_middleware(ObserveRequests, metrics=metrics)
+    openapi.install(app)
     return app
 
 

@@ -8,9 +8,11 @@ from dataclasses import dataclass, field
 
 from router.catalog import shards as shard_admin
 from router.catalog import store
-from router.db import pools, probe
+from router.catalog.snapshot import Shard
+from router.db import pools, probe, roles
 from router.db.migrate import migrate
 from router.db.probe import DatabaseIdentity
+from router.search import fdw
 from router.settings import Settings
 from services.ha_topology import HaTopology
 from services.topology import Topology
@@ -20,6 +22,8 @@ from services.topology import Topology
 class MigrationReport:
     metadata: list[str] = field(default_factory=list)
     shards: dict[str, list[str]] = field(default_factory=dict)
+    # shard -> what was changed of its server's roles (router/db/roles.py)
+    roles: dict[str, list[str]] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     # shard -> the shard recorded with the same database (the two share one database)
     clashes: dict[str, str] = field(default_factory=dict)
@@ -38,10 +42,17 @@ async def migrate_all(settings: Settings) -> MigrationReport:
     finally:
         await connection.close()
     found: dict[str, DatabaseIdentity] = {}
+    # Roles are cluster-wide: shards sharing a server must not create them at the same time.
+    role_lock = asyncio.Lock()
 
     async def one(name: str, dsn: str) -> None:
+        # The DSN's user: the bootstrap superuser, which sets up roles and migrates.
         shard_connection = await pools.connect(dsn, settings.pools)
         try:
+            async with role_lock:
+                report.roles[name] = await roles.prepare(
+                    shard_connection, dsn, settings.pools.passfile
+                )
             done = await migrate(shard_connection, settings.schema_dir, "shard")
             report.shards[name] = [f"{m.version:04d}_{m.name}" for m in done]
             if name in unrecorded:
@@ -54,6 +65,8 @@ async def migrate_all(settings: Settings) -> MigrationReport:
     results = await asyncio.gather(*(one(s.name, s.dsn) for s in targets), return_exceptions=True)
     if found:
         report.clashes = await record_databases(settings, found)
+    for name in await refresh_coordinator_logins(settings, targets):
+        report.roles.setdefault(name, []).append(f"coordinator login of {name} set anew")
     failures = {
         s.name: r for s, r in zip(targets, results, strict=True) if isinstance(r, BaseException)
     }
@@ -61,6 +74,23 @@ async def migrate_all(settings: Settings) -> MigrationReport:
         detail = "; ".join(f"{name}: {exc}" for name, exc in sorted(failures.items()))
         raise RuntimeError(f"shard migrations failed: {detail}")
     return report
+
+
+async def refresh_coordinator_logins(settings: Settings, shards: list[Shard]) -> list[str]:
+    """The coordinator's user mappings get the reader's password of the password file (after
+    a rotation, or an upgrade from mappings that logged in as the DSN's user). Returns the
+    shards whose mapping changed."""
+    connection = await pools.connect_metadata(settings.metadata_dsn(), settings.metadata)
+    changed = []
+    try:
+        for shard in shards:
+            login = pools.coordinator_login(shard.dsn, settings.pools)
+            async with connection.transaction():
+                if await fdw.refresh_login(connection, shard.name, login):
+                    changed.append(shard.name)
+    finally:
+        await connection.close()
+    return changed
 
 
 async def record_databases(

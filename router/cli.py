@@ -163,7 +163,8 @@ def cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
     report = asyncio.run(bootstrap.migrate_all(settings))
     print(f"metadata: {', '.join(report.metadata) or 'up to date'}")
     for name, applied in sorted(report.shards.items()):
-        print(f"{name}: {', '.join(applied) or 'up to date'}")
+        changes = report.roles.get(name, []) + applied
+        print(f"{name}: {', '.join(changes) or 'up to date'}")
     for name, why in sorted(report.skipped.items()):
         print(f"{name}: skipped ({why})")
     for name, other in sorted(report.clashes.items()):

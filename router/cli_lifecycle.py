@@ -116,8 +116,10 @@ async def cmd_tables_sync(ctx: Context, _args: argparse.Namespace) -> None:
     for shard in sorted(ctx.snapshot.shards.values(), key=lambda s: s.name):
         if shard.state == "down":
             continue
-        async with ctx.pools.get(shard.name).acquire() as connection:
-            changed = await day_tables.sync(ctx.metadata, shard, connection)
+        async with ctx.pools.reader(shard.name, primary=True).acquire() as connection:
+            changed = await day_tables.sync(
+                ctx.metadata, shard, connection, ctx.pools.coordinator_login(shard.dsn)
+            )
         print(f"{shard.name}: {changed} registry entries changed")
 
 

@@ -3,6 +3,7 @@ pools and its metrics. Built by the app's lifespan, handed to routes by dependen
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import asyncpg
@@ -10,6 +11,7 @@ import asyncpg
 from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
 from router.catalog.snapshot import SHARD_STATES, CatalogSnapshot
+from router.db.failures import DRIVER_ERRORS
 from router.db.pools import ShardPools
 from router.db.shard_health import ShardHealth
 from router.ingest.body import ByteBudget
@@ -21,8 +23,11 @@ from router.ingest.writer import PartWriter
 from router.metrics import Metrics
 from router.retention.job import RetentionJob
 from router.retention.runner import RetentionRunner
+from router.search import fdw
 from router.search.service import SearchService
 from router.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -80,6 +85,7 @@ class Runtime:
 
     async def on_catalog(self, snapshot: CatalogSnapshot) -> None:
         await self.pools.reconcile(snapshot)
+        await self._refresh_coordinator_logins(snapshot)
         await self.owners.on_catalog(snapshot)
         self.metrics.catalog_version.set(snapshot.version)
         self.metrics.catalog_refreshes.inc()
@@ -89,3 +95,17 @@ class Runtime:
                 self.metrics.shard_state.labels(shard.name, shard.group, state).set(
                     1 if shard.state == state else 0
                 )
+
+    async def _refresh_coordinator_logins(self, snapshot: CatalogSnapshot) -> None:
+        """The coordinator's user mappings carry the reader's current password (set anew after a
+        change of the password file and a restart, or after an upgrade from mappings that
+        logged in as the DSN's user). A failure here costs the fdw path, not the router."""
+        for shard in snapshot.shards.values():
+            try:
+                async with self.metadata.acquire() as connection, connection.transaction():
+                    if await fdw.refresh_login(
+                        connection, shard.name, self.pools.coordinator_login(shard.dsn)
+                    ):
+                        log.info("coordinator login for %s set anew", shard.name)
+            except DRIVER_ERRORS as exc:
+                log.warning("coordinator login for %s not refreshed: %s", shard.name, exc)

@@ -4,10 +4,12 @@ handed only its own section."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
+from urllib.parse import quote
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.postgres import DEFAULT_BIN_DIR, SUPERUSER
@@ -87,6 +89,13 @@ class PoolSettings(Section):
         "read-write",
         description="Where searches of a multi-host (Patroni) shard run: on the primary, or "
         "on a standby when one is up (its own pool; may lag the primary by replication delay).",
+    )
+    passfile: Path | None = Field(
+        None,
+        description="libpq password file (host:port:database:user:password lines, mode 0600) "
+        "of every PostgreSQL connection of the router and the CLI: the shard roles and the "
+        "users of the DSNs; default: the one `shardlog up` writes, "
+        "<cluster data_dir>/secrets/pgpass.",
     )
 
 
@@ -223,7 +232,31 @@ class Settings(BaseSettings):
     cluster: ClusterSettings = ClusterSettings()
     schema_dir: Path = REPO_ROOT / "schema"
 
+    @model_validator(mode="after")
+    def _default_passfile(self) -> Settings:
+        """The password file defaults to the local cluster's, wherever its data directory is."""
+        if self.pools.passfile is None:
+            passfile = (self.cluster.data_dir / "secrets" / "pgpass").absolute()
+            object.__setattr__(self, "pools", self.pools.model_copy(update={"passfile": passfile}))
+        return self
+
     def metadata_dsn(self) -> str:
+        """The configured or the local metadata DSN; one that names no password or password
+        file gets the pools' password file."""
         if self.metadata.dsn:
-            return self.metadata.dsn
-        return f"postgresql://{SUPERUSER}@{self.cluster.host}:{self.cluster.base_port}/shardlog"
+            dsn = self.metadata.dsn
+        else:
+            dsn = f"postgresql://{SUPERUSER}@{self.cluster.host}:{self.cluster.base_port}/shardlog"
+        return with_passfile(dsn, self.pools.passfile)
+
+
+def with_passfile(dsn: str, passfile: Path | None) -> str:
+    """``dsn`` with ``passfile`` as its password file, unless it names a password or one."""
+    if passfile is None or re.search(r"(^|[?&\s])(password|passfile)\s*=", dsn):
+        return dsn
+    if "://" in dsn:
+        if re.match(r"[a-z]+://[^/@]*:[^/@]*@", dsn, re.IGNORECASE):
+            return dsn  # user:password@ in the URI
+        return f"{dsn}{'&' if '?' in dsn else '?'}passfile={quote(str(passfile), safe='/')}"
+    escaped = str(passfile).replace("\\", "\\\\").replace("'", "\\'")
+    return f"{dsn} passfile='{escaped}'"

@@ -7,7 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from services.postgres import DEFAULT_BIN_DIR, PostgresInstance, StartOutcome
+from services.credentials import ROUTER_ROLES, SecretStore
+from services.postgres import DEFAULT_BIN_DIR, SUPERUSER, PostgresInstance, StartOutcome
 from services.process import OsUser
 from services.topology import Topology
 
@@ -28,9 +29,10 @@ class LocalCluster:
         self.topology = topology
         self.root = root.absolute()
         self.user = user
+        self.secrets = SecretStore(self.root / "secrets")
         self.instances = {
             spec.name: PostgresInstance(
-                spec, self.root / "postgres", user, bin_dir, dict(settings or {})
+                spec, self.root / "postgres", user, bin_dir, dict(settings or {}), self.secrets
             )
             for spec in topology.instances
         }
@@ -50,6 +52,8 @@ class LocalCluster:
 
     def start(self, timeout: float = 60.0) -> dict[str, StartOutcome]:
         (self.root / "postgres").mkdir(parents=True, exist_ok=True)
+        # Before the instances start in parallel: every password exists once.
+        self.secrets.ensure((SUPERUSER, *ROUTER_ROLES))
         return self._each(lambda instance: instance.start(timeout))
 
     def stop(self, timeout: float = 30.0) -> dict[str, bool]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from services import process
+from services.credentials import REPLICATION_USER, ROUTER_ROLES, SecretStore
 from services.daemon import StartOutcome
 from services.etcd import EtcdServer
 from services.ha_topology import HaShardSpec, HaTopology
@@ -34,8 +35,14 @@ class HaCluster:
         self.root = root.absolute()
         self.user = user
         self.bin_dir = bin_dir
+        self.secrets = SecretStore(self.root / "secrets")
         self.metadata = PostgresInstance(
-            topology.metadata, self.root / "postgres", user, bin_dir, dict(settings or {})
+            topology.metadata,
+            self.root / "postgres",
+            user,
+            bin_dir,
+            dict(settings or {}),
+            self.secrets,
         )
         self.etcd = EtcdServer(topology.etcd, self.root / "etcd", user)
         self.nodes = {
@@ -46,6 +53,7 @@ class HaCluster:
                 f"{topology.etcd.host}:{topology.etcd.client_port}",
                 bin_dir,
                 settings,
+                self.secrets,
             )
             for node in topology.nodes
         }
@@ -131,6 +139,7 @@ class HaCluster:
                     sql,
                 ],
                 None,
+                env={"PGPASSFILE": str(self.secrets.passfile)},
             ).stdout.strip()
 
         if psql(f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}'") != "1":
@@ -141,6 +150,8 @@ class HaCluster:
             return list(pool.map(action, items))
 
     def start(self, timeout: float = 120.0) -> dict[str, StartOutcome]:
+        # Before anything starts in parallel: every password exists once.
+        self.secrets.ensure((SUPERUSER, *ROUTER_ROLES, REPLICATION_USER))
         outcomes: dict[str, StartOutcome] = {}
         outcomes["metadata"] = self.metadata.start(timeout)
         outcomes["etcd1"] = self.etcd.start(timeout)

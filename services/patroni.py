@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from services import process
+from services.credentials import REPLICATION_USER, SecretStore
 from services.daemon import Daemon, StartOutcome, http_ok
 from services.ha_topology import NodeSpec
-from services.postgres import DEFAULT_BIN_DIR
+from services.postgres import DEFAULT_BIN_DIR, SUPERUSER
 from services.process import OsUser, ServiceError
 from services.templates import render
 
@@ -31,8 +32,11 @@ class PatroniNode:
         etcd_hosts: str,
         bin_dir: Path = DEFAULT_BIN_DIR,
         settings: dict[str, Any] | None = None,
+        secrets: SecretStore | None = None,
     ) -> None:
         self.spec = spec
+        # The superuser's and the replication user's passwords (Patroni sets them at bootstrap).
+        self.secrets = secrets
         self.home = root.absolute() / spec.name
         self.user = user
         self.etcd_hosts = etcd_hosts
@@ -74,11 +78,21 @@ class PatroniNode:
                 bin_dir=str(self.bin_dir),
                 home=str(self.home),
                 custom_conf=str(self.base_conf),
+                **self._passwords(),
             )
         )
         if self.user is not None:
             for path in (self.base_conf, self.config_file):
                 os.chown(path, self.user.uid, self.user.gid)
+        os.chmod(self.config_file, 0o600)  # it holds passwords
+
+    def _passwords(self) -> dict[str, str]:
+        if self.secrets is None:
+            return {}
+        return {
+            "superuser_password": self.secrets.password(SUPERUSER),
+            "replication_password": self.secrets.password(REPLICATION_USER),
+        }
 
     def healthy(self) -> bool:
         """PostgreSQL runs under this Patroni (primary or streaming replica)."""

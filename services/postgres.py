@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from services import process
+from services.credentials import SecretStore
 from services.process import OsUser, ServiceError
 from services.templates import render
 
@@ -44,6 +45,13 @@ class PostgresInstance:
     user: OsUser | None
     bin_dir: Path = DEFAULT_BIN_DIR
     settings: dict[str, Any] = field(default_factory=dict)
+    # The superuser's password (initdb sets it) and the password file psql reads; by default
+    # under ``root`` (a local cluster shares one, under its data directory).
+    secrets: SecretStore | None = None
+
+    def __post_init__(self) -> None:
+        if self.secrets is None:
+            self.secrets = SecretStore(self.root / "secrets")
 
     @property
     def home(self) -> Path:
@@ -70,24 +78,41 @@ class PostgresInstance:
     def initialized(self) -> bool:
         return (self.data_dir / "PG_VERSION").exists()
 
+    def _secrets(self) -> SecretStore:
+        assert self.secrets is not None  # __post_init__
+        return self.secrets
+
     def init(self) -> None:
-        """initdb when there is no cluster yet; (re)write the configuration either way."""
+        """initdb when there is no cluster yet (the superuser gets its password from the
+        secrets directory; nobody is trusted); (re)write the configuration either way."""
         process.make_owned_dir(self.home, self.user)
+        self._secrets().ensure([SUPERUSER])
         if not self.initialized():
-            process.run_as(
-                [
-                    self._bin("initdb"),
-                    "-D",
-                    self.data_dir,
-                    f"--username={SUPERUSER}",
-                    "--encoding=UTF8",
-                    "--locale=C",
-                    "--auth=trust",
-                    "--no-sync",
-                ],
-                self.user,
-                cwd=self.home,
-            )
+            password = self._secrets().password(SUPERUSER)
+            # initdb runs as the server user: the file is its, and gone right after.
+            pwfile = self.home / "initdb.pwfile"
+            pwfile.write_text(password + "\n")
+            os.chmod(pwfile, 0o600)
+            if self.user is not None:
+                os.chown(pwfile, self.user.uid, self.user.gid)
+            try:
+                process.run_as(
+                    [
+                        self._bin("initdb"),
+                        "-D",
+                        self.data_dir,
+                        f"--username={SUPERUSER}",
+                        f"--pwfile={pwfile}",
+                        "--encoding=UTF8",
+                        "--locale=C",
+                        "--auth=scram-sha-256",
+                        "--no-sync",
+                    ],
+                    self.user,
+                    cwd=self.home,
+                )
+            finally:
+                pwfile.unlink(missing_ok=True)
         self._write_config()
 
     def _write_config(self) -> None:
@@ -211,6 +236,7 @@ class PostgresInstance:
                 sql,
             ],
             None,
+            env={"PGPASSFILE": os.fspath(self._secrets().passfile)},
         ).stdout
 
     def stop(self, timeout: float = 30.0) -> bool:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from services import process
+from services.credentials import SecretStore
 from services.daemon import Daemon
 from services.etcd import ETCD_BINARY, EtcdServer
 from services.ha_topology import EtcdSpec, NodeSpec
@@ -82,7 +83,15 @@ class Service:
 class Metadata(Service):
     def __init__(self, ctx: Context, args: argparse.Namespace) -> None:
         spec = InstanceSpec(name=args.name, port=args.port, role="metadata", host=args.host)
-        self.instance = ProvidedConfigInstance(spec, ctx.root / "postgres", ctx.user, ctx.bin_dir)
+        # The superuser's password: ROOT/secrets/shardlog.password (the ansible postgres role
+        # puts it there), as under `shardlog up`'s data directory.
+        self.instance = ProvidedConfigInstance(
+            spec,
+            ctx.root / "postgres",
+            ctx.user,
+            ctx.bin_dir,
+            secrets=SecretStore(ctx.root / "secrets"),
+        )
         self.timeout = ctx.timeout
 
     def init(self) -> Outcomes:

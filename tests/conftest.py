@@ -4,6 +4,7 @@ started by the project's own launcher."""
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -63,6 +64,10 @@ def cluster(settings: Settings) -> Iterator[LocalCluster]:
         # Tests value speed over durability.
         {"fsync": "off", "synchronous_commit": "off", "shared_buffers": "64MB"},
     )
+    # Nobody is trusted: psql and direct connections of the tests read the password file the
+    # launcher writes (the router and the CLI get it from their settings).
+    previous = os.environ.get("PGPASSFILE")
+    os.environ["PGPASSFILE"] = str(local.secrets.passfile)
     try:
         local.start()
         asyncio.run(bootstrap.migrate_all(settings))
@@ -70,6 +75,10 @@ def cluster(settings: Settings) -> Iterator[LocalCluster]:
         yield local
     finally:
         local.stop()
+        if previous is None:
+            os.environ.pop("PGPASSFILE", None)
+        else:
+            os.environ["PGPASSFILE"] = previous
 
 
 @pytest.fixture(scope="session")

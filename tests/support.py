@@ -57,6 +57,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "SHARDLOG_RETENTION__ENABLED": str(settings.retention.enabled).lower(),
         "SHARDLOG_RETENTION__INTERVAL_S": str(settings.retention.interval_s),
         "SHARDLOG_RETENTION__ARCHIVE_DIR": str(settings.retention.archive_dir),
+        "SHARDLOG_POOLS__PASSFILE": str(settings.pools.passfile),
     }
     if settings.metadata.dsn:
         env["SHARDLOG_METADATA__DSN"] = settings.metadata.dsn

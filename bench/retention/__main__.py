@@ -72,9 +72,14 @@ async def load_day(
 
     async def one(index: int, shard: str) -> None:
         share = rows // len(shards) + (1 if index < rows % len(shards) else 0)
-        async with shard_pools.get(shard).acquire() as connection:
+        async with shard_pools.writer(shard).acquire() as connection:
             await ddl.ensure_table(connection, table, "btree")
-            await day_tables.record(metadata, table, snapshot.shards[shard])
+            await day_tables.record(
+                metadata,
+                table,
+                snapshot.shards[shard],
+                shard_pools.coordinator_login(snapshot.shards[shard].dsn),
+            )
             for batch in rows_for(share, index):
                 await connection.copy_records_to_table(
                     table.name, records=batch, columns=ddl.AUDIT_COLUMNS
@@ -85,8 +90,17 @@ async def load_day(
     return table
 
 
-async def checkpoint(shard_pools: pools.ShardPools, shards: list[str]) -> None:
-    await asyncio.gather(*(shard_pools.get(s).execute("CHECKPOINT") for s in shards))
+async def checkpoint(settings: Settings, snapshot: CatalogSnapshot, shards: list[str]) -> None:
+    """CHECKPOINT needs the bootstrap superuser (the DSN's user), not the pools' roles."""
+
+    async def one(shard: str) -> None:
+        connection = await pools.connect(snapshot.shards[shard].dsn, settings.pools)
+        try:
+            await connection.execute("CHECKPOINT")
+        finally:
+            await connection.close()
+
+    await asyncio.gather(*(one(s) for s in shards))
     await asyncio.to_thread(os.sync)
 
 
@@ -120,7 +134,7 @@ def file_release_seconds(directory: Path, mib: int, files: int) -> float:
 
 async def wal_positions(shard_pools: pools.ShardPools, shards: list[str]) -> list[str]:
     return [
-        await shard_pools.get(s).fetchval("SELECT pg_current_wal_insert_lsn()::text")
+        await shard_pools.writer(s).fetchval("SELECT pg_current_wal_insert_lsn()::text")
         for s in shards
     ]
 
@@ -129,7 +143,7 @@ async def wal_since(shard_pools: pools.ShardPools, shards: list[str], before: li
     total = 0
     for shard, lsn in zip(shards, before, strict=True):
         total += int(
-            await shard_pools.get(shard).fetchval(
+            await shard_pools.writer(shard).fetchval(
                 "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::text::pg_lsn)", lsn
             )
         )
@@ -159,7 +173,7 @@ async def measure(
                 table = await load_day(metadata, shard_pools, snapshot, key, size)
                 snapshot = await store.load_snapshot(metadata)
                 # An expired day is days old: its pages were written out long ago.
-                await checkpoint(shard_pools, shards)
+                await checkpoint(settings, snapshot, shards)
                 await asyncio.sleep(SETTLE_S)
                 before = await wal_positions(shard_pools, shards)
                 started = time.perf_counter()
@@ -201,12 +215,12 @@ async def measure(
             }
             key = f"bench-delete-{stamp}-{size}"
             table = await load_day(metadata, shard_pools, snapshot, key, size)
-            await checkpoint(shard_pools, shards)
+            await checkpoint(settings, snapshot, shards)
             before = await wal_positions(shard_pools, shards)
             started = time.perf_counter()
 
             async def delete_vacuum(shard: str, target: DayTable = table) -> None:
-                async with shard_pools.get(shard).acquire() as connection:
+                async with shard_pools.writer(shard).acquire() as connection:
                     await connection.execute("SET statement_timeout = 0")
                     await connection.execute(f"DELETE FROM {target.quoted}")
                     await connection.execute(f"VACUUM {target.quoted}")

@@ -27,10 +27,11 @@ import httpx
 from bench.harness import bench_cluster, bench_settings, write_results
 from router.catalog import store
 from router.catalog import tables as day_tables
-from router.db import ddl, pools
+from router.db import ddl, pools, roles
 from router.db.names import day_table
 from router.search import sql
 from router.search.query import AuditQuery, Window
+from services.credentials import SecretStore
 from services.postgres import InstanceSpec, PostgresInstance
 from services.process import server_user
 
@@ -99,6 +100,8 @@ async def load(
         name: await asyncpg.connect(shard.dsn) for name, shard in snapshot.shards.items()
     }
     single_connection = await asyncpg.connect(single.spec.dsn())
+    # Day tables belong to shardlog_tables (router/db/roles.py), here as on the shards.
+    await roles.prepare(single_connection, single.spec.dsn(), settings.pools.passfile)
     per_owner = total // OWNERS
     for n, (key, (ident, group)) in enumerate(sorted(owners.items())):
         table = day_table("audit", ident, day)
@@ -125,7 +128,9 @@ async def load(
         )
     for name, connection in connections.items():
         await connection.execute("VACUUM ANALYZE")
-        await day_tables.sync(metadata, snapshot.shards[name], connection)
+        known = snapshot.shards[name]
+        login = pools.coordinator_login(known.dsn, settings.pools)
+        await day_tables.sync(metadata, known, connection, login)
         await connection.close()
     await single_connection.execute("VACUUM ANALYZE")
     await single_connection.close()
@@ -299,6 +304,8 @@ def main() -> int:
         InstanceSpec("single", settings.cluster.base_port + 20, "shard"),
         args.data_dir.absolute() / "postgres",
         server_user(settings.cluster.server_user),
+        # The cluster's passwords, so that its password file serves this instance too.
+        secrets=SecretStore(args.data_dir.absolute() / "secrets"),
     )
     try:
         with bench_cluster(settings) as (_cluster, router):

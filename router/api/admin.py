@@ -3,18 +3,46 @@ router through the catalog version NOTIFY."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Path, Query
 
 from router.api.deps import RuntimeDep, require_admin
+from router.api.responses import errors
+from router.catalog import rules, store
 from router.catalog import shards as shard_admin
-from router.catalog import store
 from router.catalog.snapshot import OwnerKind, OwnerMapping, shard_json
 from router.errors import NotFound
-from router.models.admin import GroupIn, GroupReplicationIn, OwnerMapIn, ShardIn, ShardStateIn
+from router.models.admin import (
+    Catalog,
+    Group,
+    GroupIn,
+    GroupReplication,
+    GroupReplicationIn,
+    Owner,
+    OwnerMapIn,
+    Shard,
+    ShardIn,
+    ShardStateIn,
+)
 
-router = APIRouter(prefix="/v1/admin", tags=["admin"], dependencies=[Depends(require_admin)])
+# Names of groups and shards in paths follow the catalog's rule: one that does not is invalid
+# (422) before it reaches the database.
+Name = Annotated[
+    str,
+    Path(
+        pattern=rules.NAME_PATTERN.pattern,
+        description="1-63 characters: lowercase letters, digits, '_' or '-', starting with "
+        "a letter",
+    ),
+]
+# Every admin route: 401 without the token, 422 for a malformed parameter or body.
+router = APIRouter(
+    prefix="/v1/admin",
+    tags=["admin"],
+    dependencies=[Depends(require_admin)],
+    responses=errors(401, 422),
+)
 
 
 def owner_json(mapping: OwnerMapping) -> dict[str, Any]:
@@ -27,18 +55,24 @@ def owner_json(mapping: OwnerMapping) -> dict[str, Any]:
     }
 
 
-@router.get("/catalog", summary="The catalog this router serves")
+@router.get("/catalog", summary="The catalog this router serves", response_model=Catalog)
 async def catalog(runtime: RuntimeDep) -> dict[str, Any]:
     return runtime.catalog.snapshot.to_json()
 
 
-@router.get("/groups", summary="Shard groups")
+@router.get("/groups", summary="Shard groups", response_model=list[Group])
 async def list_groups(runtime: RuntimeDep) -> list[dict[str, Any]]:
     groups: list[dict[str, Any]] = runtime.catalog.snapshot.to_json()["groups"]
     return groups
 
 
-@router.post("/groups", status_code=201, summary="Add a shard group")
+@router.post(
+    "/groups",
+    status_code=201,
+    summary="Add a shard group",
+    response_model=Group,
+    responses=errors(400, 409),
+)
 async def add_group(body: GroupIn, runtime: RuntimeDep) -> dict[str, Any]:
     group = await store.add_group(runtime.metadata, body.name, body.placement, body.synchronous)
     await runtime.catalog.reload()
@@ -50,23 +84,32 @@ async def add_group(body: GroupIn, runtime: RuntimeDep) -> dict[str, Any]:
     }
 
 
-@router.put("/groups/{name}/replication", summary="Synchronous replication of a group's writes")
+@router.put(
+    "/groups/{name}/replication",
+    summary="Synchronous replication of a group's writes",
+    response_model=GroupReplication,
+    responses=errors(400, 404),
+)
 async def set_group_replication(
-    name: str, body: GroupReplicationIn, runtime: RuntimeDep
+    name: Name, body: GroupReplicationIn, runtime: RuntimeDep
 ) -> dict[str, Any]:
     group = await store.set_group_replication(runtime.metadata, name, body.synchronous)
     await runtime.catalog.reload()
     return {"name": group.name, "placement": group.placement, "synchronous": group.synchronous}
 
 
-@router.get("/shards", summary="Shards with their group and state")
+@router.get("/shards", summary="Shards with their group and state", response_model=list[Shard])
 async def list_shards(runtime: RuntimeDep) -> list[dict[str, Any]]:
     shards: list[dict[str, Any]] = runtime.catalog.snapshot.to_json()["shards"]
     return shards
 
 
 @router.post(
-    "/shards", status_code=201, summary="Add a shard (probed, checked, migrated, recorded)"
+    "/shards",
+    status_code=201,
+    summary="Add a shard (probed, checked, migrated, recorded)",
+    response_model=Shard,
+    responses=errors(400, 404, 409, 503),
 )
 async def add_shard(body: ShardIn, runtime: RuntimeDep) -> dict[str, Any]:
     shard = await shard_admin.register_shard(
@@ -82,19 +125,34 @@ async def add_shard(body: ShardIn, runtime: RuntimeDep) -> dict[str, Any]:
     return shard_json(shard)
 
 
-@router.patch("/shards/{name}", summary="Set a shard's state: active, draining or down")
-async def set_shard_state(name: str, body: ShardStateIn, runtime: RuntimeDep) -> dict[str, Any]:
+@router.patch(
+    "/shards/{name}",
+    summary="Set a shard's state: active, draining or down",
+    response_model=Shard,
+    responses=errors(400, 404),
+)
+async def set_shard_state(name: Name, body: ShardStateIn, runtime: RuntimeDep) -> dict[str, Any]:
     shard = await store.set_shard_state(runtime.metadata, name, body.state)
     await runtime.catalog.reload()
     return shard_json(shard)
 
 
-@router.post("/shards/{name}/drain", summary="Stop placing new rows on a shard")
-async def drain_shard(name: str, runtime: RuntimeDep) -> dict[str, Any]:
+@router.post(
+    "/shards/{name}/drain",
+    summary="Stop placing new rows on a shard",
+    response_model=Shard,
+    responses=errors(404),
+)
+async def drain_shard(name: Name, runtime: RuntimeDep) -> dict[str, Any]:
     return await set_shard_state(name, ShardStateIn(state="draining"), runtime)
 
 
-@router.get("/owners", summary="The group an owner is mapped to")
+@router.get(
+    "/owners",
+    summary="The group an owner is mapped to",
+    response_model=Owner,
+    responses=errors(404),
+)
 async def get_owner(
     runtime: RuntimeDep, kind: OwnerKind, key: str = Query(min_length=1, max_length=256)
 ) -> dict[str, Any]:
@@ -104,7 +162,12 @@ async def get_owner(
     return owner_json(mapping)
 
 
-@router.put("/owners", summary="Map an owner to a group")
+@router.put(
+    "/owners",
+    summary="Map an owner to a group",
+    response_model=Owner,
+    responses=errors(400, 404, 409),
+)
 async def map_owner(body: OwnerMapIn, runtime: RuntimeDep) -> dict[str, Any]:
     mapping = await store.map_owner(
         runtime.metadata, body.kind, body.key, body.group, force=body.force

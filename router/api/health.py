@@ -11,10 +11,12 @@ from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 
 from router.api.deps import RuntimeDep
+from router.api.responses import errors, text_answer
 from router.catalog.snapshot import Shard
 from router.db.failures import DRIVER_ERRORS
 from router.errors import error_body
 from router.metrics import CONTENT_TYPE
+from router.models.health import Live, Readiness, Unready
 from router.runtime import Runtime
 
 router = APIRouter(tags=["health"])
@@ -22,7 +24,7 @@ router = APIRouter(tags=["health"])
 _PROBE_ERRORS = DRIVER_ERRORS
 
 
-@router.get("/health/live", summary="The process is up")
+@router.get("/health/live", summary="The process is up", response_model=Live, responses=errors())
 async def live() -> dict[str, str]:
     return {"status": "live"}
 
@@ -44,7 +46,7 @@ async def _shard_report(runtime: Runtime, shard: Shard) -> dict[str, Any]:
         report.update(reachable=None, latency_ms=None, error=None)
         return report
     reachable, latency, error = await _probe(
-        runtime.pools.get(shard.name), runtime.settings.health.probe_timeout_s
+        runtime.pools.writer(shard.name), runtime.settings.health.probe_timeout_s
     )
     runtime.metrics.shard_up.labels(shard.name, shard.group).set(1 if reachable else 0)
     report.update(reachable=reachable, latency_ms=round(latency, 2), error=error)
@@ -54,9 +56,17 @@ async def _shard_report(runtime: Runtime, shard: Shard) -> dict[str, Any]:
 @router.get(
     "/health/ready",
     summary="Every active or draining shard and the metadata database answer",
-    responses={503: {"description": "Some shard or the metadata database is unreachable"}},
+    response_model=Readiness,
+    responses={
+        **errors(),
+        503: {
+            "model": Unready,
+            "description": "Some shard or the metadata database is unreachable; the report "
+            "with an error body beside it",
+        },
+    },
 )
-async def ready(runtime: RuntimeDep) -> JSONResponse:
+async def ready(runtime: RuntimeDep) -> dict[str, Any] | JSONResponse:
     snapshot = runtime.catalog.snapshot
     shards = sorted(snapshot.shards.values(), key=lambda s: s.name)
     metadata_probe, *reports = await asyncio.gather(
@@ -73,14 +83,19 @@ async def ready(runtime: RuntimeDep) -> JSONResponse:
         "unreachable": unreachable,
     }
     if metadata_ok and not unreachable:
-        return JSONResponse(body)
+        return body  # checked against Readiness by FastAPI
     problems = ([] if metadata_ok else ["metadata database"]) + [
         f"shard {name}" for name in unreachable
     ]
     body.update(error_body("unready", "unreachable: " + ", ".join(problems)))
-    return JSONResponse(body, status_code=503)
+    return JSONResponse(Unready.model_validate(body).model_dump(mode="json"), status_code=503)
 
 
-@router.get("/metrics", summary="Prometheus metrics", response_class=Response)
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics",
+    response_class=Response,
+    responses={**text_answer("text/plain", "Prometheus text format 0.0.4"), **errors()},
+)
 async def metrics(runtime: RuntimeDep) -> Response:
     return Response(runtime.metrics.render(), media_type=CONTENT_TYPE)

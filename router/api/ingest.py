@@ -8,28 +8,36 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Header, Query, Request
 
 from router.api.deps import RuntimeDep
+from router.api.responses import described, errors, record_body
 from router.errors import ShardlogError, TooLarge, excerpt
 from router.ingest import body as bodies
 from router.ingest.csv_flows import csv_flows
 from router.ingest.idempotency import check_key
 from router.ingest.service import Request as WriteRequest
-from router.models.ingest import Accepted, FlowDeleteIn, Removed
+from router.models.ingest import Accepted, AuditRecord, FlowDeleteIn, FlowRecord, Removed
 from router.runtime import Runtime
 
 router = APIRouter(prefix="/v1", tags=["ingest"])
 
 NDJSON_TYPES = ("application/x-ndjson", "application/ndjson", "application/jsonl")
-WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"description": text}
-    for code, text in (
-        (400, "malformed body"),
-        (413, "body or record count over the limit"),
-        (415, "unsupported content type"),
-        (422, "a record or field is invalid; nothing written"),
-        (429, "the router holds too many request bytes; see Retry-After"),
-        (503, "a shard could not take its rows; see Retry-After"),
-    )
-}
+WRITE_ERRORS: dict[int | str, dict[str, Any]] = described(
+    {
+        400: "A body or NDJSON line that is not JSON",
+        409: "An attempt with this Idempotency-Key is still running; see Retry-After",
+        413: "Body or record count over the limit",
+        415: "Unsupported content type",
+        422: "A record or field is invalid (nothing written), or a bad Idempotency-Key",
+        429: "The router holds too many request bytes; see Retry-After",
+        503: "A shard could not take its rows; see Retry-After",
+    }
+)
+CSV_COLUMNS = (
+    "Flow CSV, UTF-8, LF or CRLF: the five columns src_ip,dest_ip,src_port,dest_port,ip_type "
+    "(ip_type IPv4 or IPv6), with or without a header row. A header may add ts, bytes, "
+    "packets and proto, and may say dst_ip/dst_port. Every row's switch is the switch query "
+    "parameter (required with CSV); errors name the physical line, lines[N]"
+)
+
 
 IdempotencyKey = Annotated[
     str | None,
@@ -98,6 +106,7 @@ async def _write(
     summary="Write audit records (JSON array or NDJSON)",
     response_model=Accepted,
     responses=WRITE_ERRORS,
+    openapi_extra=record_body(AuditRecord, NDJSON_TYPES),
 )
 async def write_audit(
     request: Request, runtime: RuntimeDep, key: IdempotencyKey = None
@@ -110,6 +119,7 @@ async def write_audit(
     summary="Write flows (JSON array, NDJSON or CSV)",
     response_model=Accepted,
     responses=WRITE_ERRORS,
+    openapi_extra=record_body(FlowRecord, NDJSON_TYPES, csv=CSV_COLUMNS),
 )
 async def write_flows(
     request: Request,
@@ -131,7 +141,7 @@ async def write_flows(
     "/flows",
     summary="Remove flows: 5-tuples of one switch over a day range",
     response_model=Removed,
-    responses={422: {}, 503: {}},
+    responses=errors(400, 422, 503),
 )
 async def delete_flows(body: FlowDeleteIn, runtime: RuntimeDep) -> dict[str, int]:
     return {"removed": await runtime.flow_deletion.delete(body)}

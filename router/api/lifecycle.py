@@ -5,19 +5,40 @@ from __future__ import annotations
 from datetime import date
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Path, Query
 
 from router.api.deps import RuntimeDep, require_admin
+from router.api.responses import errors
 from router.catalog.snapshot import OwnerKind
 from router.errors import NotFound
-from router.models.admin import PolicyIn, RetentionRunIn
+from router.models.admin import (
+    Policy,
+    PolicyIn,
+    RetentionReport,
+    RetentionRun,
+    RetentionRunDetail,
+    RetentionRunIn,
+    Tables,
+)
 from router.retention import history, inventory, policies
 from router.retention.runner import RunOptions
 
-router = APIRouter(prefix="/v1/admin", tags=["admin"], dependencies=[Depends(require_admin)])
+router = APIRouter(
+    prefix="/v1/admin",
+    tags=["admin"],
+    dependencies=[Depends(require_admin)],
+    responses=errors(401, 422),
+)
+# Ids are bigint in the metadata database: larger numbers are invalid, not a driver error.
+RowId = Annotated[int, Path(ge=1, le=2**63 - 1)]
 
 
-@router.get("/tables", summary="Day tables by owner, day and shard, with rows and size")
+@router.get(
+    "/tables",
+    summary="Day tables by owner, day and shard, with rows and size",
+    response_model=Tables,
+    responses=errors(503),
+)
 async def list_tables(
     runtime: RuntimeDep,
     kind: OwnerKind | None = None,
@@ -42,12 +63,17 @@ async def list_tables(
     }
 
 
-@router.get("/retention/policies", summary="Retention policies")
+@router.get("/retention/policies", summary="Retention policies", response_model=list[Policy])
 async def list_policies(runtime: RuntimeDep) -> list[dict[str, Any]]:
     return [policies.policy_json(p) for p in runtime.catalog.snapshot.retention]
 
 
-@router.put("/retention/policies", summary="Set the policy of a kind and group, or one owner")
+@router.put(
+    "/retention/policies",
+    summary="Set the policy of a kind and group, or one owner",
+    response_model=Policy,
+    responses=errors(400, 404),
+)
 async def set_policy(body: PolicyIn, runtime: RuntimeDep) -> dict[str, Any]:
     policy = await policies.set_policy(
         runtime.metadata, body.kind, body.group, body.owner, body.keep_days, body.archive
@@ -56,13 +82,23 @@ async def set_policy(body: PolicyIn, runtime: RuntimeDep) -> dict[str, Any]:
     return policies.policy_json(policy)
 
 
-@router.delete("/retention/policies/{policy_id}", status_code=204, summary="Remove a policy")
-async def remove_policy(policy_id: int, runtime: RuntimeDep) -> None:
+@router.delete(
+    "/retention/policies/{policy_id}",
+    status_code=204,
+    summary="Remove a policy",
+    responses=errors(404),
+)
+async def remove_policy(policy_id: RowId, runtime: RuntimeDep) -> None:
     await policies.remove_policy(runtime.metadata, policy_id)
     await runtime.catalog.reload()
 
 
-@router.post("/retention/run", summary="Run retention now (or preview it with dry_run)")
+@router.post(
+    "/retention/run",
+    summary="Run retention now (or preview it with dry_run)",
+    response_model=RetentionReport,
+    responses=errors(400),
+)
 async def run_retention(body: RetentionRunIn, runtime: RuntimeDep) -> dict[str, Any]:
     await runtime.catalog.reload()
     report = await runtime.retention.run(
@@ -78,15 +114,24 @@ async def run_retention(body: RetentionRunIn, runtime: RuntimeDep) -> dict[str, 
     return report.to_json()
 
 
-@router.get("/retention/runs", summary="Recent retention runs, newest first")
+@router.get(
+    "/retention/runs",
+    summary="Recent retention runs, newest first",
+    response_model=list[RetentionRun],
+)
 async def list_runs(
     runtime: RuntimeDep, limit: Annotated[int, Query(ge=1, le=1000)] = 20
 ) -> list[dict[str, Any]]:
     return await history.runs(runtime.metadata, limit)
 
 
-@router.get("/retention/runs/{run_id}", summary="One run with every table it dropped")
-async def get_run(run_id: int, runtime: RuntimeDep) -> dict[str, Any]:
+@router.get(
+    "/retention/runs/{run_id}",
+    summary="One run with every table it dropped",
+    response_model=RetentionRunDetail,
+    responses=errors(404),
+)
+async def get_run(run_id: RowId, runtime: RuntimeDep) -> dict[str, Any]:
     found = await history.run(runtime.metadata, run_id)
     if found is None:
         raise NotFound(f"retention run {run_id} does not exist", "run_id")

@@ -10,8 +10,10 @@ from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
 from router.api.deps import RuntimeDep
+from router.api.responses import described, ndjson_answer
 from router.catalog.rules import owner_key_problem
 from router.errors import BadRequest, ShardlogError
+from router.models.search import AuditItem, AuditPage, FlowItem, FlowPage
 from router.runtime import Runtime
 from router.search import query as queries
 from router.search.service import Backend, CountMode
@@ -20,8 +22,11 @@ router = APIRouter(prefix="/v1", tags=["search"])
 
 Owner = Annotated[str, Query(min_length=1, max_length=256, description="The owner")]
 Switch = Annotated[str, Query(min_length=1, max_length=256, description="The switch")]
-From = Annotated[str, Query(alias="from", description="RFC 3339, inclusive")]
-To = Annotated[str, Query(description="RFC 3339, exclusive")]
+RFC3339 = {"format": "date-time"}
+From = Annotated[
+    str, Query(alias="from", description="RFC 3339, inclusive", json_schema_extra=RFC3339)
+]
+To = Annotated[str, Query(description="RFC 3339, exclusive", json_schema_extra=RFC3339)]
 Order = Annotated[Literal["asc", "desc"], Query(description="By time, then shard, then id")]
 Limit = Annotated[int | None, Query(ge=1, description="Rows per page")]
 CursorText = Annotated[str | None, Query(max_length=2048, description="From a previous page")]
@@ -49,11 +54,14 @@ class IpVersion(IntEnum):
 
 
 IpVersionParam = Annotated[IpVersion | None, Query(description="4 or 6")]
-SEARCH_ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {"description": "a parameter is invalid (the error names it)"},
-    503: {"description": "a shard failed and partial=false"},
-    504: {"description": "a shard did not answer in time and partial=false"},
-}
+SEARCH_ERRORS: dict[int | str, dict[str, Any]] = described(
+    {
+        400: "A parameter is invalid (the error names it)",
+        422: "A parameter is missing or of the wrong type, or holds a NUL (the error names it)",
+        503: "A shard failed and partial=false, or the metadata database is unavailable",
+        504: "A shard did not answer in time and partial=false",
+    }
+)
 
 
 def _limit(runtime: Runtime, limit: int | None) -> int:
@@ -123,6 +131,7 @@ def flow_query(
 @router.get(
     "/audit/search",
     summary="Audit rows of one owner in a time range, by pattern",
+    response_model=AuditPage,
     responses=SEARCH_ERRORS,
 )
 async def search_audit(
@@ -148,6 +157,7 @@ async def search_audit(
 @router.get(
     "/flows/search",
     summary="Flows of one switch by any part of the 5-tuple",
+    response_model=FlowPage,
     responses=SEARCH_ERRORS,
 )
 async def search_flows(
@@ -192,7 +202,7 @@ async def search_flows(
     "/audit/export",
     summary="Every matching audit row as NDJSON",
     response_class=StreamingResponse,
-    responses=SEARCH_ERRORS,
+    responses={**ndjson_answer(AuditItem, "Every match, one per line"), **SEARCH_ERRORS},
 )
 async def export_audit(
     runtime: RuntimeDep,
@@ -211,7 +221,7 @@ async def export_audit(
     "/flows/export",
     summary="Every matching flow as NDJSON",
     response_class=StreamingResponse,
-    responses=SEARCH_ERRORS,
+    responses={**ndjson_answer(FlowItem, "Every match, one per line"), **SEARCH_ERRORS},
 )
 async def export_flows(
     runtime: RuntimeDep,

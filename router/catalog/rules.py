@@ -13,7 +13,9 @@ MAX_OWNER_KEY_CHARS = 256
 
 
 def check_name(value: str, field: str) -> str:
-    if not NAME_PATTERN.match(value):
+    # fullmatch: with match, "$" also matches before a final newline ("abc\n" passed here and
+    # broke the metadata database's CHECK: a 500).
+    if not NAME_PATTERN.fullmatch(value):
         raise Invalid(
             f"{excerpt(value)} is not a valid name: 1-63 characters, lowercase letters, digits, "
             "'_' or '-', starting with a letter",

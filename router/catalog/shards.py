@@ -13,7 +13,7 @@ import asyncpg
 from router.catalog import shard_guard, store
 from router.catalog.shard_guard import KnownShard
 from router.catalog.snapshot import Shard
-from router.db import pools, probe
+from router.db import pools, probe, roles
 from router.db.failures import DRIVER_ERRORS, describe, is_transient
 from router.db.migrate import MigrationError, created_relations, load_migrations, migrate
 from router.errors import Conflict, Invalid, Unavailable
@@ -47,6 +47,7 @@ async def register_shard(
             await known_shards(metadata, pool_settings),
             force=force,
         )
+        await _prepare_roles(connection, dsn, pool_settings)
         await _migrate(connection, schema_dir)
         await stamp_identity(connection, name, group)
     finally:
@@ -92,6 +93,24 @@ async def _record(metadata: store.Executor, name: str, identity: probe.DatabaseI
             name,
             identity.describe(),
         )
+
+
+async def _prepare_roles(
+    connection: asyncpg.Connection, dsn: str, pool_settings: PoolSettings
+) -> None:
+    """The shard's server gets shardlog's roles (cluster-wide, created by the DSN's user, the
+    bootstrap superuser) before the migrations grant them their privileges."""
+    try:
+        await roles.prepare(connection, dsn, pool_settings.passfile)
+    except roles.RoleError as exc:
+        raise Invalid(f"cannot set up the shard's roles: {exc}", "dsn") from exc
+    except DRIVER_ERRORS as exc:
+        if is_transient(exc):
+            raise Unavailable(
+                f"the shard's database failed while its roles were set up: {describe(exc)}",
+                "dsn",
+            ) from exc
+        raise Conflict(f"cannot set up the shard's roles: {describe(exc)}", "dsn") from exc
 
 
 async def _migrate(connection: asyncpg.Connection, schema_dir: Path) -> None:

@@ -4,6 +4,7 @@ Every entry is also attached to the postgres_fdw coordinator, in the same transa
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import date
 
 import asyncpg
@@ -16,7 +17,11 @@ from router.search import fdw
 DAY_TABLE_REGEX = "^(audit_o|flow_s)[0-9]+_[0-9]{8}$"
 
 
-async def record(metadata: asyncpg.Pool, table: DayTable, shard: Shard) -> None:
+async def record(
+    metadata: asyncpg.Pool, table: DayTable, shard: Shard, login: Mapping[str, str]
+) -> None:
+    """``login``: the coordinator's user mapping for the shard (ShardPools.coordinator_login),
+    used when this is the shard's first table there."""
     async with metadata.acquire() as connection, connection.transaction():
         await connection.execute(
             "INSERT INTO day_tables (kind, owner_id, day, shard) VALUES ($1, $2, $3, $4) "
@@ -26,7 +31,7 @@ async def record(metadata: asyncpg.Pool, table: DayTable, shard: Shard) -> None:
             table.day,
             shard.name,
         )
-        await fdw.attach(connection, table, shard)
+        await fdw.attach(connection, table, shard, login)
 
 
 async def located(
@@ -53,7 +58,9 @@ async def on_shard(connection: Connection) -> list[DayTable]:
     return [t for t in (parse_day_table(r["relname"]) for r in names) if t is not None]
 
 
-async def sync(metadata: asyncpg.Pool, shard: Shard, connection: Connection) -> int:
+async def sync(
+    metadata: asyncpg.Pool, shard: Shard, connection: Connection, login: Mapping[str, str]
+) -> int:
     """Record and attach the day tables a shard holds that the registry lacks; forget and
     detach those the shard lacks. Returns how many entries changed."""
     present = await on_shard(connection)
@@ -76,7 +83,8 @@ async def sync(metadata: asyncpg.Pool, shard: Shard, connection: Connection) -> 
                 shard.name,
             )
         for kind, owner_id, day in have:
-            await fdw.attach(meta, day_table(kind, owner_id, day), shard)
+            await fdw.attach(meta, day_table(kind, owner_id, day), shard, login)
+        await fdw.refresh_login(meta, shard.name, login)
         for kind, owner_id, day in stale:
             await meta.execute(
                 "DELETE FROM day_tables WHERE kind = $1 AND owner_id = $2 AND day = $3 "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 from typing import Literal
 
+from router.db import roles
 from router.db.connection import Connection
 from router.db.names import DayTable
 
@@ -83,11 +84,13 @@ def _lock_key(name: str) -> int:
 async def ensure_table(connection: Connection, table: DayTable, index: IndexKind) -> bool:
     """Create the day table unless it exists; True when this call created it. Concurrent
     callers on one shard serialise on an advisory lock, so exactly one creates it and none
-    sees an error."""
+    sees an error. The table is created as shardlog_tables, the role that owns every day table
+    (the writer is a member; retention may drop what it owns): router/db/roles.py."""
     async with connection.transaction():
         await connection.execute("SELECT pg_advisory_xact_lock($1)", _lock_key(table.name))
         if await connection.fetchval("SELECT to_regclass($1) IS NOT NULL", table.quoted):
             return False
+        await connection.execute(f"SET LOCAL ROLE {roles.TABLES}")
         for statement in table_ddl(table, index):
             await connection.execute(statement)
     return True

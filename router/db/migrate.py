@@ -67,17 +67,18 @@ def load_migrations(schema_dir: Path, target: Target) -> list[Migration]:
     return migrations
 
 
-# CREATE [UNLOGGED] TABLE / VIEW / SEQUENCE ... name, after comments are stripped.
+# CREATE [UNLOGGED] TABLE / VIEW / SEQUENCE / FUNCTION ... name, after comments are stripped.
 _CREATED_RELATION = re.compile(
     r"\bCREATE\s+(?:OR\s+REPLACE\s+)?(?:UNLOGGED\s+)?"
-    r"(?:TABLE|VIEW|MATERIALIZED\s+VIEW|SEQUENCE)\s+(?:IF\s+NOT\s+EXISTS\s+)?"
+    r"(?:TABLE|VIEW|MATERIALIZED\s+VIEW|SEQUENCE|FUNCTION)\s+(?:IF\s+NOT\s+EXISTS\s+)?"
     r"(?:[a-z_][a-z0-9_]*\.)?([a-z_][a-z0-9_]*)",
     re.IGNORECASE,
 )
 
 
 def created_relations(migrations: Iterable[Migration]) -> frozenset[str]:
-    """The names of the tables, views and sequences the migrations create (without schema)."""
+    """The names of the tables, views, sequences and functions the migrations create (without
+    schema)."""
     names: set[str] = set()
     for migration in migrations:
         sql = re.sub(r"--[^\n]*", "", migration.sql)

@@ -1,17 +1,19 @@
-"""One asyncpg pool per shard, kept in step with the catalog. Every connection carries
-application_name and statement_timeout; multi-host DSNs get target_session_attrs, and their
-hosts are tried as router/db/multihost.py says (each with the whole connect timeout, a silent
-one beside the next)."""
+"""asyncpg pools per shard and role, kept in step with the catalog. Every connection carries
+application_name and statement_timeout; multi-host DSNs get target_session_attrs, and their hosts
+are tried as router/db/multihost.py says (each with the whole connect timeout, a silent one
+beside the next); passwords come from the password file (SHARDLOG_POOLS__PASSFILE)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 
 from router.catalog.snapshot import CatalogSnapshot
+from router.db import passfile, roles
 from router.db.connection import Connection, prepare_shard_connection
 from router.db.dsn import as_uri, for_asyncpg, parse_dsn
 from router.db.inet import install_codec
@@ -24,18 +26,29 @@ log = logging.getLogger(__name__)
 __all__ = ["Connection", "ShardPools", "connect", "create_pool"]
 
 
-def connect_options(dsn: str, settings: PoolSettings, target: str | None = None) -> dict[str, Any]:
+def connect_options(
+    dsn: str, settings: PoolSettings, target: str | None = None, role: str | None = None
+) -> dict[str, Any]:
     """``target`` overrides the DSN's target_session_attrs (the search pool of a multi-host
-    shard)."""
+    shard); ``role`` replaces the DSN's user (the pools' roles, router/db/roles.py). Passwords
+    come from the password file, never from the catalog."""
     uri, dsn_timeout = for_asyncpg(dsn)
+    server_settings = {
+        "application_name": settings.application_name,
+        "statement_timeout": str(settings.statement_timeout_ms),
+    }
+    if role == roles.READER:
+        # Also the role's own default (ALTER ROLE); here too, whatever the server says.
+        server_settings["default_transaction_read_only"] = "on"
     options: dict[str, Any] = {
         "dsn": uri,
         "timeout": dsn_timeout or settings.connect_timeout_s,
-        "server_settings": {
-            "application_name": settings.application_name,
-            "statement_timeout": str(settings.statement_timeout_ms),
-        },
+        "server_settings": server_settings,
     }
+    if settings.passfile is not None:
+        options["passfile"] = str(settings.passfile)
+    if role is not None:
+        options["user"] = role
     parsed = parse_dsn(dsn)
     if parsed.multi_host and target is not None:
         options["target_session_attrs"] = target
@@ -44,80 +57,126 @@ def connect_options(dsn: str, settings: PoolSettings, target: str | None = None)
     return options
 
 
-async def connect(dsn: str, settings: PoolSettings) -> asyncpg.Connection:
-    return await HostPicker().connect(**connect_options(dsn, settings))
+async def connect(dsn: str, settings: PoolSettings, role: str | None = None) -> asyncpg.Connection:
+    """One connection as ``role``, or as the DSN's user (the bootstrap superuser: migrations,
+    registration, bring-up)."""
+    return await HostPicker().connect(**connect_options(dsn, settings, role=role))
 
 
-async def create_pool(dsn: str, settings: PoolSettings, target: str | None = None) -> asyncpg.Pool:
+async def create_pool(
+    dsn: str, settings: PoolSettings, target: str | None = None, role: str | None = None
+) -> asyncpg.Pool:
     # min_size 0 by default: a shard that is down at start-up must not stop the router.
     pool = await asyncpg.create_pool(
         min_size=settings.min_size,
         max_size=settings.max_size,
         init=prepare_shard_connection,
         connect=HostPicker().connect,
-        **connect_options(dsn, settings, target),
+        **connect_options(dsn, settings, target, role),
     )
     assert pool is not None
     return pool
 
 
+def coordinator_login(dsn: str, settings: PoolSettings) -> dict[str, str]:
+    """The user-mapping options the postgres_fdw coordinator reaches a shard with: the reader
+    role and its password (a user mapping is readable by superusers only). Without the
+    password the fdw path fails, not the caller."""
+    login = {"user": roles.READER}
+    if settings.passfile is not None:
+        try:
+            login["password"] = passfile.lookup(settings.passfile, dsn, roles.READER)
+        except passfile.PassfileError as exc:
+            log.warning("the coordinator gets no password for %s: %s", roles.READER, exc)
+    return login
+
+
+@dataclass
+class _ShardPools:
+    dsn: str
+    writer: asyncpg.Pool
+    reader: asyncpg.Pool
+    retention: asyncpg.Pool
+    # search_target = prefer-standby on a multi-host shard: the reader role on a standby.
+    standby_reader: asyncpg.Pool | None = None
+
+    def all(self) -> list[asyncpg.Pool]:
+        pools = [self.writer, self.reader, self.retention]
+        return pools + ([self.standby_reader] if self.standby_reader is not None else [])
+
+
 class ShardPools:
-    """Pools by shard name; ``reconcile`` opens pools for new shards and closes those whose
-    shard left the catalog or changed its DSN. With ``search_target = prefer-standby`` a
-    multi-host shard also gets a read pool that prefers a standby (``reader``)."""
+    """Pools by shard name, one per role (least privilege, router/db/roles.py): the writer's
+    (ingest, day-table DDL, the ledger, restores, health), the reader's (searches, counts,
+    exports, table listings) and retention's (drops). ``reconcile`` opens pools for new shards
+    and closes those whose shard left the catalog or changed its DSN. With ``search_target =
+    prefer-standby`` a multi-host shard's searches use a reader pool that prefers a standby."""
 
     def __init__(self, settings: PoolSettings) -> None:
         self._settings = settings
-        self._pools: dict[str, tuple[str, asyncpg.Pool]] = {}
-        self._readers: dict[str, asyncpg.Pool] = {}
+        self._pools: dict[str, _ShardPools] = {}
         self._lock = asyncio.Lock()
 
     async def reconcile(self, snapshot: CatalogSnapshot) -> None:
         async with self._lock:
             stale = [
                 name
-                for name, (dsn, _) in self._pools.items()
-                if name not in snapshot.shards or snapshot.shards[name].dsn != dsn
+                for name, pools in self._pools.items()
+                if name not in snapshot.shards or snapshot.shards[name].dsn != pools.dsn
             ]
             for name in stale:
-                _, pool = self._pools.pop(name)
-                await _close(pool)
-                if name in self._readers:
-                    await _close(self._readers.pop(name))
+                await asyncio.gather(*(_close(pool) for pool in self._pools.pop(name).all()))
             for shard in snapshot.shards.values():
                 if shard.name not in self._pools:
-                    self._pools[shard.name] = (
-                        shard.dsn,
-                        await create_pool(shard.dsn, self._settings),
-                    )
-                    if self._wants_reader(shard.dsn):
-                        self._readers[shard.name] = await create_pool(
-                            shard.dsn, self._settings, self._settings.search_target
-                        )
+                    self._pools[shard.name] = await self._open(shard.dsn)
 
-    def _wants_reader(self, dsn: str) -> bool:
-        return self._settings.search_target != "read-write" and parse_dsn(dsn).multi_host
+    async def _open(self, dsn: str) -> _ShardPools:
+        settings = self._settings
+        pools = _ShardPools(
+            dsn,
+            await create_pool(dsn, settings, role=roles.WRITER),
+            await create_pool(dsn, settings, role=roles.READER),
+            await create_pool(dsn, settings, role=roles.RETENTION),
+        )
+        if settings.search_target != "read-write" and parse_dsn(dsn).multi_host:
+            pools.standby_reader = await create_pool(
+                dsn, settings, settings.search_target, roles.READER
+            )
+        return pools
 
-    def get(self, name: str) -> asyncpg.Pool:
-        """The shard's pool for writes (and for reads that must see every committed row)."""
+    def _shard(self, name: str) -> _ShardPools:
         try:
-            return self._pools[name][1]
+            return self._pools[name]
         except KeyError:
             raise Unavailable(f"no connection pool for shard {name!r}", "shard") from None
 
-    def reader(self, name: str) -> asyncpg.Pool:
-        """The pool searches use: a standby's when configured and the shard has several
-        hosts, else the same as ``get``."""
-        return self._readers.get(name) or self.get(name)
+    def writer(self, name: str) -> asyncpg.Pool:
+        """The writer's pool: ingest, day-table DDL, the ingest ledger, restores."""
+        return self._shard(name).writer
+
+    def reader(self, name: str, primary: bool = False) -> asyncpg.Pool:
+        """The reader's pool (SELECT only, read-only transactions): on a standby when
+        configured and the shard has several hosts, unless ``primary`` (reads that must see
+        every committed row)."""
+        pools = self._shard(name)
+        if pools.standby_reader is not None and not primary:
+            return pools.standby_reader
+        return pools.reader
+
+    def retention(self, name: str) -> asyncpg.Pool:
+        """Retention's pool: counts, archives and drops of day tables, nothing else."""
+        return self._shard(name).retention
+
+    def coordinator_login(self, dsn: str) -> dict[str, str]:
+        return coordinator_login(dsn, self._settings)
 
     def names(self) -> list[str]:
         return sorted(self._pools)
 
     async def close(self) -> None:
         async with self._lock:
-            pools = [pool for _, pool in self._pools.values()] + list(self._readers.values())
+            pools = [pool for shard in self._pools.values() for pool in shard.all()]
             self._pools.clear()
-            self._readers.clear()
         await asyncio.gather(*(_close(pool) for pool in pools))
 
 

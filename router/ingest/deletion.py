@@ -91,7 +91,7 @@ class FlowDeletion:
         self, shard: str, tables: list[DayTable], columns: list[list[object]]
     ) -> int:
         removed = 0
-        async with self._pools.get(shard).acquire() as connection, connection.transaction():
+        async with self._pools.writer(shard).acquire() as connection, connection.transaction():
             present = {
                 row["relname"]
                 for row in await connection.fetch(

@@ -42,7 +42,7 @@ class Housekeeping:
             if shard.state == "down":
                 continue
             try:
-                status = await self._pools.get(shard.name).execute(
+                status = await self._pools.writer(shard.name).execute(
                     "DELETE FROM ingest_ledger "
                     "WHERE committed_at < now() - make_interval(secs => $1)",
                     self._keep_hours * 3600,

@@ -86,7 +86,7 @@ class PartWriter:
     async def _attempt(self, part: Part, shard: str, request_key: str | None) -> bool:
         committing = False
         try:
-            async with self._pools.get(shard).acquire() as connection:
+            async with self._pools.writer(shard).acquire() as connection:
                 await self._ensure_table(connection, shard, part.table)
                 transaction = connection.transaction()
                 await transaction.start()
@@ -129,7 +129,10 @@ class PartWriter:
         index = self._settings.audit_index if table.kind == "audit" else self._settings.flow_index
         await ddl.ensure_table(connection, table, index)
         # Recorded before any row goes in, so a search never misses committed rows.
-        await day_tables.record(self._metadata, table, self._catalog.snapshot.shards[shard])
+        known = self._catalog.snapshot.shards[shard]
+        await day_tables.record(
+            self._metadata, table, known, self._pools.coordinator_login(known.dsn)
+        )
         self.tables.add(shard, table.name)
 
     async def _load(self, connection: Connection, part: Part, request_key: str | None) -> bool:

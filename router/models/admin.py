@@ -1,12 +1,15 @@
-"""Bodies of the admin API."""
+"""Bodies of the admin API: what it takes (…In) and what it answers."""
 
 from __future__ import annotations
 
 from datetime import date
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from router.catalog.snapshot import OwnerKind, Placement, ShardState
+from router.models.common import Out, OwnerKey, Timestamp
+from router.retention.policies import MAX_KEEP_DAYS
 
 
 class Body(BaseModel):
@@ -51,7 +54,7 @@ class ShardStateIn(Body):
 
 class OwnerMapIn(Body):
     kind: OwnerKind
-    key: str = Field(min_length=1, max_length=256)
+    key: OwnerKey
     group: str
     force: bool = Field(False, description="Remap an owner that is mapped to another group")
 
@@ -62,7 +65,9 @@ class PolicyIn(Body):
     owner: str | None = Field(
         None, min_length=1, max_length=256, description="Only this owner; default: the group"
     )
-    keep_days: int = Field(ge=1, description="Days kept before today")
+    keep_days: int = Field(
+        ge=1, le=MAX_KEEP_DAYS, description="Days kept before today (at most 100 years)"
+    )
     archive: bool = Field(False, description="Archive each day table before it is dropped")
 
 
@@ -72,3 +77,135 @@ class RetentionRunIn(Body):
     as_of: date | None = Field(
         None, description="Run as if today were this day; today's tables are never dropped"
     )
+
+
+# --- answers --------------------------------------------------------------------------------
+
+
+class GroupReplication(Out):
+    name: str
+    placement: Placement
+    synchronous: bool | None = Field(description="null: the kind's default")
+
+
+class Group(GroupReplication):
+    shards: list[str] = Field(description="Names of the group's shards")
+
+
+class Shard(Out):
+    name: str
+    group: str
+    dsn: str = Field(description="Passwords shown as ***")
+    state: ShardState
+
+
+class Policy(Out):
+    id: int
+    kind: OwnerKind
+    group: str
+    owner: str | None = Field(description="null: the policy of the whole group")
+    keep_days: int
+    archive: bool
+
+
+class Catalog(Out):
+    version: int
+    groups: list[Group]
+    shards: list[Shard]
+    retention: list[Policy]
+
+
+class Owner(Out):
+    kind: OwnerKind
+    key: str
+    id: int
+    group: str
+    assigned_by: Literal["rule", "admin"]
+
+
+class Table(Out):
+    kind: OwnerKind
+    owner: str | None = Field(description="null: the owner's mapping is gone")
+    owner_id: int
+    group: str | None
+    day: date
+    shard: str
+    table: str
+    rows: int
+    rows_exact: bool = Field(description="false: from the table statistics")
+    bytes: int
+    registered: bool = Field(description="Listed in the metadata registry of day tables")
+    hold_until: date | None = Field(description="A restored day is kept until this day")
+
+
+class Tables(Out):
+    tables: list[Table]
+    unreachable: dict[str, str] = Field(description="Shard -> why it could not be read")
+
+
+DropOutcome = Literal["dropped", "already_gone", "failed"]
+
+
+class PlannedDrop(Out):
+    kind: OwnerKind
+    owner: str | None
+    owner_id: int
+    day: date
+    shard: str
+    table: str
+    keep_days: int
+    outcome: DropOutcome | Literal["would_drop"] = Field(description="would_drop: a dry run")
+    rows: int | None
+    bytes: int | None
+    archive: str | None = Field(description="Where the table was archived; planned: a dry run")
+    error: str | None
+
+
+class RetentionReport(Out):
+    status: Literal["done", "partial", "refused", "skipped", "dry_run"]
+    run_id: int | None = Field(description="null: a dry or skipped run (not recorded)")
+    as_of: date
+    message: str | None
+    tables_total: int
+    tables_dropped: int
+    tables_failed: int
+    rows_dropped: int
+    bytes_dropped: int
+    drops: list[PlannedDrop]
+    unreachable: dict[str, str] = Field(description="Shard -> why it could not be read")
+
+
+class RetentionRun(Out):
+    id: int
+    started_at: Timestamp
+    finished_at: Timestamp | None = Field(description="null while the run is going on")
+    trigger: Literal["cli", "router", "erase"]
+    as_of: date
+    dry_run: bool
+    forced: bool
+    status: Literal["running", "done", "partial", "refused", "failed"]
+    message: str | None
+    tables_total: int
+    tables_dropped: int
+    tables_failed: int
+    rows_dropped: int
+    bytes_dropped: int
+
+
+class RunDrop(Out):
+    kind: OwnerKind
+    owner_id: int
+    owner: str | None = Field(description="null: the owner was erased since")
+    day: date
+    shard: str
+    table_name: str
+    outcome: DropOutcome
+    rows: int | None
+    bytes: int | None
+    archive: str | None
+    error: str | None
+    at: Timestamp
+
+
+class RetentionRunDetail(RetentionRun):
+    drops: list[RunDrop]

@@ -1,10 +1,61 @@
-"""Bodies of the write API that are small enough to be models (the record streams are not)."""
+"""Bodies of the write API. The record streams are parsed by router.ingest (a stream cannot be
+a model); AuditRecord and FlowRecord describe one record for the OpenAPI schema and follow the
+rules of router.ingest.records."""
 
 from __future__ import annotations
 
 from datetime import date
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from router.ingest.records import MAX_BIGINT
+from router.models.common import Out, OwnerKey
+
+TS_DESCRIPTION = (
+    "RFC 3339 with a UTC offset (Z or ±hh:mm); default: now. At most "
+    "SHARDLOG_INGEST__FUTURE_SKEW_S ahead, not older than the owner's retention"
+)
+
+
+class AuditRecord(BaseModel):
+    """One audit record; unknown fields are refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    owner: str = Field(
+        min_length=1,
+        max_length=256,
+        description="1-256 characters (SHARDLOG_INGEST__MAX_OWNER_CHARS) of UTF-8 without "
+        "control or unprintable characters",
+    )
+    ts: AwareDatetime | None = Field(None, description=TS_DESCRIPTION)
+    content: str = Field(
+        description="At most SHARDLOG_INGEST__MAX_CONTENT_BYTES UTF-8 bytes, no NUL"
+    )
+    attrs: dict[str, Any] | None = Field(
+        None, description="At most SHARDLOG_INGEST__MAX_ATTRS_BYTES bytes as JSON, no NUL"
+    )
+
+
+class FlowRecord(BaseModel):
+    """One flow record; unknown fields are refused. Records of one (switch, UTC day,
+    5-tuple) merge: bytes and packets add."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    switch: str = Field(min_length=1, max_length=256, description="Like an audit owner")
+    ts: AwareDatetime | None = Field(None, description=TS_DESCRIPTION)
+    src_ip: str = Field(description="IPv4 or IPv6 host address, any valid textual form")
+    dst_ip: str = Field(description="Of the same family as src_ip")
+    src_port: int = Field(ge=0, le=65535)
+    dst_port: int = Field(ge=0, le=65535)
+    ip_version: Literal[4, 6] | None = Field(
+        None, description="Derived from the addresses; must agree when given"
+    )
+    proto: int | None = Field(None, ge=0, le=255)
+    bytes: int = Field(ge=0, le=MAX_BIGINT)
+    packets: int = Field(0, ge=0, le=MAX_BIGINT)
 
 
 class FlowKeyIn(BaseModel):
@@ -20,15 +71,15 @@ class FlowKeyIn(BaseModel):
 class FlowDeleteIn(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    switch: str = Field(min_length=1, max_length=256)
+    switch: OwnerKey
     from_day: date = Field(alias="from", description="First day (UTC) to delete from")
     to_day: date = Field(alias="to", description="Last day (UTC), inclusive")
     flows: list[FlowKeyIn] = Field(min_length=1, max_length=100_000)
 
 
-class Accepted(BaseModel):
-    accepted: int
+class Accepted(Out):
+    accepted: int = Field(ge=0, description="Records (or CSV rows) written")
 
 
-class Removed(BaseModel):
-    removed: int
+class Removed(Out):
+    removed: int = Field(ge=0, description="Stored flows removed")

@@ -47,6 +47,9 @@ class _LockBusy(Exception):
     pass
 
 
+_LOCK = "SELECT shardlog_lock_day_table($1::regclass, $2)"
+_DROP = "SELECT shardlog_drop_day_table($1::regclass)"
+
 # Tables up to this size are counted exactly before the drop (milliseconds); larger ones report
 # the row count of the table statistics, which lag recent writes by seconds at most.
 EXACT_COUNT_MAX_BYTES = 8 * 2**20
@@ -70,9 +73,10 @@ async def _cancel_autovacuum_sooner(connection: Connection, lock_timeout_ms: int
     """An autovacuum of the table (likely soon after a bulk load) holds a lock the DROP waits
     for; PostgreSQL cancels it for a waiter only after deadlock_timeout (1 s by default), which
     is longer than our lock_timeout, so the drop would retry until the vacuum ends (seconds on
-    a big table). Waiting less before the deadlock check lets the cancel happen. Only a
-    superuser may change deadlock_timeout; others keep the retries."""
-    if await connection.fetchval("SELECT current_setting('is_superuser') = 'on'"):
+    a big table). Waiting less before the deadlock check lets the cancel happen. Only a role
+    granted SET on deadlock_timeout may change it (the retention role is, at bring-up); others
+    keep the retries."""
+    if await connection.fetchval("SELECT has_parameter_privilege('deadlock_timeout', 'SET')"):
         wait_ms = max(10, min(100, lock_timeout_ms // 2))
         await connection.execute(f"SET LOCAL deadlock_timeout = '{wait_ms}ms'")
 
@@ -113,7 +117,10 @@ class Dropper:
         result = await self._drop_with_retries(table, shard, owner, archive_first)
         if result.outcome == "failed" and shard in snapshot.shards:
             try:
-                await day_tables.record(self._metadata, table, snapshot.shards[shard])
+                known = snapshot.shards[shard]
+                await day_tables.record(
+                    self._metadata, table, known, self._pools.coordinator_login(known.dsn)
+                )
             except _ERRORS as exc:
                 log.warning(
                     "%s on %s was not dropped and could not be re-registered: %s "
@@ -151,7 +158,7 @@ class Dropper:
     async def _attempt(
         self, table: DayTable, shard: str, owner: str | None, archive_first: bool
     ) -> Dropped:
-        async with self._pools.get(shard).acquire() as connection, connection.transaction():
+        async with self._pools.retention(shard).acquire() as connection, connection.transaction():
             await connection.execute(
                 f"SET LOCAL lock_timeout = '{int(self._settings.lock_timeout_ms)}ms'"
             )
@@ -161,8 +168,10 @@ class Dropper:
                 if await connection.fetchval("SELECT to_regclass($1)", table.quoted) is None:
                     return Dropped("already_gone")
                 stored = None
+                # The retention role may lock and drop day tables only through these two
+                # functions (schema/shard/0003_roles.sql); a name that vanished is 42P01.
                 if archive_first:
-                    await connection.execute(f"LOCK TABLE {table.quoted} IN SHARE MODE")
+                    await connection.execute(_LOCK, table.quoted, "SHARE")
                     manifest = await archive.write(
                         connection,
                         table,
@@ -174,12 +183,12 @@ class Dropper:
                     stored = str(archive.data_path(Path(self._settings.archive_dir), table, shard))
                     rows: int = manifest.rows
                 else:
-                    await connection.execute(f"LOCK TABLE {table.quoted} IN ACCESS EXCLUSIVE MODE")
+                    await connection.execute(_LOCK, table.quoted, "ACCESS EXCLUSIVE")
                     rows = await _row_count(connection, table)
                 size: int = await connection.fetchval(
                     "SELECT pg_total_relation_size($1::regclass)", table.quoted
                 )
-                await connection.execute(f"DROP TABLE {table.quoted}")
+                await connection.execute(_DROP, table.quoted)
             except asyncpg.LockNotAvailableError:
                 raise _LockBusy from None
             except asyncpg.UndefinedTableError:

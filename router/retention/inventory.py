@@ -99,7 +99,7 @@ async def _shard_tables(
 ) -> list[tuple[DayTable, int, int, bool]]:
     # The group is known only after the owner join: checked by the caller.
     here = replace(wanted, group=None)
-    async with pools.get(shard).acquire() as connection:
+    async with pools.reader(shard, primary=True).acquire() as connection:
         found = []
         for record in await connection.fetch(_LIST, DAY_TABLE_REGEX):
             table = parse_day_table(record["relname"])

@@ -196,7 +196,8 @@ async def restore_day(
         shard = _target_shard(snapshot, mapping, manifest.shard)
         rows = await _load(pools, shard, table, manifest, path, index, shard in created)
         created.add(shard)
-        await day_tables.record(metadata, table, snapshot.shards[shard])
+        target = snapshot.shards[shard]
+        await day_tables.record(metadata, table, target, pools.coordinator_login(target.dsn))
         await metadata.execute(
             "UPDATE day_tables SET hold_until = $5 WHERE kind = $1 AND owner_id = $2 "
             "AND day = $3 AND shard = $4",
@@ -221,7 +222,7 @@ async def _load(
     index: ddl.IndexKind,
     ours: bool,
 ) -> int:
-    async with pools.get(shard).acquire() as connection:
+    async with pools.writer(shard).acquire() as connection:
         await ddl.ensure_table(connection, table, index)
         async with connection.transaction():
             await connection.execute("SET LOCAL statement_timeout = 0")

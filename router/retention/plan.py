@@ -31,6 +31,15 @@ class Plan:
     refusal: str | None  # why the run must not go ahead without --force
 
 
+def first_kept(as_of: date, keep_days: int) -> date:
+    """The first day a policy of ``keep_days`` keeps on ``as_of``; date.min when that reaches
+    back past the calendar (a run as of year 1, say): then every day is kept."""
+    try:
+        return as_of - timedelta(days=keep_days)
+    except OverflowError:
+        return date.min
+
+
 def expired_tables(
     tables: list[TableInfo],
     snapshot: CatalogSnapshot,
@@ -47,7 +56,7 @@ def expired_tables(
             else None
         )
         keep = policy.keep_days if policy is not None else default_keep_days
-        if table.day >= real_today or table.day >= as_of - timedelta(days=keep):
+        if table.day >= real_today or table.day >= first_kept(as_of, keep):
             continue
         if info.hold_until is not None and info.hold_until >= as_of:
             continue

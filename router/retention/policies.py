@@ -12,6 +12,9 @@ from router.catalog.snapshot import RetentionPolicy
 from router.errors import Invalid, NotFound
 
 Executor = asyncpg.Pool | asyncpg.Connection
+# Retention beyond a century is no retention; the bound also keeps the day arithmetic of ingest
+# and retention (today minus keep_days) inside the calendar and the value inside an integer.
+MAX_KEEP_DAYS = 36_500
 
 
 def policy_json(policy: RetentionPolicy) -> dict[str, Any]:
@@ -35,6 +38,8 @@ async def set_policy(
         rules.check_owner_key(owner, "owner")
     if keep_days < 1:
         raise Invalid("keep_days must be at least 1 (today is never dropped)", "keep_days")
+    if keep_days > MAX_KEEP_DAYS:
+        raise Invalid(f"keep_days is at most {MAX_KEEP_DAYS} (100 years)", "keep_days")
     if await db.fetchval("SELECT 1 FROM shard_groups WHERE name = $1", group) is None:
         raise NotFound(f"shard group {group!r} does not exist", "group")
     row = await db.fetchrow(

@@ -4,11 +4,16 @@
 shard, the owner's parent table, the foreign child with a CHECK on its day); ``detach`` removes
 it. Both are idempotent and serialised per child by an advisory lock, so concurrent routers
 neither fail nor duplicate. Queries go through the owner's parent table.
+
+The coordinator logs in to shards as the read-only role, its password in the user mapping
+(readable by superusers only); ``refresh_login`` sets it anew (the router does whenever the
+catalog loads, so a changed password reaches the coordinator with a restart).
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from datetime import timedelta
 
 from router.catalog.snapshot import Shard
@@ -31,7 +36,7 @@ _COLUMNS = {
     ),
 }
 _TIME_COLUMN = {"audit": "ts", "flow": "first_seen"}
-_USER_OPTIONS = ("user", "password")
+_USER_OPTIONS = ("user", "password", "passfile")
 
 
 def _lock_key(name: str) -> int:
@@ -41,7 +46,8 @@ def _lock_key(name: str) -> int:
 
 
 def server_options(dsn: str) -> tuple[dict[str, str], dict[str, str]]:
-    """libpq options of a shard DSN, split into server options and user-mapping options."""
+    """libpq options of a shard DSN, split into server options and user-mapping options (the
+    DSN's; attach uses the login it is given)."""
     parsed = parse_dsn(dsn)
     options = {
         "host": ",".join(h for h, _ in parsed.hosts),
@@ -61,14 +67,17 @@ def _options(values: dict[str, str]) -> str:
     return ", ".join(f"{key} {quote_literal(value)}" for key, value in values.items())
 
 
-async def attach(connection: Connection, table: DayTable, shard: Shard) -> None:
-    """Run inside the caller's transaction on the coordinator."""
+async def attach(
+    connection: Connection, table: DayTable, shard: Shard, login: Mapping[str, str]
+) -> None:
+    """Run inside the caller's transaction on the coordinator. ``login``: the user-mapping
+    options of a server made here (ShardPools.coordinator_login)."""
     child = foreign_table(table, shard.name)
     await connection.execute("SELECT pg_advisory_xact_lock($1)", _lock_key(child))
     if await connection.fetchval("SELECT to_regclass($1) IS NOT NULL", child):
         return
     server = quote_catalog_name(shard.name)
-    options, user = server_options(shard.dsn)
+    options, _ = server_options(shard.dsn)
     await connection.execute("SELECT pg_advisory_xact_lock($1)", _lock_key(f"server {shard.name}"))
     if not await connection.fetchval(
         "SELECT EXISTS (SELECT 1 FROM pg_foreign_server WHERE srvname = $1)", shard.name
@@ -79,7 +88,7 @@ async def attach(connection: Connection, table: DayTable, shard: Shard) -> None:
         )
         await connection.execute(
             f"CREATE USER MAPPING IF NOT EXISTS FOR CURRENT_USER SERVER {server} "
-            f"OPTIONS ({_options(user)})"
+            f"OPTIONS ({_options(dict(login))})"
         )
     parent = parent_table(table.kind, table.owner_id)
     await connection.execute("SELECT pg_advisory_xact_lock($1)", _lock_key(parent))
@@ -101,6 +110,27 @@ async def attach(connection: Connection, table: DayTable, shard: Shard) -> None:
         table.day,
         shard.name,
     )
+
+
+async def refresh_login(connection: Connection, shard: str, login: Mapping[str, str]) -> bool:
+    """Give the shard's foreign server (when there is one) this user mapping; True when it
+    changed. Run inside the caller's transaction."""
+    await connection.execute("SELECT pg_advisory_xact_lock($1)", _lock_key(f"server {shard}"))
+    row = await connection.fetchrow(
+        "SELECT s.oid, m.umoptions FROM pg_foreign_server s LEFT JOIN pg_user_mapping m "
+        "ON m.umserver = s.oid AND m.umuser = (SELECT oid FROM pg_roles WHERE rolname = "
+        "current_user) WHERE s.srvname = $1",
+        shard,
+    )
+    wanted = sorted(f"{key}={value}" for key, value in login.items())
+    if row is None or sorted(row["umoptions"] or []) == wanted:
+        return False
+    server = quote_catalog_name(shard)
+    await connection.execute(f"DROP USER MAPPING IF EXISTS FOR CURRENT_USER SERVER {server}")
+    await connection.execute(
+        f"CREATE USER MAPPING FOR CURRENT_USER SERVER {server} OPTIONS ({_options(dict(login))})"
+    )
+    return True
 
 
 async def detach(connection: Connection, table: DayTable, shard: str) -> None:

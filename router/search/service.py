@@ -125,13 +125,13 @@ class SearchService:
                 tables = await self._existing(target.shard, tables)
                 if not tables:
                     return []
-                pool = self._pools.get(target.shard)
+                pool = self._pools.reader(target.shard, primary=True)
         return []
 
     async def _existing(self, shard: str, tables: list[Any]) -> list[Any]:
         names = {
             r["relname"]
-            for r in await self._pools.get(shard).fetch(
+            for r in await self._pools.reader(shard, primary=True).fetch(
                 "SELECT relname FROM pg_class WHERE relname = ANY($1::text[])",
                 [t.name for t in tables],
             )

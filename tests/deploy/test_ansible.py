@@ -9,12 +9,14 @@ import json
 import os
 import random
 import re
+import stat
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 from services.ha_topology import HaTopology, build_ha_topology
 from services.haproxy import HAProxyServer
@@ -78,10 +80,19 @@ class Deployment:
                 "shardlog_base_port": self.topology.metadata.port,
                 "shardlog_data_root": str(self.root),
                 "shardlog_router_port": self.router_port,
+                # The passwords the playbooks generate on the controller: the test's own.
+                "shardlog_secrets_dir": str(self.secrets),
                 # Tests value speed over durability.
                 "shardlog_postgresql_parameters": {"fsync": "off", "shared_buffers": "64MB"},
             }
         )
+
+    @property
+    def secrets(self) -> Path:
+        return self.work / "secrets"
+
+    def password(self, role: str) -> str:
+        return (self.secrets / f"{role}.password").read_text().strip()
 
     def env(self) -> dict[str, str]:
         clean = {k: v for k, v in os.environ.items() if not k.startswith(("SHARDLOG_", "ANSIBLE_"))}
@@ -205,6 +216,9 @@ def test_ansible_renders_the_shared_templates_like_the_launcher(deployment: Depl
             bin_dir="/usr/lib/postgresql/15/bin",
             home=str(home),
             custom_conf=str(home / "postgresql.base.conf"),
+            superuser="shardlog",
+            superuser_password=deployment.password("shardlog"),
+            replication_password=deployment.password("replicator"),
         )
         assert (home / "postgresql.base.conf").read_text() == render(
             "postgresql.conf.j2",
@@ -221,6 +235,7 @@ def test_the_catalog_holds_the_launchers_dsns(deployment: Deployment) -> None:
         env={
             **deployment.env(),
             "SHARDLOG_METADATA__DSN": deployment.topology.metadata.dsn(),
+            "SHARDLOG_POOLS__PASSFILE": str(deployment.root / "router" / "pgpass"),
         },
         capture_output=True,
         text=True,
@@ -229,3 +244,22 @@ def test_the_catalog_holds_the_launchers_dsns(deployment: Deployment) -> None:
     )
     shards = {s["name"]: (s["group"], s["dsn"], s["state"]) for s in json.loads(result.stdout)}
     assert shards == {s.name: (s.group, s.dsn(), "active") for s in deployment.topology.shards}
+
+
+def test_nobody_is_trusted_and_passwords_stay_private(deployment: Deployment) -> None:
+    root = deployment.root
+    rules = [
+        line.split()
+        for line in (root / "postgres" / "metadata" / "data" / "pg_hba.conf")
+        .read_text()
+        .splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    for node in deployment.topology.nodes:
+        patroni = yaml.safe_load((root / "patroni" / node.name / "patroni.yml").read_text())
+        rules += [rule.split() for rule in patroni["postgresql"]["pg_hba"]]
+        assert stat.S_IMODE((root / "patroni" / node.name / "patroni.yml").stat().st_mode) == 0o600
+    assert rules and {rule[-1] for rule in rules} == {"scram-sha-256"}, rules
+    for private in (root / "router" / "pgpass", root / "secrets" / "pgpass", deployment.secrets):
+        assert stat.S_IMODE(private.stat().st_mode) in (0o600, 0o700), private
+    assert len(list(deployment.secrets.glob("*.password"))) == 5

@@ -5,6 +5,7 @@ holds the shards' multi-host DSNs. Recovery times are printed at the end of the 
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -80,6 +81,10 @@ def ha_cluster(ha_settings: Settings) -> Iterator[HaCluster]:
         c.bin_dir,
         {"shared_buffers": "64MB"},
     )
+    # Nobody is trusted: the tests' psql and direct connections read the launcher's password
+    # file (the router and the CLI get it from their settings).
+    previous = os.environ.get("PGPASSFILE")
+    os.environ["PGPASSFILE"] = str(cluster.secrets.passfile)
     try:
         cluster.start()
         asyncio.run(bootstrap.migrate_all(ha_settings))
@@ -88,6 +93,10 @@ def ha_cluster(ha_settings: Settings) -> Iterator[HaCluster]:
         yield cluster
     finally:
         cluster.stop()
+        if previous is None:
+            os.environ.pop("PGPASSFILE", None)
+        else:
+            os.environ["PGPASSFILE"] = previous
 
 
 @pytest.fixture(scope="session")

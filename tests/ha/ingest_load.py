@@ -4,6 +4,7 @@ acknowledged row is stored exactly once afterwards."""
 from __future__ import annotations
 
 import itertools
+import os
 import subprocess
 import threading
 import time
@@ -140,7 +141,12 @@ def writable(dsn: str) -> bool:
         text=True,
         timeout=15,
         check=False,
-        env={"PGCONNECT_TIMEOUT": "2", "PATH": "/usr/bin:/bin"},
+        # The password file the session's cluster wrote (tests/ha/conftest.py).
+        env={
+            "PGCONNECT_TIMEOUT": "2",
+            "PATH": "/usr/bin:/bin",
+            "PGPASSFILE": os.environ.get("PGPASSFILE", ""),
+        },
     )
     return result.returncode == 0 and result.stdout.strip() == "f"
 

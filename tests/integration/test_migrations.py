@@ -8,6 +8,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from router.db import roles
 from router.db.migrate import MigrationError, migrate
 from router.settings import Settings
 from services.cluster import LocalCluster
@@ -20,6 +21,8 @@ async def scratch_db(cluster: LocalCluster, settings: Settings):
     name = f"scratch_{id(object()) % 10**8}"
     instance.psql("postgres", f"CREATE DATABASE {name}")
     connection = await asyncpg.connect(instance.spec.dsn(name))
+    # The shard migrations grant to shardlog's roles, which bring-up creates on a shard's server.
+    await roles.prepare(connection, instance.spec.dsn(name), settings.pools.passfile)
     yield connection
     await connection.close()
     instance.psql("postgres", f"DROP DATABASE {name} WITH (FORCE)")

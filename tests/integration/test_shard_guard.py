@@ -213,6 +213,20 @@ def test_a_fresh_database_is_accepted(api: httpx.Client, cluster: LocalCluster) 
     assert holds_shard_objects(instance, database)
 
 
+def test_registration_needs_the_bootstrap_superuser(
+    api: httpx.Client, cluster: LocalCluster
+) -> None:
+    """Registering creates the shard roles on the server and migrates: not for the router's own
+    roles (router/db/roles.py); nothing is written before that is known."""
+    instance = cluster.instances["shard02"]
+    database = new_database(instance)
+    spec = instance.spec
+    dsn = f"postgresql://shardlog_writer@{spec.host}:{spec.port}/{database}"
+    message = refusal(add_shard(api, dsn), 422)
+    assert "needs the bootstrap superuser, not shardlog_writer" in message
+    assert not holds_shard_objects(instance, database)
+
+
 @pytest.mark.parametrize("force", [False, True])
 def test_a_database_holding_a_catalog_is_refused(
     api: httpx.Client, cluster: LocalCluster, settings: Settings, force: bool

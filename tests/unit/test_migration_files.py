@@ -3,6 +3,7 @@ from pathlib import Path
 import pytest
 
 from router.db.migrate import MigrationError, load_migrations
+from router.db.names import day_table_regex
 from router.settings import REPO_ROOT
 
 
@@ -26,3 +27,9 @@ def test_badly_named_files_are_refused(tmp_path: Path) -> None:
     (tmp_path / "shard" / "1_a.sql").write_text("SELECT 1;")
     with pytest.raises(MigrationError, match=r"NNNN_name\.sql"):
         load_migrations(tmp_path, "shard")
+
+
+def test_the_roles_migration_knows_day_tables_by_their_name() -> None:
+    """0003_roles.sql gives the day tables of older routers to shardlog_tables by name."""
+    (roles,) = [m for m in load_migrations(REPO_ROOT / "schema", "shard") if m.name == "roles"]
+    assert f"c.relname ~ '{day_table_regex()}'" in roles.sql

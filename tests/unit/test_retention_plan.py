@@ -62,6 +62,14 @@ def test_todays_and_future_tables_stay_whatever_the_run_day() -> None:
     assert expired_days(tables, as_of=TODAY + timedelta(days=365)) == [1]
 
 
+def test_a_run_as_of_the_first_days_of_the_calendar_keeps_everything() -> None:
+    # as_of minus keep_days falls before date.min: an OverflowError (a 500 from the API) before.
+    tables = [info("a", n) for n in (1, 8, 30)]
+    assert expired_days(tables, as_of=date.min) == []
+    assert expired_days(tables, as_of=date(1, 1, 8)) == []
+    assert expired_days([info("a", 1)], as_of=date.max) == [1]
+
+
 def test_a_held_day_stays_until_its_hold_ends() -> None:
     held = info("a", 20, hold=TODAY + timedelta(days=2))
     assert expired_days([held]) == []

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from router.settings import Settings
+from router.settings import Settings, with_passfile
 
 
 def test_defaults_match_the_local_cluster() -> None:
@@ -11,7 +11,11 @@ def test_defaults_match_the_local_cluster() -> None:
     assert settings.cluster.shards == 12
     assert settings.cluster.groups == 2
     assert settings.server.port == 8080
-    assert settings.metadata_dsn() == "postgresql://shardlog@127.0.0.1:25432/shardlog"
+    passfile = (Path("var") / "secrets" / "pgpass").absolute()
+    assert settings.pools.passfile == passfile
+    assert settings.metadata_dsn() == (
+        f"postgresql://shardlog@127.0.0.1:25432/shardlog?passfile={passfile}"
+    )
 
 
 def test_environment_sections(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -21,12 +25,31 @@ def test_environment_sections(monkeypatch: pytest.MonkeyPatch) -> None:
     settings = Settings()
     assert settings.pools.max_size == 20
     assert settings.cluster.data_dir == Path("/srv/shardlog")
-    assert settings.metadata_dsn().endswith(":40000/shardlog")
+    assert settings.pools.passfile == Path("/srv/shardlog/secrets/pgpass")
+    assert settings.metadata_dsn().endswith(":40000/shardlog?passfile=/srv/shardlog/secrets/pgpass")
 
 
 def test_explicit_metadata_dsn_wins(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SHARDLOG_METADATA__DSN", "postgresql://u@meta:5432/catalog")
-    assert Settings().metadata_dsn() == "postgresql://u@meta:5432/catalog"
+    monkeypatch.setenv("SHARDLOG_POOLS__PASSFILE", "/etc/shardlog/pgpass")
+    assert Settings().metadata_dsn() == (
+        "postgresql://u@meta:5432/catalog?passfile=/etc/shardlog/pgpass"
+    )
+
+
+@pytest.mark.parametrize(
+    ("dsn", "expected"),
+    [
+        ("postgresql://u@h/db?sslmode=require", "postgresql://u@h/db?sslmode=require&passfile=/p"),
+        ("host=h dbname=db", "host=h dbname=db passfile='/p'"),
+        # A DSN that says where its password is keeps saying it.
+        ("postgresql://u:secret@h/db", "postgresql://u:secret@h/db"),
+        ("postgresql://u@h/db?passfile=/q", "postgresql://u@h/db?passfile=/q"),
+        ("host=h password=secret", "host=h password=secret"),
+    ],
+)
+def test_the_password_file_joins_dsns_without_one(dsn: str, expected: str) -> None:
+    assert with_passfile(dsn, Path("/p")) == expected
 
 
 def test_unknown_keys_are_rejected(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -138,7 +138,7 @@ def test_the_catalog_rule_comes_first() -> None:
 
 def test_created_relations_of_the_shipped_shard_migrations() -> None:
     relations = created_relations(load_migrations(REPO_ROOT / "schema", "shard"))
-    assert {"shard_identity", "ingest_ledger"} <= relations
+    assert {"shard_identity", "ingest_ledger", "shardlog_drop_day_table"} <= relations
     assert not any(re.match(day_table_regex(), name) for name in relations)
 
 
@@ -152,9 +152,10 @@ def test_created_relations_reads_the_forms_migrations_use() -> None:
     CREATE MATERIALIZED VIEW mv AS SELECT 1;
     CREATE TABLE fdw.children (x int);
     CREATE INDEX a_idx ON a (x);
+    CREATE FUNCTION f(x regclass) RETURNS void LANGUAGE sql AS 'SELECT';
     """
     relations = created_relations([Migration("shard", 1, "m", sql)])
-    assert relations == {"a", "b", "s1", "v", "mv", "children"}
+    assert relations == {"a", "b", "s1", "v", "mv", "children", "f"}
 
 
 def test_the_day_table_regex_matches_day_tables_only() -> None:

@@ -1,0 +1,70 @@
+"""The OpenAPI schema as FastAPI builds it, completed: models only ``openapi_extra`` and
+``responses`` name (records, export lines) are added to ``components/schemas``, and any 422 that
+FastAPI documented with its own HTTPValidationError gets the error body the app really answers
+with (``_install_error_handlers`` in router.app renders validation errors as router.errors)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from fastapi import FastAPI
+from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
+
+from router.api.responses import REF
+from router.models.errors import Error
+from router.models.ingest import AuditRecord, FlowRecord
+from router.models.search import AuditItem, FlowItem
+
+# (model, mode): records are read, the others written.
+EXTRA_MODELS: tuple[tuple[type[BaseModel], JsonSchemaMode], ...] = (
+    (AuditRecord, "validation"),
+    (FlowRecord, "validation"),
+    (AuditItem, "serialization"),
+    (FlowItem, "serialization"),
+    (Error, "serialization"),
+)
+FASTAPI_VALIDATION_ERROR = REF + "HTTPValidationError"
+
+
+def install(app: FastAPI) -> None:
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = complete(build())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def complete(schema: dict[str, Any]) -> dict[str, Any]:
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    add_models(components, EXTRA_MODELS)
+    for operation in operations(schema):
+        operation["responses"] = dict(sorted(operation.get("responses", {}).items()))
+        for response in operation["responses"].values():
+            for media in response.get("content", {}).values():
+                if media.get("schema") == {"$ref": FASTAPI_VALIDATION_ERROR}:
+                    media["schema"] = {"$ref": REF + Error.__name__}
+    if FASTAPI_VALIDATION_ERROR not in str(schema["paths"]):
+        components.pop("HTTPValidationError", None)
+        components.pop("ValidationError", None)
+    return schema
+
+
+def add_models(
+    components: dict[str, Any], models: Iterable[tuple[type[BaseModel], JsonSchemaMode]]
+) -> None:
+    _, generated = models_json_schema(list(models), ref_template=REF + "{model}")
+    for name, definition in generated.get("$defs", {}).items():
+        known = components.setdefault(name, definition)
+        if known != definition:
+            raise RuntimeError(f"two different schemas are named {name!r} in the OpenAPI schema")
+
+
+def operations(schema: dict[str, Any]) -> Iterable[dict[str, Any]]:
+    methods = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
+    for item in schema.get("paths", {}).values():
+        yield from (operation for method, operation in item.items() if method in methods)

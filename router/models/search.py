@@ -1,0 +1,65 @@
+"""Bodies of the read API: search pages and the lines of NDJSON exports. Timestamps are the
+strings the service renders (Python's isoformat of a timestamptz, RFC 3339 with an offset)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from router.models.common import Out, Timestamp
+
+
+class AuditItem(Out):
+    ts: Timestamp
+    id: int = Field(description="Unique within its shard and day table")
+    content: str
+    attrs: dict[str, Any] | None
+    shard: str
+    owner: str
+
+
+class FlowItem(Out):
+    """One stored flow: the merge of every record of its (switch, UTC day, 5-tuple)."""
+
+    first_seen: Timestamp
+    last_seen: Timestamp
+    id: int
+    src_ip: str
+    dst_ip: str
+    src_port: int
+    dst_port: int
+    ip_version: int = Field(description="4 or 6")
+    proto: int | None
+    bytes: int
+    packets: int
+    flow_count: int = Field(description="Records merged into this flow")
+    shard: str
+    switch: str
+
+
+class Count(Out):
+    value: int
+    exact: bool = Field(description="false: the planner's estimate, or some shard failed")
+
+
+class FailedShard(Out):
+    shard: str
+    reason: str
+
+
+class Page(Out):
+    items: list[Any]
+    next_cursor: str | None = Field(description="Continues after the last item; null: no more")
+    prev_cursor: str | None = Field(description="Goes back before the first item")
+    count: Count | None = Field(description="null unless count=estimate or count=exact")
+    partial: bool = Field(description="true: failed_shards did not answer, their rows are missing")
+    failed_shards: list[FailedShard]
+
+
+class AuditPage(Page):
+    items: list[AuditItem]
+
+
+class FlowPage(Page):
+    items: list[FlowItem]

@@ -1,0 +1,199 @@
+"""Schema-driven fuzzing (schemathesis) of every operation in /openapi.json against a real
+router: no 5xx, no status code the operation does not document, no answer that breaks its
+documented schema or content type.
+
+It runs against a cluster and router of its own, not the session's: fuzzed requests write
+records of random owners, add groups, remap owners, set policies and run retention (which drops
+tables cluster-wide). On the session cluster that would change what later tests find, and what
+earlier tests left behind (a shard marked down, say) would turn into 503s here.
+
+Even on its own cluster, some operations are constrained, each for a reason given at
+CONSTRAINED and EXCLUDED below.
+
+SHARDLOG_FUZZ_EXAMPLES sets the generated examples per operation (default 100: under half a
+minute here, cluster included; schemathesis adds its boundary and method probes). The examples
+are derandomized, so a failure repeats on the same tree; SHARDLOG_FUZZ_RANDOM=1 draws new ones
+on every run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+import requests
+import schemathesis
+from hypothesis import HealthCheck, settings
+from jsonschema import Draft202012Validator
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from router import bootstrap
+from router.app import create_app
+from router.settings import (
+    CatalogSettings,
+    ClusterSettings,
+    RetentionSettings,
+    ServerSettings,
+    Settings,
+)
+from services.cluster import LocalCluster
+from services.process import free_port, server_user
+from services.router_process import RouterProcess
+from services.topology import build_topology
+from tests.support import free_port_range, running_router, settings_env
+
+pytestmark = pytest.mark.slow
+
+EXAMPLES = int(os.environ.get("SHARDLOG_FUZZ_EXAMPLES", "100"))
+RANDOM = os.environ.get("SHARDLOG_FUZZ_RANDOM") == "1"
+NDJSON = "application/x-ndjson"
+
+# Registering a shard connects to whatever a fuzzed connection string names (an empty one means
+# libpq's defaults: the local socket, port 5432) and migrates that database: any PostgreSQL
+# server on this machine, other people's included. Never fuzzed; tests/integration/
+# test_catalog_admin.py covers it with DSNs of its own.
+EXCLUDED = {"method": "POST", "path": "/v1/admin/shards"}
+
+# Setting a shard's state would take the fuzz cluster's shards out of service, and every write
+# after it would answer 503 by design: these run against a shard that does not exist, which
+# keeps their parameters and bodies fuzzed and the cluster whole.
+CONSTRAINED = {
+    ("PATCH", "/v1/admin/shards/{name}"): {"name": "fuzz-no-such-shard"},
+    ("POST", "/v1/admin/shards/{name}/drain"): {"name": "fuzz-no-such-shard"},
+}
+
+
+@pytest.fixture(scope="module")
+def fuzz_router(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RouterProcess]:
+    """Two shards in two groups, the metadata instance and a router, for this module only."""
+    root: Path = tmp_path_factory.mktemp("fuzz")
+    own = Settings(
+        cluster=ClusterSettings(data_dir=root, shards=2, groups=2, base_port=free_port_range(3)),
+        server=ServerSettings(port=free_port()),
+        catalog=CatalogSettings(poll_interval_s=3.0),
+        retention=RetentionSettings(enabled=False, archive_dir=root / "archive"),
+    )
+    c = own.cluster
+    cluster = LocalCluster(
+        build_topology(c.shards, c.groups, c.base_port, c.host),
+        c.data_dir,
+        server_user(c.server_user),
+        c.bin_dir,
+        {"fsync": "off", "synchronous_commit": "off", "shared_buffers": "32MB"},
+    )
+    try:
+        cluster.start()
+        asyncio.run(bootstrap.migrate_all(own))
+        asyncio.run(bootstrap.register_topology(own, cluster.topology))
+        router = RouterProcess(root, own.server.host, own.server.port, env=settings_env(own))
+        with running_router(router):
+            yield router
+    finally:
+        cluster.stop()
+
+
+@schemathesis.serializer(NDJSON, "application/ndjson", "application/jsonl")
+def _ndjson(_ctx: schemathesis.SerializationContext, value: Any) -> bytes:
+    # The schema of an NDJSON body is that of one record: the body is that record on a line.
+    # json, not orjson: fuzzed integers go beyond 64 bits.
+    return json.dumps(value).encode() + b"\n"
+
+
+@schemathesis.check
+def ndjson_lines_conform(
+    ctx: schemathesis.CheckContext, response: schemathesis.Response, case: schemathesis.Case
+) -> bool | None:
+    """Every line of an NDJSON answer matches the documented schema of one line (schemathesis
+    validates whole bodies only)."""
+    content_type = next(
+        (v[0] for k, v in response.headers.items() if k.lower() == "content-type"), ""
+    )
+    if response.status_code != 200 or not content_type.startswith(NDJSON):
+        return None
+    document = case.operation.schema.raw_schema
+    line_schema = case.operation.definition.raw["responses"]["200"]["content"][NDJSON]["schema"]
+    validator = Draft202012Validator({**line_schema, "components": document["components"]})
+    for number, line in enumerate(response.content.splitlines(), 1):
+        problems = [error.message for error in validator.iter_errors(orjson.loads(line))]
+        assert not problems, f"line {number} of the NDJSON answer: {problems}"
+    return None
+
+
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+    ndjson_lines_conform,
+]
+
+# The schema the router serves, built here at collection time (one test per operation);
+# test_the_router_serves_the_fuzzed_schema makes sure it is the one the router answers with.
+OPENAPI = create_app(Settings()).openapi()
+# Reproducers show the values sent: schemathesis would mask `key` and `authorization`.
+CONFIG = schemathesis.Config.from_dict({"output": {"sanitization": {"enabled": False}}})
+schema = schemathesis.openapi.from_dict(OPENAPI, config=CONFIG).exclude(**EXCLUDED)
+
+
+@pytest.mark.parametrize(
+    ("line", "conforms"),
+    [
+        (
+            b'{"ts": "2026-11-23T00:00:00+00:00", "id": 1, "content": "x", "attrs": null, '
+            b'"shard": "s", "owner": "o"}',
+            True,
+        ),
+        (b'{"error": {"code": "unavailable", "message": "m", "field": null}}', True),
+        (b'{"ts": "2026-11-23T00:00:00+00:00", "id": "1"}', False),
+    ],
+)
+def test_the_ndjson_check_reads_every_line(line: bytes, conforms: bool) -> None:
+    case = schema["/v1/audit/export"]["GET"].Case()
+    response = schemathesis.Response(
+        status_code=200,
+        headers={"Content-Type": [NDJSON]},
+        content=b"\n".join([line, line]) + b"\n",
+        request=requests.Request("GET", "http://router/v1/audit/export").prepare(),
+        elapsed=0.0,
+        verify=True,
+    )
+    if conforms:
+        ndjson_lines_conform(None, response, case)
+    else:
+        with pytest.raises(AssertionError, match="line 1 of the NDJSON answer"):
+            ndjson_lines_conform(None, response, case)
+
+
+def test_the_router_serves_the_fuzzed_schema(fuzz_router: RouterProcess) -> None:
+    served = httpx.get(f"{fuzz_router.url}/openapi.json", timeout=30)
+    assert served.status_code == 200
+    assert served.json() == OPENAPI
+
+
+@schema.parametrize()
+@settings(
+    max_examples=EXAMPLES,
+    derandomize=not RANDOM,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    print_blob=True,
+)
+def test_every_operation_keeps_to_its_schema(
+    case: schemathesis.Case, fuzz_router: RouterProcess
+) -> None:
+    fixed = CONSTRAINED.get((case.method.upper(), case.path), {})
+    if fixed:
+        case.path_parameters = {**(case.path_parameters or {}), **fixed}
+    case.call_and_validate(base_url=fuzz_router.url, checks=CHECKS, timeout=60)
