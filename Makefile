@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
 .PHONY: help install up down status clean test lint typecheck pytest bench \
-	install-docker wheelhouse image test-compose down-docker
+	install-docker wheelhouse image test-compose test-ansible-hosts down-docker
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -67,6 +67,9 @@ image: install-docker wheelhouse ## build the image offline (local Debian base w
 
 test-compose: install-docker ## run docker-compose.yml for real: up, ingest, search, kill a primary, down -v
 	$(BIN)/pytest -m containers tests/compose
+
+test-ansible-hosts: install-docker ## run ansible/ on 3 Debian hosts with systemd (containers): site, verify, idempotence, ingest, a host of a primary powered off
+	$(BIN)/pytest -m containers tests/hosts
 
 down-docker: ## stop the Docker engine that make image / test-compose started under var/docker
 	@$(BIN)/python -c 'from pathlib import Path; from services.docker_engine import DockerEngine; print("stopped" if DockerEngine(Path("var/docker")).stop() else "no engine of ours running")'

@@ -1,6 +1,7 @@
 """asyncpg pools per shard and role, kept in step with the catalog. Every connection carries
-application_name and statement_timeout; multi-host DSNs get target_session_attrs; passwords come
-from the password file (SHARDLOG_POOLS__PASSFILE)."""
+application_name and statement_timeout; multi-host DSNs get target_session_attrs, and their hosts
+are tried as router/db/multihost.py says (each with the whole connect timeout, a silent one
+beside the next); passwords come from the password file (SHARDLOG_POOLS__PASSFILE)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from router.db import passfile, roles
 from router.db.connection import Connection, prepare_shard_connection
 from router.db.dsn import as_uri, for_asyncpg, parse_dsn
 from router.db.inet import install_codec
+from router.db.multihost import HostPicker
 from router.errors import Unavailable
 from router.settings import MetadataSettings, PoolSettings
 
@@ -63,7 +65,7 @@ def connect_options(
 async def connect(dsn: str, settings: PoolSettings, role: str | None = None) -> asyncpg.Connection:
     """One connection as ``role``, or as the DSN's user (the bootstrap superuser: migrations,
     registration, bring-up)."""
-    return await asyncpg.connect(**connect_options(dsn, settings, role=role))
+    return await HostPicker().connect(**connect_options(dsn, settings, role=role))
 
 
 async def create_pool(
@@ -74,6 +76,7 @@ async def create_pool(
         min_size=settings.min_size,
         max_size=settings.max_size,
         init=prepare_shard_connection,
+        connect=HostPicker().connect,
         **connect_options(dsn, settings, target, role),
     )
     assert pool is not None

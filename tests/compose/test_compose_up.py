@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
 
 import httpx
 import orjson
@@ -23,6 +20,7 @@ import yaml
 from services.docker_engine import DockerEngine, engine_running
 from services.image import base_image, build_image
 from services.process import port_in_use
+from tests.keyed_load import KeyedLoad, window
 from tests.support import REPO
 
 pytestmark = pytest.mark.containers
@@ -115,14 +113,6 @@ def _ready() -> bool:
         return False
 
 
-def window() -> dict[str, str]:
-    now = datetime.now(UTC)
-    return {
-        "from": (now - timedelta(hours=1)).isoformat(),
-        "to": (now + timedelta(minutes=10)).isoformat(),
-    }
-
-
 def test_every_published_port_is_loopback_only() -> None:
     for service in COMPOSE["services"].values():
         for mapping in service.get("ports", []):
@@ -156,63 +146,6 @@ def test_audit_and_flows_go_in_and_are_found(compose: Compose) -> None:
         assert [(f["src_port"], f["flow_count"]) for f in flows["items"]] == [(1000, 2)]
 
 
-@dataclass
-class KeyedLoad:
-    """Writers posting 200-row batches, each with an Idempotency-Key, retrying a batch with the
-    same key until it is acknowledged (as a careful client does)."""
-
-    owner: str = field(default_factory=lambda: f"kill-{uuid.uuid4().hex[:8]}")
-    acknowledged: list[str] = field(default_factory=list)
-    errors: int = 0
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _threads: list[threading.Thread] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def _write(self, writer: int) -> None:
-        with httpx.Client(base_url=ROUTER, timeout=120, headers=AUTH) as client:
-            number = 0
-            while not self._stop.is_set():
-                contents = [f"{self.owner}-{writer}-{number}-{i}" for i in range(200)]
-                body = b"".join(
-                    orjson.dumps({"owner": self.owner, "content": c}) + b"\n" for c in contents
-                )
-                headers = {
-                    "content-type": "application/x-ndjson",
-                    "idempotency-key": f"{self.owner}-{writer}-{number}",
-                }
-                deadline = time.monotonic() + 180
-                while time.monotonic() < deadline:
-                    try:
-                        if client.post("/v1/audit", content=body, headers=headers).is_success:
-                            with self._lock:
-                                self.acknowledged += contents
-                            break
-                    except httpx.HTTPError:
-                        pass
-                    with self._lock:
-                        self.errors += 1
-                    time.sleep(0.5)
-                number += 1
-
-    def __enter__(self) -> KeyedLoad:
-        for writer in range(2):
-            thread = threading.Thread(target=self._write, args=(writer,), daemon=True)
-            thread.start()
-            self._threads.append(thread)
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout=240)
-
-    def wait_for(self, rows: int, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while len(self.acknowledged) < rows:
-            assert time.monotonic() < deadline, f"only {len(self.acknowledged)} rows in time"
-            time.sleep(0.2)
-
-
 def _primary_of(shard: int) -> str:
     """The compose service of shard ``shard``'s current primary, from Patroni's REST API."""
     env = COMPOSE["x-shardlog-environment"]
@@ -229,7 +162,7 @@ def _primary_of(shard: int) -> str:
 
 def test_killing_a_primary_loses_and_doubles_nothing(compose: Compose) -> None:
     victim = _primary_of(1)
-    with KeyedLoad() as load:
+    with KeyedLoad(ROUTER, headers=AUTH) as load:
         load.wait_for(2_000, timeout=60)
         subprocess.run(
             ["docker", "kill", compose.container(victim)],
@@ -251,14 +184,7 @@ def test_killing_a_primary_loses_and_doubles_nothing(compose: Compose) -> None:
             assert time.monotonic() < deadline, f"no failover:\n{compose.logs()}"
             time.sleep(1)
         load.wait_for(before + 4_000, timeout=120)
-    with httpx.Client(base_url=ROUTER, timeout=120, headers=AUTH) as client:
-        exported = client.get("/v1/audit/export", params={"owner": load.owner, **window()})
-    assert exported.status_code == 200
-    stored = Counter(orjson.loads(line)["content"] for line in exported.content.splitlines())
-    doubled = [c for c, n in stored.items() if n > 1]
-    missing = [c for c in load.acknowledged if c not in stored]
-    assert not doubled, f"{len(doubled)} rows stored twice, e.g. {doubled[:3]}"
-    assert not missing, f"{len(missing)} acknowledged rows missing, e.g. {missing[:3]}"
+    load.assert_stored_exactly_once()
     print(f"{len(load.acknowledged)} rows acknowledged, {load.errors} failed attempts retried")
 
 

@@ -1,0 +1,332 @@
+"""ansible/ on real hosts (`make test-ansible-hosts`): the three hosts of
+ansible/inventories/three-hosts/hosts.yml, made as Debian 12 containers booting systemd
+(services/hosts.py), reached by Ansible over SSH. site.yml brings the cluster up as systemd units
+with the packages installed from the Debian mirror, verify.yml passes, a second site.yml changes
+nothing; rows go in and are found through the router; under keyed ingest, the host of a shard's
+primary is powered off, boots again and rejoins, then the host of a primary is cut off at once,
+and each time every acknowledged row is stored exactly once; stop.yml stops every unit on the
+hosts left. The hosts are removed afterwards, also on failure; their journals and the
+playbooks' output stay in var/test-ansible-hosts/."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from router.errors import BUG_MARKER
+from services.docker_engine import engine_running
+from services.hosts import THREE_HOSTS, HostSet, host_image, read_inventory
+from services.image import WHEELHOUSE, build_wheelhouse
+from tests.keyed_load import KeyedLoad, window
+from tests.support import REPO
+
+pytestmark = pytest.mark.containers
+
+ANSIBLE = REPO / "ansible"
+BIN = Path(sys.executable).parent
+ROUTER_HOST, ROUTER_PORT = "host1", 8080
+# What runs where in the three-hosts inventory.
+UNITS = {
+    "host1": ["shardlog-metadata", "shardlog-etcd", "haproxy", "shardlog-router"],
+    "host2": ["shardlog-etcd", "shardlog-patroni@shard01-a", "shardlog-patroni@shard02-b"],
+    "host3": ["shardlog-etcd", "shardlog-patroni@shard01-b", "shardlog-patroni@shard02-a"],
+}
+# Patroni's REST API of each node, as the inventory places it.
+NODES = {
+    "shard01": [("shard01-a", "10.213.7.12:8008"), ("shard01-b", "10.213.7.13:8009")],
+    "shard02": [("shard02-a", "10.213.7.13:8008"), ("shard02-b", "10.213.7.12:8009")],
+}
+HOST_OF = {"10.213.7.12": "host2", "10.213.7.13": "host3"}
+RECAP = re.compile(
+    r"^(?P<host>\S+)\s*:\s*ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+"
+    r"unreachable=(?P<unreachable>\d+)\s+failed=(?P<failed>\d+)",
+    re.MULTILINE,
+)
+STATUS = """
+import sys, urllib.request
+try:
+    print(urllib.request.urlopen(sys.argv[1], timeout=3).read().decode())
+except Exception:
+    print("null")
+"""
+
+
+@dataclass
+class Site:
+    hosts: HostSet
+    work: Path
+    first_run: subprocess.CompletedProcess[str] | None = None
+    powered_off: str | None = None
+    _auth: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def router(self) -> str:
+        return self.hosts.url(ROUTER_HOST, ROUTER_PORT)
+
+    def env(self) -> dict[str, str]:
+        clean = {k: v for k, v in os.environ.items() if not k.startswith(("SHARDLOG_", "ANSIBLE_"))}
+        return {
+            **clean,
+            "PATH": f"{BIN}:{clean.get('PATH', '/usr/bin:/bin')}",
+            "ANSIBLE_CONFIG": str(ANSIBLE / "ansible.cfg"),
+            "ANSIBLE_HOME": str(self.work / "ansible-home"),
+            "ANSIBLE_LOCAL_TEMP": str(self.work / "ansible-tmp"),
+            "ANSIBLE_NOCOLOR": "1",
+        }
+
+    def playbook(
+        self, name: str, *args: str, timeout: float = 900
+    ) -> subprocess.CompletedProcess[str]:
+        """As docs/deployment.md says to run it, from ansible/."""
+        result = subprocess.run(
+            [
+                BIN / "ansible-playbook",
+                "-i",
+                THREE_HOSTS.relative_to(ANSIBLE),
+                "-i",
+                self.hosts.connection_inventory,
+                name,
+                *args,
+            ],
+            env=self.env(),
+            cwd=ANSIBLE,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        with (self.work / f"{name}.log").open("a") as log:
+            log.write(result.stdout + result.stderr)
+        return result
+
+    def auth(self) -> dict[str, str]:
+        """An every-scope API token, made once by the CLI on the router host with the router's
+        own settings (operators with catalog access are admins); its Authorization header."""
+        if not self._auth:
+            made = self.hosts.exec(
+                ROUTER_HOST,
+                "sh",
+                "-c",
+                "set -a; . /etc/shardlog/router.env; exec /opt/shardlog/current/.venv/bin/shardlog "
+                "tokens create --tenant system --name hosts-test "
+                "--scopes admin,audit:write,audit:read,flows:write,flows:read",
+            )
+            self._auth["Authorization"] = f"Bearer {made.stdout.strip().splitlines()[-1]}"
+        return self._auth
+
+    def patroni(self, address: str) -> dict[str, Any] | None:
+        """A node's /patroni, asked from the router host (None when it does not answer)."""
+        shown = self.hosts.exec(
+            ROUTER_HOST, "python3", "-c", STATUS, f"http://{address}/patroni"
+        ).stdout
+        status: dict[str, Any] | None = json.loads(shown)
+        return status
+
+    def wait_for_failover(self, shard: str, old: tuple[str, str]) -> tuple[str, str]:
+        deadline = time.monotonic() + 120
+        while (survivor := self.primary(shard)) is None or survivor == old:
+            assert time.monotonic() < deadline, f"{shard}: no failover from {old[0]}"
+            time.sleep(1)
+        return survivor
+
+    def primary(self, shard: str) -> tuple[str, str] | None:
+        leaders = []
+        for name, address in NODES[shard]:
+            status = self.patroni(address)
+            if status and status["role"] in ("master", "primary") and status["state"] == "running":
+                leaders.append((name, address))
+        return leaders[0] if len(leaders) == 1 else None
+
+
+def recap(result: subprocess.CompletedProcess[str]) -> dict[str, dict[str, int]]:
+    found = {
+        m["host"]: {k: int(v) for k, v in m.groupdict().items() if k != "host"}
+        for m in RECAP.finditer(result.stdout)
+    }
+    assert found, f"no PLAY RECAP:\n{result.stdout[-3000:]}"
+    return found
+
+
+def failure(result: subprocess.CompletedProcess[str]) -> str:
+    return f"exit {result.returncode}\n{result.stdout[-8000:]}\n{result.stderr[-2000:]}"
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[Site]:
+    # Not under pytest's temporary root, which other pytest runs prune: the logs outlive them.
+    work = REPO / "var" / "test-ansible-hosts"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    if not any(WHEELHOUSE.glob("*.whl")):
+        build_wheelhouse()
+    with engine_running(REPO / "var" / "docker") as engine:
+        hosts = HostSet(engine, read_inventory(THREE_HOSTS), work / "hosts")
+        hosts.start(host_image(engine))
+        deployed = Site(hosts, work)
+        try:
+            deployed.first_run = deployed.playbook("site.yml")
+            yield deployed
+        finally:
+            hosts.save_journals(work / "journals")
+            hosts.remove()
+            print(f"playbook output and the hosts' journals: {work}")
+
+
+def test_site_brings_the_hosts_up_as_systemd_units(site: Site) -> None:
+    first = site.first_run
+    assert first is not None
+    assert first.returncode == 0, failure(first)
+    assert all(r["failed"] == 0 and r["changed"] > 0 for r in recap(first).values()), failure(first)
+    for host, units in UNITS.items():
+        for query in ("is-active", "is-enabled"):
+            states = site.hosts.exec(host, "systemctl", query, *units, check=False).stdout.split()
+            assert states == ["active" if query == "is-active" else "enabled"] * len(units), (
+                f"{host} {query} {units}: {states}"
+            )
+        # Debian's own units, started by the packages, would hold ports and data of ours.
+        distro = site.hosts.exec(host, "systemctl", "is-enabled", "postgresql", "etcd", check=False)
+        assert "enabled" not in distro.stdout.split(), f"{host}: {distro.stdout}"
+    owners = site.hosts.exec("host1", "ps", "-o", "user=", "-C", "shardlog,postgres,etcd").stdout
+    assert set(owners.split()) == {"shardlog", "postgres"}, owners
+
+
+def test_each_shard_was_bootstrapped_by_its_first_node(site: Site) -> None:
+    """Nodes on different hosts start at the same time; the inventory's first node of a shard
+    is its primary, on timeline 1 (no failover during the bring-up)."""
+    for shard, nodes in NODES.items():
+        first = site.patroni(nodes[0][1])
+        assert first is not None, f"{shard}: {nodes[0][0]} does not answer"
+        assert (first["role"], first["timeline"]) in {("master", 1), ("primary", 1)}, (shard, first)
+
+
+def test_verify_passes_and_changes_nothing(site: Site) -> None:
+    verify = site.playbook("verify.yml")
+    assert verify.returncode == 0, failure(verify)
+    assert all(r["changed"] == 0 for r in recap(verify).values()), failure(verify)
+
+
+def test_a_second_run_changes_nothing(site: Site) -> None:
+    second = site.playbook("site.yml")
+    assert second.returncode == 0, failure(second)
+    assert all(r["changed"] == 0 for r in recap(second).values()), failure(second)
+
+
+def test_the_services_log_no_tracebacks(site: Site) -> None:
+    for host in ("host2", "host3"):
+        journal = site.hosts.exec(
+            host, "journalctl", "--no-pager", "-u", "shardlog-patroni@*"
+        ).stdout
+        assert "Traceback" not in journal, f"{host}:\n{journal[-4000:]}"
+    router = site.hosts.exec("host1", "journalctl", "--no-pager", "-u", "shardlog-router").stdout
+    assert "Traceback" not in router and BUG_MARKER not in router, router[-4000:]
+
+
+def test_audit_and_flows_go_in_and_are_found(site: Site) -> None:
+    owner, switch = f"h-{uuid.uuid4().hex[:8]}", f"sw-{uuid.uuid4().hex[:8]}"
+    with httpx.Client(base_url=site.router, timeout=60, headers=site.auth()) as client:
+        lines = b"".join(
+            orjson.dumps({"owner": owner, "content": f"user {i} logged in"}) + b"\n"
+            for i in range(500)
+        )
+        response = client.post(
+            "/v1/audit", content=lines, headers={"content-type": "application/x-ndjson"}
+        )
+        assert response.json() == {"accepted": 500}
+        response = client.post(
+            "/v1/flows",
+            params={"switch": switch},
+            content=b"10.0.0.1,10.0.0.2,1000,443\n10.0.0.1,10.0.0.2,1000,443\n",
+            headers={"content-type": "text/csv"},
+        )
+        assert response.json() == {"accepted": 2}
+        found = client.get(
+            "/v1/audit/search",
+            params={"owner": owner, "q": "user 42 ", "count": "exact", **window()},
+        ).json()
+        assert [item["content"] for item in found["items"]] == ["user 42 logged in"]
+        assert found["count"] == {"value": 1, "exact": True}, found
+        flows = client.get("/v1/flows/search", params={"switch": switch, **window()}).json()
+        assert [(f["src_port"], f["flow_count"]) for f in flows["items"]] == [(1000, 2)]
+
+
+def test_powering_off_a_primarys_host_loses_and_doubles_nothing(site: Site) -> None:
+    victim = site.primary("shard01")
+    assert victim is not None, "shard01 has no single primary"
+    victim_host = HOST_OF[victim[1].split(":")[0]]
+    with KeyedLoad(site.router, headers=site.auth()) as load:
+        load.wait_for(2_000, timeout=60)
+        site.hosts.stop_host(victim_host)
+        survivor = site.wait_for_failover("shard01", victim)
+        # Rows go on being acknowledged afterwards, on both shards (the other one lost its
+        # replica with the host).
+        load.wait_for(len(load.acknowledged) + 4_000, timeout=180)
+    load.assert_stored_exactly_once()
+    site.powered_off = victim_host
+    print(
+        f"{victim_host} powered off: {victim[0]} -> {survivor[0]}; "
+        f"{len(load.acknowledged)} rows acknowledged, {load.errors} failed attempts retried"
+    )
+
+
+def test_the_host_boots_again_and_its_nodes_rejoin(site: Site) -> None:
+    """Its units are enabled: the host comes back as it was, each of its nodes a replica of the
+    new primary (verify.yml: one primary per shard, every replica streaming)."""
+    assert site.powered_off is not None, "no host was powered off"
+    site.hosts.start_host(site.powered_off)
+    verify = site.playbook("verify.yml")
+    assert verify.returncode == 0, failure(verify)
+    states = site.hosts.exec(
+        site.powered_off, "systemctl", "is-active", *UNITS[site.powered_off], check=False
+    )
+    assert set(states.stdout.split()) == {"active"}, states.stdout
+
+
+def test_cutting_a_primarys_host_off_loses_and_doubles_nothing(site: Site) -> None:
+    """A host lost at once (`docker kill`: no unit stopped, its address silent): Patroni fails
+    over when the leader key expires, the router finds the new primary through the multi-host
+    DSN, and synchronous replication keeps every acknowledged row."""
+    victim = site.primary("shard01")
+    assert victim is not None, "shard01 has no single primary"
+    victim_host = HOST_OF[victim[1].split(":")[0]]
+    # Patroni promotes only a synchronous standby: each shard's other node must be one.
+    deadline = time.monotonic() + 120
+    for shard, nodes in NODES.items():
+        others = [address for _, address in nodes if HOST_OF[address.split(":")[0]] != victim_host]
+        while not all((site.patroni(a) or {}).get("sync_standby") for a in others):
+            assert time.monotonic() < deadline, f"{shard}: no synchronous standby off {victim_host}"
+            time.sleep(1)
+    with KeyedLoad(site.router, headers=site.auth()) as load:
+        load.wait_for(2_000, timeout=60)
+        site.hosts.kill_host(victim_host)
+        survivor = site.wait_for_failover("shard01", victim)
+        load.wait_for(len(load.acknowledged) + 4_000, timeout=180)
+    load.assert_stored_exactly_once()
+    router = site.hosts.exec("host1", "journalctl", "--no-pager", "-u", "shardlog-router").stdout
+    assert BUG_MARKER not in router, router[-4000:]
+    print(
+        f"{victim_host} cut off: {victim[0]} -> {survivor[0]}; "
+        f"{len(load.acknowledged)} rows acknowledged, {load.errors} failed attempts retried"
+    )
+
+
+def test_stop_stops_every_unit_on_the_hosts_left(site: Site) -> None:
+    left = [host for host in UNITS if site.hosts.running(host)]
+    stop = site.playbook("stop.yml", "--limit", ",".join(left))
+    assert stop.returncode == 0, failure(stop)
+    for host in left:
+        states = site.hosts.exec(host, "systemctl", "is-active", *UNITS[host], check=False)
+        assert set(states.stdout.split()) == {"inactive"}, f"{host}: {states.stdout}"
