@@ -144,14 +144,22 @@ def catalog_shards(api: httpx.Client) -> dict[str, str]:
     return {s["name"]: s["dsn"] for s in api.get("/v1/admin/shards").json()}
 
 
-def shard_sql(dsn: str, sql: str) -> str:
-    result = subprocess.run(
-        ["psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-d", dsn, "-c", sql],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
+def shard_sql(dsn: str, sql: str, connect_wait_s: float = 30.0) -> str:
+    """``sql``'s output. psql's exit status 2 is a failed connection: a shard that is still
+    getting its primary back after a fault is waited for, up to ``connect_wait_s``."""
+    deadline = time.monotonic() + connect_wait_s
+    while True:
+        result = subprocess.run(
+            ["psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-d", dsn, "-c", sql],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if result.returncode != 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    result.check_returncode()
     return result.stdout
 
 
