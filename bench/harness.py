@@ -22,11 +22,23 @@ from typing import Any
 import httpx
 
 from router import bootstrap
+from router.auth import store as auth_store
+from router.auth.scopes import SCOPES, SYSTEM_TENANT
 from router.cli import local_cluster
+from router.db import pools
 from router.settings import ClusterSettings, ServerSettings, Settings
 from services.router_process import RouterProcess
 
 RESULTS = Path(__file__).parent / "results"
+# The Authorization header of the token bench_cluster makes for each router it starts (every
+# scope, no limits), by the router's URL: benchmarks send it with every /v1 request.
+TOKENS: dict[str, dict[str, str]] = {}
+
+
+def auth_for(url: str) -> dict[str, str]:
+    return TOKENS.get(url.rstrip("/"), {})
+
+
 BENCH_BASE_PORT = int(os.environ.get("SHARDLOG_BENCH_BASE_PORT", "26432"))
 BENCH_ROUTER_PORT = int(os.environ.get("SHARDLOG_BENCH_ROUTER_PORT", "8090"))
 
@@ -125,6 +137,7 @@ def bench_cluster(
                 env={**router_env(settings), **(router_extra_env or {})},
             )
             router.start()
+            TOKENS[router.url] = bench_token(settings)
         yield cluster, router
     finally:
         if router is not None:
@@ -132,12 +145,33 @@ def bench_cluster(
         cluster.stop()
 
 
+def bench_token(settings: Settings) -> dict[str, str]:
+    """An every-scope token of the system tenant without limits, made in the catalog."""
+
+    async def make() -> str:
+        connection = await pools.connect_metadata(settings.metadata_dsn(), settings.metadata)
+        try:
+            _, text = await auth_store.create_token(
+                connection,
+                SYSTEM_TENANT,
+                "bench",
+                SCOPES,
+                "bench",
+                limits=auth_store.TokenLimits(rate_per_s=0, ingest_bytes_per_s=0),
+            )
+            return text
+        finally:
+            await connection.close()
+
+    return {"Authorization": f"Bearer {asyncio.run(make())}"}
+
+
 async def send(url: str, path: str, bodies: list[bytes], clients: int) -> None:
     """``clients`` concurrent clients, each posting its share of the NDJSON bodies in turn;
     any answer but 200 ends the run."""
 
     async def client(mine: list[bytes]) -> None:
-        async with httpx.AsyncClient(base_url=url, timeout=300) as http:
+        async with httpx.AsyncClient(base_url=url, timeout=300, headers=auth_for(url)) as http:
             for body in mine:
                 response = await http.post(
                     path, content=body, headers={"content-type": "application/x-ndjson"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -15,8 +16,9 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
-from router.api import admin, health, ingest, lifecycle, openapi, search
+from router.api import access, admin, health, ingest, lifecycle, openapi, search
 from router.api.params import reject_nul
+from router.auth.middleware import Authenticate
 from router.db.migrate import pending
 from router.db.pools import create_metadata_pool
 from router.errors import BUG_MARKER, ShardlogError, error_body
@@ -34,6 +36,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        _check_auth_settings(settings)
         dsn = settings.metadata_dsn()
         metadata = await create_metadata_pool(dsn, settings.metadata)
         await _require_migrated_catalog(metadata, settings)
@@ -42,6 +45,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             await catalog.start()
             await runtime.search.load_secret()
+            runtime.auth.start()
             runtime.housekeeping.start()
             if settings.retention.enabled:
                 runtime.retention_job.start()
@@ -51,6 +55,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             gc.freeze()
             yield
         finally:
+            await runtime.auth.stop()
             await runtime.housekeeping.stop()
             await runtime.retention_job.stop()
             await catalog.stop()
@@ -69,11 +74,30 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(search.router)
     app.include_router(admin.router)
     app.include_router(lifecycle.router)
+    app.include_router(access.router)
     _install_error_handlers(app, metrics)
     _install_disconnect_handler(app, metrics)
+    app.add_middleware(Authenticate)
     app.add_middleware(ObserveRequests, metrics=metrics)
     openapi.install(app)
     return app
+
+
+def _check_auth_settings(settings: Settings) -> None:
+    if settings.server.admin_token is not None:
+        raise RuntimeError(
+            "SHARDLOG_SERVER__ADMIN_TOKEN is replaced by API tokens: create an admin token with "
+            "`shardlog tokens create --tenant system --scopes admin --name admin`, give it to "
+            "the admin clients, and unset SHARDLOG_SERVER__ADMIN_TOKEN (docs/security.md)"
+        )
+    if settings.auth.mode == "open":
+        warning = (
+            "AUTHENTICATION IS OFF (SHARDLOG_AUTH__MODE=open): anyone who reaches this router "
+            "can read and change every tenant's data and the catalog. Use it only on a "
+            "trusted, isolated network"
+        )
+        log.warning("%s", warning)
+        print(f"shardlog: WARNING: {warning}", file=sys.stderr, flush=True)
 
 
 async def _require_migrated_catalog(metadata: asyncpg.Pool, settings: Settings) -> None:

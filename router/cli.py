@@ -12,7 +12,8 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import asyncpg
 
-from router import bootstrap, cli_lifecycle
+from router import bootstrap, cli_auth, cli_lifecycle
+from router.auth import bootstrap as auth_bootstrap
 from router.catalog import shards as shard_admin
 from router.catalog import store
 from router.catalog.snapshot import OWNER_KINDS, PLACEMENTS, shard_json
@@ -67,6 +68,7 @@ def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
     asyncio.run(bootstrap.migrate_all(settings))
     added = asyncio.run(bootstrap.register_topology(settings, cluster.topology))
     asyncio.run(bootstrap.migrate_all(settings))
+    token_files = asyncio.run(auth_bootstrap.ensure_local_tokens(settings, "shardlog up"))
     rows = [{**s, "outcome": outcomes[s["name"]]} for s in cluster.status()]
     print_table(rows, ["name", "role", "group", "address", "pid", "outcome", "log"])
     if added:
@@ -85,11 +87,28 @@ def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
             )
         print(f"HAProxy stats: http://{host}:{cluster.topology.stats_port}/")
     print(f"metadata DSN: {settings.metadata_dsn()}")
+    _print_tokens(settings, token_files)
     print(
         "stop everything with `make down` (data stays in "
         f"{settings.cluster.data_dir}; `make clean` removes it)"
     )
     return 0
+
+
+def _print_tokens(settings: Settings, files: list[auth_bootstrap.TokenFile]) -> None:
+    for file in files:
+        print(
+            f"{file.label} token ({file.outcome}; tenant {file.tenant}: "
+            f"{', '.join(file.scopes)}): {file.path} (readable by you only)"
+        )
+    if settings.auth.mode == "open":
+        print("WARNING: SHARDLOG_AUTH__MODE=open: the router asks no one for a token")
+    else:
+        print(
+            '  e.g. curl -H "Authorization: Bearer $(cat '
+            f"{files[-1].path})\" '{settings.server.host}:{settings.server.port}"
+            "/v1/audit/search?owner=...&from=...&to=...'"
+        )
 
 
 def cmd_down(settings: Settings, _args: argparse.Namespace) -> int:
@@ -217,9 +236,12 @@ async def cmd_groups_list(_s: Settings, args: argparse.Namespace, db: asyncpg.Co
 
 
 @with_metadata
-async def cmd_groups_add(_s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
+async def cmd_groups_add(s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
     group = await store.add_group(db, args.name, args.placement, _replication(args.synchronous))
     print(f"added group {group.name} (placement {group.placement})")
+    await cli_auth.record(
+        s, "group.add", group.name, placement=group.placement, synchronous=group.synchronous
+    )
 
 
 def _replication(choice: str | None) -> bool | None:
@@ -228,11 +250,12 @@ def _replication(choice: str | None) -> bool | None:
 
 @with_metadata
 async def cmd_groups_replication(
-    _s: Settings, args: argparse.Namespace, db: asyncpg.Connection
+    s: Settings, args: argparse.Namespace, db: asyncpg.Connection
 ) -> None:
     group = await store.set_group_replication(db, args.name, _replication(args.synchronous))
     shown = {True: "on", False: "off", None: "default (audit on, flows off)"}[group.synchronous]
     print(f"group {group.name}: synchronous replication {shown}")
+    await cli_auth.record(s, "group.replication", group.name, synchronous=group.synchronous)
 
 
 @with_metadata
@@ -246,14 +269,19 @@ async def cmd_shards_add(s: Settings, args: argparse.Namespace, db: asyncpg.Conn
     shard = await shard_admin.register_shard(
         db, s.schema_dir, s.pools, args.name, args.group, args.dsn, force=args.force
     )
-    print(f"added shard {shard.name} to group {shard.group}: {shard_json(shard)['dsn']}")
+    shown = shard_json(shard)["dsn"]
+    print(f"added shard {shard.name} to group {shard.group}: {shown}")
+    await cli_auth.record(
+        s, "shard.add", shard.name, group=shard.group, dsn=shown, force=args.force
+    )
 
 
 def state_command(state: str) -> Callable[[Settings, argparse.Namespace], int]:
     @with_metadata
-    async def command(_s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
+    async def command(s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
         shard = await store.set_shard_state(db, args.name, state)
         print(f"shard {shard.name} is now {shard.state}")
+        await cli_auth.record(s, "shard.state", shard.name, state=shard.state)
 
     return command
 
@@ -263,13 +291,26 @@ async def cmd_owners_show(_s: Settings, args: argparse.Namespace, db: asyncpg.Co
     mapping = await store.get_owner(db, args.kind, args.key)
     if mapping is None:
         raise ShardlogError(f"{args.kind} owner {args.key!r} is not mapped yet", "key")
-    print(f"{mapping.kind} {mapping.key!r} -> {mapping.group} ({mapping.assigned_by})")
+    print(
+        f"{mapping.kind} {mapping.key!r} -> {mapping.group} ({mapping.assigned_by}), "
+        f"tenant {mapping.tenant}"
+    )
 
 
 @with_metadata
-async def cmd_owners_map(_s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
-    mapping = await store.map_owner(db, args.kind, args.key, args.group, force=args.force)
-    print(f"{mapping.kind} {mapping.key!r} -> {mapping.group}")
+async def cmd_owners_map(s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
+    mapping = await store.map_owner(
+        db, args.kind, args.key, args.group, args.tenant, force=args.force
+    )
+    print(f"{mapping.kind} {mapping.key!r} -> {mapping.group}, tenant {mapping.tenant}")
+    await cli_auth.record(
+        s,
+        "owner.map",
+        f"{mapping.kind} {mapping.key}",
+        group=mapping.group,
+        tenant=mapping.tenant,
+        force=args.force,
+    )
 
 
 @with_metadata
@@ -369,7 +410,12 @@ def build_parser() -> argparse.ArgumentParser:
     owners_map.add_argument("key")
     owners_map.add_argument("group")
     owners_map.add_argument(
-        "--force", action="store_true", help="remap an owner already mapped to another group"
+        "--tenant", help="the tenant the key belongs to (required for a key not mapped yet)"
+    )
+    owners_map.add_argument(
+        "--force",
+        action="store_true",
+        help="remap an owner already mapped to another group or tenant",
     )
     owners_map.set_defaults(run=cmd_owners_map)
 
@@ -378,6 +424,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     catalog.add_parser("show", help="print the catalog as JSON").set_defaults(run=cmd_catalog_show)
     cli_lifecycle.add_parsers(commands)
+    cli_auth.add_parsers(commands)
     return parser
 
 

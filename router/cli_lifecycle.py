@@ -15,6 +15,8 @@ from typing import Any
 
 import asyncpg
 
+from router import cli_auth
+from router.auth import self_audit
 from router.catalog import store
 from router.catalog import tables as day_tables
 from router.catalog.cache import CatalogCache
@@ -154,6 +156,9 @@ async def cmd_retention_run(ctx: Context, args: argparse.Namespace) -> int:
         ),
     )
     data = report.to_json()
+    if not args.dry_run:
+        async with self_audit.standalone(settings) as audit:
+            await self_audit.record_run(audit, cli_auth.actor(), report)
 
     def show() -> None:
         print_table(
@@ -230,12 +235,16 @@ async def cmd_retention_set(ctx: Context, args: argparse.Namespace) -> None:
         f"policy {policy.id}: {policy.kind} of {who} in {policy.group} keeps {policy.keep_days} "
         f"days{', archived before drop' if policy.archive else ''}"
     )
+    await cli_auth.record(
+        ctx.settings, "policy.set", f"policy {policy.id}", **policies.policy_json(policy)
+    )
 
 
 @with_context
 async def cmd_retention_unset(ctx: Context, args: argparse.Namespace) -> None:
     await policies.remove_policy(ctx.metadata, args.id)
     print(f"policy {args.id} removed")
+    await cli_auth.record(ctx.settings, "policy.remove", f"policy {args.id}")
 
 
 # --- restore and owner lifecycle -----------------------------------------------------------
@@ -255,6 +264,14 @@ async def cmd_restore(ctx: Context, args: argparse.Namespace) -> None:
         args.hold_days,
     )
     data = report.to_json()
+    await cli_auth.record(
+        ctx.settings,
+        "owner.restore",
+        f"{args.kind} {args.owner}",
+        day=args.day.isoformat(),
+        rows=data["rows"],
+        hold_until=str(data["hold_until"]),
+    )
 
     def show() -> None:
         print_table(data["restored"], ["shard", "archived_on", "rows", "file"])
@@ -276,6 +293,18 @@ async def cmd_owner_erase(ctx: Context, args: argparse.Namespace) -> int:
         args.forget,
     )
     data = report.to_json()
+    # By id, as retention history names owners: an erased owner's key is not kept.
+    await cli_auth.record(
+        ctx.settings,
+        "owner.erase",
+        f"{args.kind} owner id {report.owner_id}",
+        run_id=report.run_id,
+        before=None if args.before is None else args.before.isoformat(),
+        forget=args.forget,
+        tables_dropped=len(report.dropped),
+        archives_removed=report.archives_removed,
+        complete=report.complete,
+    )
 
     def show() -> None:
         print_table(

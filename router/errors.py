@@ -55,6 +55,17 @@ class Unauthorized(ShardlogError):
     status = 401
     code = "unauthorized"
 
+    def headers(self) -> dict[str, str]:
+        return {**super().headers(), "WWW-Authenticate": 'Bearer realm="shardlog"'}
+
+
+class Forbidden(ShardlogError):
+    """Authenticated, but the token lacks a scope or the key belongs to another tenant (or lies
+    outside the token's owner/switch prefixes)."""
+
+    status = 403
+    code = "forbidden"
+
 
 class NotFound(ShardlogError):
     status = 404

@@ -110,6 +110,11 @@ class Metrics:
             ["kind"],
             registry=self.registry,
         )
+        self.self_audit_failures = Counter(
+            "shardlog_self_audit_failures",
+            "Admin actions whose audit row (owner shardlog.admin) could not be written",
+            registry=self.registry,
+        )
         self.retention_last_run = Gauge(
             "shardlog_retention_last_run_timestamp_seconds",
             "When this router last finished a retention run",

@@ -4,10 +4,14 @@ pools and its metrics. Built by the app's lifespan, handed to routes by dependen
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from dataclasses import dataclass
 
 import asyncpg
 
+from router.auth.registry import TokenRegistry
+from router.auth.self_audit import SelfAudit, record_run
 from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
 from router.catalog.snapshot import SHARD_STATES, CatalogSnapshot
@@ -22,12 +26,17 @@ from router.ingest.service import IngestService
 from router.ingest.writer import PartWriter
 from router.metrics import Metrics
 from router.retention.job import RetentionJob
-from router.retention.runner import RetentionRunner
+from router.retention.runner import RetentionRunner, RunReport
 from router.search import fdw
 from router.search.service import SearchService
 from router.settings import Settings
 
 log = logging.getLogger(__name__)
+
+
+def job_actor() -> str:
+    """How the self-audit names the router's own retention runs."""
+    return f"retention job (router on {socket.gethostname()}, pid {os.getpid()})"
 
 
 @dataclass
@@ -45,6 +54,8 @@ class Runtime:
     search: SearchService
     retention: RetentionRunner
     retention_job: RetentionJob
+    auth: TokenRegistry
+    self_audit: SelfAudit
 
     @classmethod
     def build(cls, settings: Settings, metadata: asyncpg.Pool, metrics: Metrics) -> Runtime:
@@ -65,6 +76,11 @@ class Runtime:
         retention = RetentionRunner(
             metadata, pools, settings.retention, ingest.default_keep_days, metrics
         )
+        self_audit = SelfAudit(service, catalog, metadata, metrics, settings.auth.audit_keep_days)
+
+        async def observe(report: RunReport) -> bool:
+            return await record_run(self_audit, job_actor(), report, always=False)
+
         runtime = cls(
             settings,
             metadata,
@@ -78,7 +94,9 @@ class Runtime:
             Housekeeping(idempotency, catalog, pools, ingest.idempotency_keep_hours),
             SearchService(metadata, catalog, owners, pools, settings.search),
             retention,
-            RetentionJob(retention, catalog, settings.retention.interval_s),
+            RetentionJob(retention, catalog, settings.retention.interval_s, observe),
+            TokenRegistry(metadata, settings.auth),
+            self_audit,
         )
         catalog.subscribe(runtime.on_catalog)
         return runtime
@@ -87,6 +105,7 @@ class Runtime:
         await self.pools.reconcile(snapshot)
         await self._refresh_coordinator_logins(snapshot)
         await self.owners.on_catalog(snapshot)
+        await self.auth.on_catalog(snapshot)
         self.metrics.catalog_version.set(snapshot.version)
         self.metrics.catalog_refreshes.inc()
         self.metrics.shard_state.clear()

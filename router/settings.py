@@ -33,7 +33,9 @@ class ServerSettings(Section):
         "in-flight budget and /metrics.",
     )
     admin_token: str | None = Field(
-        None, description="When set, /v1/admin requires 'Authorization: Bearer <token>'."
+        None,
+        description="Replaced by API tokens (SHARDLOG_AUTH__*, `shardlog tokens`): a router "
+        "started with it set refuses to start and says how to move to an admin token.",
     )
     header_timeout_s: float = Field(
         10.0,
@@ -198,6 +200,43 @@ class RetentionSettings(Section):
     )
 
 
+class AuthSettings(Section):
+    """Who may call /v1 (router/auth). Limits are per token and per router process; a token
+    may carry its own."""
+
+    mode: Literal["tokens", "open"] = Field(
+        "tokens",
+        description="tokens: every /v1 request needs 'Authorization: Bearer <token>' with the "
+        "scope it needs; open: no authentication at all (everyone is an admin of every tenant; "
+        "the router warns loudly at start).",
+    )
+    rate_per_s: float = Field(
+        1000.0, ge=0, description="Requests per second per token (default); 0: no limit."
+    )
+    rate_burst_s: float = Field(
+        2.0, gt=0, description="Seconds of rate a token may spend at once (the bucket's size)."
+    )
+    ingest_bytes_per_s: int = Field(
+        256 * 2**20,
+        ge=0,
+        description="Write body bytes per second per token (default); past it 429 until the "
+        "debt is paid; 0: no limit.",
+    )
+    max_searches: int = Field(
+        32, ge=1, description="Searches and exports per token running at once (default)."
+    )
+    last_used_flush_s: float = Field(
+        5.0, gt=0, description="How often a router writes its tokens' last-used times."
+    )
+    audit_keep_days: int = Field(
+        365,
+        ge=1,
+        le=36_500,
+        description="Retention of the platform's own audit rows (owner shardlog.admin), set "
+        "as that owner's policy on its first row unless an admin set one.",
+    )
+
+
 class ClusterSettings(Section):
     data_dir: Path = Path("var")
     shards: int = Field(DEFAULT_SHARDS, ge=1)
@@ -229,6 +268,7 @@ class Settings(BaseSettings):
     ingest: IngestSettings = IngestSettings()
     search: SearchSettings = SearchSettings()
     retention: RetentionSettings = RetentionSettings()
+    auth: AuthSettings = AuthSettings()
     cluster: ClusterSettings = ClusterSettings()
     schema_dir: Path = REPO_ROOT / "schema"
 

@@ -12,7 +12,9 @@ import httpx
 import pytest
 
 from router import bootstrap
+from router.auth.scopes import ADMIN, DATA_SCOPES, SCOPES, SYSTEM_TENANT
 from router.settings import (
+    AuthSettings,
     CatalogSettings,
     ClusterSettings,
     RetentionSettings,
@@ -23,7 +25,7 @@ from services.cluster import LocalCluster
 from services.process import free_port, server_user
 from services.router_process import RouterProcess
 from services.topology import build_topology
-from tests.support import running_router, settings_env
+from tests.support import bearer, issue_token, running_router, settings_env
 
 TEST_SHARDS = 4
 TEST_GROUPS = 2
@@ -50,6 +52,8 @@ def settings(cluster_root: Path) -> Settings:
         catalog=CatalogSettings(poll_interval_s=3.0),
         # The session router runs no retention job: tests run retention themselves.
         retention=RetentionSettings(enabled=False, archive_dir=cluster_root / "archive"),
+        # Tokens on (the default), last-used times written soon enough to be seen by a test.
+        auth=AuthSettings(mode="tokens", last_used_flush_s=0.5),
     )
 
 
@@ -94,6 +98,36 @@ def router_process(settings: Settings, cluster: LocalCluster) -> Iterator[Router
 
 
 @pytest.fixture(scope="session")
-def api(router_process: RouterProcess) -> Iterator[httpx.Client]:
+def api_token(settings: Settings, cluster: LocalCluster) -> str:
+    """Every scope, admin included: a token of the system tenant (the only one that may hold
+    admin), so the keys tests write belong to `system`."""
+    return issue_token(settings, SYSTEM_TENANT, SCOPES, name="tests: every scope")
+
+
+@pytest.fixture(scope="session")
+def api(router_process: RouterProcess, api_token: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=router_process.url, timeout=30, headers=bearer(api_token)) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def admin_api(router_process: RouterProcess, settings: Settings) -> Iterator[httpx.Client]:
+    """The admin scope alone."""
+    token = issue_token(settings, SYSTEM_TENANT, [ADMIN], name="tests: admin")
+    with httpx.Client(base_url=router_process.url, timeout=30, headers=bearer(token)) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def default_api(router_process: RouterProcess, settings: Settings) -> Iterator[httpx.Client]:
+    """Read and write of the tenant `default` (what `make up` hands out)."""
+    token = issue_token(settings, "default", DATA_SCOPES, name="tests: default read/write")
+    with httpx.Client(base_url=router_process.url, timeout=30, headers=bearer(token)) as client:
+        yield client
+
+
+@pytest.fixture
+def anonymous(router_process: RouterProcess) -> Iterator[httpx.Client]:
+    """No token at all."""
     with httpx.Client(base_url=router_process.url, timeout=30) as client:
         yield client

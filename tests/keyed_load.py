@@ -32,6 +32,8 @@ class KeyedLoad:
     base_url: str
     owner: str = field(default_factory=lambda: f"kill-{uuid.uuid4().hex[:8]}")
     writers: int = 2
+    # Sent with every request (an API token's Authorization header).
+    headers: dict[str, str] = field(default_factory=dict)
     acknowledged: list[str] = field(default_factory=list)
     errors: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -39,7 +41,7 @@ class KeyedLoad:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def _write(self, writer: int) -> None:
-        with httpx.Client(base_url=self.base_url, timeout=120) as client:
+        with httpx.Client(base_url=self.base_url, timeout=120, headers=self.headers) as client:
             number = 0
             while not self._stop.is_set():
                 contents = [f"{self.owner}-{writer}-{number}-{i}" for i in range(BATCH_ROWS)]
@@ -84,7 +86,7 @@ class KeyedLoad:
 
     def assert_stored_exactly_once(self) -> None:
         """Every acknowledged row is in the owner's export, and none is in it twice."""
-        with httpx.Client(base_url=self.base_url, timeout=120) as client:
+        with httpx.Client(base_url=self.base_url, timeout=120, headers=self.headers) as client:
             exported = client.get("/v1/audit/export", params={"owner": self.owner, **window()})
         assert exported.status_code == 200, exported.text
         stored = Counter(orjson.loads(line)["content"] for line in exported.content.splitlines())

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import random
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
 import httpx
 
+from router.auth import store as auth_store
+from router.auth.store import TokenLimits
+from router.db import pools
 from router.errors import BUG_MARKER
 from router.settings import Settings
 from services.process import port_in_use
@@ -45,6 +50,42 @@ def free_port_range(count: int, low: int = 20000, high: int = 32000) -> int:
     raise RuntimeError("no free port range")
 
 
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def issue_token(
+    settings: Settings,
+    tenant: str,
+    scopes: Iterable[str],
+    *,
+    name: str = "tests",
+    expires_at: datetime | None = None,
+    limits: TokenLimits | None = None,
+) -> str:
+    """A new token of ``tenant`` (created when missing), straight in the catalog (as the CLI
+    does): tests may give it an expiry in the past."""
+
+    async def create() -> str:
+        connection = await pools.connect_metadata(settings.metadata_dsn(), settings.metadata)
+        try:
+            await auth_store.ensure_tenant(connection, tenant)
+            _, text = await auth_store.create_token(
+                connection,
+                tenant,
+                name,
+                list(scopes),
+                "tests",
+                expires_at=expires_at,
+                limits=limits or TokenLimits(),
+            )
+            return text
+        finally:
+            await connection.close()
+
+    return asyncio.run(create())
+
+
 def settings_env(settings: Settings) -> dict[str, str]:
     env = {
         "SHARDLOG_CLUSTER__DATA_DIR": str(settings.cluster.data_dir),
@@ -57,6 +98,8 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "SHARDLOG_RETENTION__ENABLED": str(settings.retention.enabled).lower(),
         "SHARDLOG_RETENTION__INTERVAL_S": str(settings.retention.interval_s),
         "SHARDLOG_RETENTION__ARCHIVE_DIR": str(settings.retention.archive_dir),
+        "SHARDLOG_AUTH__MODE": settings.auth.mode,
+        "SHARDLOG_AUTH__LAST_USED_FLUSH_S": str(settings.auth.last_used_flush_s),
         "SHARDLOG_POOLS__PASSFILE": str(settings.pools.passfile),
     }
     if settings.metadata.dsn:

@@ -30,6 +30,7 @@ from bench.harness import (
     BENCH_BASE_PORT,
     BENCH_ROUTER_PORT,
     RESULTS,
+    auth_for,
     bench_cluster,
     bench_settings,
     send,
@@ -38,7 +39,7 @@ from bench.harness import (
 from bench.ingest import generate
 from services.ha_cluster import HaCluster
 from tests.ha import faults
-from tests.ha.ingest_load import FlowLoad, IngestLoad
+from tests.ha.ingest_load import FlowLoad, IngestLoad, auth_of
 
 SHARDS = 4
 GROUP = "group1"
@@ -66,8 +67,8 @@ def settle(cluster: HaCluster) -> None:
 def one_fault(cluster: HaCluster, api: httpx.Client, fault: str) -> dict[str, Any]:
     settle(cluster)
     target = cluster.topology.shards[0].name
-    flows = FlowLoad(str(api.base_url))
-    with IngestLoad(str(api.base_url)) as load, flows:
+    flows = FlowLoad(str(api.base_url), auth_of(api))
+    with IngestLoad(str(api.base_url), auth_of(api)) as load, flows:
         load.wait_for_batches(6)
         if fault == "primary_killed":
             _, recovery = faults.primary_killed(cluster, target)
@@ -281,7 +282,9 @@ def main() -> int:
     wait = {"SHARDLOG_INGEST__FAILOVER_WAIT_S": str(FAILOVER_WAIT_S)}
     with bench_cluster(ha, router_extra_env=wait) as (ha_cluster, ha_router):
         assert ha_router is not None
-        with httpx.Client(base_url=ha_router.url, timeout=120) as ha_api:
+        with httpx.Client(
+            base_url=ha_router.url, timeout=120, headers=auth_for(ha_router.url)
+        ) as ha_api:
             speeds: dict[str, Any] = {}
             if not args.skip_throughput:
                 with bench_cluster(plain) as (_, plain_router):

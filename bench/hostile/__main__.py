@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 import orjson
 
-from bench.harness import bench_cluster, bench_settings, write_results
+from bench.harness import auth_for, bench_cluster, bench_settings, write_results
 
 MIB = 2**20
 RECORD = orjson.dumps(
@@ -60,7 +60,7 @@ def post_seconds(
     url: str, body: bytes, media: str, expected: int, router_pid: int
 ) -> tuple[float, float]:
     """Wall seconds of the request, and the router's CPU seconds during it."""
-    with httpx.Client(base_url=url, timeout=600) as client:
+    with httpx.Client(base_url=url, timeout=600, headers=auth_for(url)) as client:
         cpu = cpu_seconds(router_pid)
         started = time.perf_counter()
         response = client.post("/v1/audit", content=body, headers={"content-type": media})
@@ -74,10 +74,11 @@ def post_seconds(
 def refusal_seconds(url: str, mib: int) -> float:
     """Send an unending first line of an N MiB body until the router answers."""
     host, port = url.removeprefix("http://").split(":")
+    auth = "".join(f"{k}: {v}\r\n" for k, v in auth_for(url).items())
     with socket.create_connection((host, int(port)), timeout=600) as sock:
         sock.sendall(
             f"POST /v1/audit HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/x-ndjson\r\n"
-            f"content-length: {mib * MIB}\r\n\r\n".encode()
+            f"{auth}content-length: {mib * MIB}\r\n\r\n".encode()
         )
         started = time.perf_counter()
         answer = bytearray()
@@ -112,7 +113,7 @@ body = open(path, "rb").read()
 print("ready", flush=True)
 sys.stdin.readline()
 def post():
-    with httpx.Client(base_url=url, timeout=600) as client:
+    with httpx.Client(base_url=url, timeout=600, headers=auth_for(url)) as client:
         print(client.post("/v1/audit", content=body).status_code, flush=True)
 threads = [threading.Thread(target=post) for _ in range(2)]
 for t in threads:
@@ -140,7 +141,7 @@ def probe_latencies(url: str, work_dir: Path, loaded: bool, seconds: float = 4.0
         poster.stdin.write("go\n")
         poster.stdin.flush()
     latencies = []
-    with httpx.Client(base_url=url, timeout=30) as client:
+    with httpx.Client(base_url=url, timeout=30, headers=auth_for(url)) as client:
         deadline = time.monotonic() + seconds
         while (poster.poll() is None) if poster else time.monotonic() < deadline:
             started = time.perf_counter()

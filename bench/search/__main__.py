@@ -24,7 +24,7 @@ from typing import Any
 import asyncpg
 import httpx
 
-from bench.harness import bench_cluster, bench_settings, write_results
+from bench.harness import auth_for, bench_cluster, bench_settings, write_results
 from router.catalog import store
 from router.catalog import tables as day_tables
 from router.db import ddl, pools, roles
@@ -82,7 +82,7 @@ async def load(
 ) -> dict[str, int]:
     """Owners are mapped through the API; rows go by binary COPY straight into their day
     tables (round-robin over the group's shards) and into the single instance."""
-    async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+    async with httpx.AsyncClient(base_url=url, timeout=60, headers=auth_for(url)) as http:
         for n in range(OWNERS):
             await http.post(
                 "/v1/audit",
@@ -169,7 +169,7 @@ async def measure(
     keys = sorted(owners)
     pick = [rng.choice(keys) for _ in spans]
     shapes = {"range": [], "1_pattern": ["abc"], "2_patterns": ["abc", "bcd"]}
-    async with httpx.AsyncClient(base_url=url, timeout=120) as http:
+    async with httpx.AsyncClient(base_url=url, timeout=120, headers=auth_for(url)) as http:
         for _ in range(5):  # warm-up
             await timed_get(http, {"owner": keys[0], "from": spans[0][0], "to": spans[0][1]})
         for shape, patterns in shapes.items():

@@ -7,8 +7,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query
 
-from router.api.deps import RuntimeDep, require_admin
-from router.api.responses import errors
+from router.api.deps import RuntimeDep
+from router.api.responses import GUARDED, errors
+from router.auth import dependency
+from router.auth.dependency import Admin
 from router.catalog import rules, store
 from router.catalog import shards as shard_admin
 from router.catalog.snapshot import OwnerKind, OwnerMapping, shard_json
@@ -36,12 +38,13 @@ Name = Annotated[
         "a letter",
     ),
 ]
-# Every admin route: 401 without the token, 422 for a malformed parameter or body.
+# Every admin route: 401 without a valid token, 403 without the admin scope, 429 past the
+# token's rate, 422 for a malformed parameter or body.
 router = APIRouter(
     prefix="/v1/admin",
     tags=["admin"],
-    dependencies=[Depends(require_admin)],
-    responses=errors(401, 422),
+    dependencies=[Depends(dependency.admin)],
+    responses=errors(422, *GUARDED),
 )
 
 
@@ -52,6 +55,7 @@ def owner_json(mapping: OwnerMapping) -> dict[str, Any]:
         "id": mapping.id,
         "group": mapping.group,
         "assigned_by": mapping.assigned_by,
+        "tenant": mapping.tenant,
     }
 
 
@@ -73,9 +77,17 @@ async def list_groups(runtime: RuntimeDep) -> list[dict[str, Any]]:
     response_model=Group,
     responses=errors(400, 409),
 )
-async def add_group(body: GroupIn, runtime: RuntimeDep) -> dict[str, Any]:
+async def add_group(body: GroupIn, caller: Admin, runtime: RuntimeDep) -> dict[str, Any]:
     group = await store.add_group(runtime.metadata, body.name, body.placement, body.synchronous)
     await runtime.catalog.reload()
+    await runtime.self_audit.record(
+        caller.actor,
+        "group.add",
+        group.name,
+        placement=group.placement,
+        synchronous=group.synchronous,
+        token_id=caller.token_id,
+    )
     return {
         "name": group.name,
         "placement": group.placement,
@@ -91,10 +103,17 @@ async def add_group(body: GroupIn, runtime: RuntimeDep) -> dict[str, Any]:
     responses=errors(400, 404),
 )
 async def set_group_replication(
-    name: Name, body: GroupReplicationIn, runtime: RuntimeDep
+    name: Name, body: GroupReplicationIn, caller: Admin, runtime: RuntimeDep
 ) -> dict[str, Any]:
     group = await store.set_group_replication(runtime.metadata, name, body.synchronous)
     await runtime.catalog.reload()
+    await runtime.self_audit.record(
+        caller.actor,
+        "group.replication",
+        group.name,
+        synchronous=group.synchronous,
+        token_id=caller.token_id,
+    )
     return {"name": group.name, "placement": group.placement, "synchronous": group.synchronous}
 
 
@@ -111,7 +130,7 @@ async def list_shards(runtime: RuntimeDep) -> list[dict[str, Any]]:
     response_model=Shard,
     responses=errors(400, 404, 409, 503),
 )
-async def add_shard(body: ShardIn, runtime: RuntimeDep) -> dict[str, Any]:
+async def add_shard(body: ShardIn, caller: Admin, runtime: RuntimeDep) -> dict[str, Any]:
     shard = await shard_admin.register_shard(
         runtime.metadata,
         runtime.settings.schema_dir,
@@ -122,7 +141,17 @@ async def add_shard(body: ShardIn, runtime: RuntimeDep) -> dict[str, Any]:
         force=body.force,
     )
     await runtime.catalog.reload()
-    return shard_json(shard)
+    shown = shard_json(shard)
+    await runtime.self_audit.record(
+        caller.actor,
+        "shard.add",
+        shard.name,
+        group=shard.group,
+        dsn=shown["dsn"],
+        force=body.force,
+        token_id=caller.token_id,
+    )
+    return shown
 
 
 @router.patch(
@@ -131,9 +160,14 @@ async def add_shard(body: ShardIn, runtime: RuntimeDep) -> dict[str, Any]:
     response_model=Shard,
     responses=errors(400, 404),
 )
-async def set_shard_state(name: Name, body: ShardStateIn, runtime: RuntimeDep) -> dict[str, Any]:
+async def set_shard_state(
+    name: Name, body: ShardStateIn, caller: Admin, runtime: RuntimeDep
+) -> dict[str, Any]:
     shard = await store.set_shard_state(runtime.metadata, name, body.state)
     await runtime.catalog.reload()
+    await runtime.self_audit.record(
+        caller.actor, "shard.state", shard.name, state=shard.state, token_id=caller.token_id
+    )
     return shard_json(shard)
 
 
@@ -143,8 +177,8 @@ async def set_shard_state(name: Name, body: ShardStateIn, runtime: RuntimeDep) -
     response_model=Shard,
     responses=errors(404),
 )
-async def drain_shard(name: Name, runtime: RuntimeDep) -> dict[str, Any]:
-    return await set_shard_state(name, ShardStateIn(state="draining"), runtime)
+async def drain_shard(name: Name, caller: Admin, runtime: RuntimeDep) -> dict[str, Any]:
+    return await set_shard_state(name, ShardStateIn(state="draining"), caller, runtime)
 
 
 @router.get(
@@ -168,8 +202,17 @@ async def get_owner(
     response_model=Owner,
     responses=errors(400, 404, 409),
 )
-async def map_owner(body: OwnerMapIn, runtime: RuntimeDep) -> dict[str, Any]:
+async def map_owner(body: OwnerMapIn, caller: Admin, runtime: RuntimeDep) -> dict[str, Any]:
     mapping = await store.map_owner(
-        runtime.metadata, body.kind, body.key, body.group, force=body.force
+        runtime.metadata, body.kind, body.key, body.group, body.tenant, force=body.force
+    )
+    await runtime.self_audit.record(
+        caller.actor,
+        "owner.map",
+        f"{mapping.kind} {mapping.key}",
+        group=mapping.group,
+        tenant=mapping.tenant,
+        force=body.force,
+        token_id=caller.token_id,
     )
     return owner_json(mapping)

@@ -8,11 +8,14 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Header, Query, Request
 
 from router.api.deps import RuntimeDep
-from router.api.responses import described, errors, record_body
+from router.api.responses import ERROR_DESCRIPTIONS, GUARDED, described, errors, record_body
+from router.auth.dependency import AuditWrite, FlowsWrite
+from router.auth.limits import TokenLimiter
+from router.auth.registry import Caller
 from router.errors import ShardlogError, TooLarge, excerpt
 from router.ingest import body as bodies
 from router.ingest.csv_flows import csv_flows
-from router.ingest.idempotency import check_key
+from router.ingest.idempotency import check_key, tenant_key
 from router.ingest.service import Request as WriteRequest
 from router.models.ingest import Accepted, AuditRecord, FlowDeleteIn, FlowRecord, Removed
 from router.runtime import Runtime
@@ -23,11 +26,15 @@ NDJSON_TYPES = ("application/x-ndjson", "application/ndjson", "application/jsonl
 WRITE_ERRORS: dict[int | str, dict[str, Any]] = described(
     {
         400: "A body or NDJSON line that is not JSON",
+        401: ERROR_DESCRIPTIONS[401],
+        403: "The token lacks the write scope, or a record's key belongs to another tenant "
+        "or lies outside the token's prefixes (the error names the record); nothing written",
         409: "An attempt with this Idempotency-Key is still running; see Retry-After",
         413: "Body or record count over the limit",
         415: "Unsupported content type",
         422: "A record or field is invalid (nothing written), or a bad Idempotency-Key",
-        429: "The router holds too many request bytes; see Retry-After",
+        429: "Over the token's request or byte rate, or the router holds too many request "
+        "bytes; see Retry-After",
         503: "A shard could not take its rows; see Retry-After",
     }
 )
@@ -53,14 +60,25 @@ class UnsupportedMediaType(ShardlogError):
     code = "unsupported_media_type"
 
 
-def _open_body(request: Request, runtime: Runtime) -> bodies.Body:
+def _open_body(request: Request, runtime: Runtime, caller: Caller) -> bodies.Body:
     settings = runtime.settings.ingest
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > settings.max_body_bytes:
         raise TooLarge(f"request body is larger than {settings.max_body_bytes} bytes", "body")
+    chunks: AsyncIterator[bytes] = request.stream()
+    if caller.limiter is not None:
+        chunks = _metered(chunks, caller.limiter)
     return bodies.Body(
-        request.stream(), settings.max_body_bytes, runtime.ingest_budget, settings.retry_after_s
+        chunks, settings.max_body_bytes, runtime.ingest_budget, settings.retry_after_s
     )
+
+
+async def _metered(chunks: AsyncIterator[bytes], limiter: TokenLimiter) -> AsyncIterator[bytes]:
+    """Charge the body's bytes to the token's byte rate as they arrive: the debt a large body
+    leaves makes the token's next writes wait (429) until it is paid."""
+    async for chunk in chunks:
+        limiter.charge_bytes(len(chunk))
+        yield chunk
 
 
 def _records(
@@ -82,16 +100,17 @@ def _records(
 async def _write(
     request: Request,
     runtime: Runtime,
+    caller: Caller,
     key: str | None,
     switch: str | None,
     kind: Literal["audit", "flow"],
 ) -> dict[str, Any]:
-    checked_key = check_key(key) if key is not None else None
-    body = _open_body(request, runtime)
+    checked_key = None if key is None else tenant_key(caller.grant.tenant, check_key(key))
+    body = _open_body(request, runtime, caller)
     try:
         longest = runtime.settings.ingest.max_record_bytes
         records, label = _records(request, body, switch, kind == "flow", longest)
-        write = WriteRequest(records, label, checked_key, lambda: body.digest)
+        write = WriteRequest(records, label, checked_key, lambda: body.digest, caller.grant)
         runtime.metrics.ingest_inflight_bytes.set(runtime.ingest_budget.used)
         if kind == "audit":
             return await runtime.ingest.write_audit(write)
@@ -109,9 +128,9 @@ async def _write(
     openapi_extra=record_body(AuditRecord, NDJSON_TYPES),
 )
 async def write_audit(
-    request: Request, runtime: RuntimeDep, key: IdempotencyKey = None
+    request: Request, caller: AuditWrite, runtime: RuntimeDep, key: IdempotencyKey = None
 ) -> dict[str, Any]:
-    return await _write(request, runtime, key, None, "audit")
+    return await _write(request, runtime, caller, key, None, "audit")
 
 
 @router.post(
@@ -123,6 +142,7 @@ async def write_audit(
 )
 async def write_flows(
     request: Request,
+    caller: FlowsWrite,
     runtime: RuntimeDep,
     key: IdempotencyKey = None,
     switch: Annotated[
@@ -134,14 +154,26 @@ async def write_flows(
         ),
     ] = None,
 ) -> dict[str, Any]:
-    return await _write(request, runtime, key, switch, "flow")
+    return await _write(request, runtime, caller, key, switch, "flow")
 
 
 @router.delete(
     "/flows",
     summary="Remove flows: 5-tuples of one switch over a day range",
     response_model=Removed,
-    responses=errors(400, 422, 503),
+    responses=errors(400, 422, 503, *GUARDED),
 )
-async def delete_flows(body: FlowDeleteIn, runtime: RuntimeDep) -> dict[str, int]:
-    return {"removed": await runtime.flow_deletion.delete(body)}
+async def delete_flows(
+    body: FlowDeleteIn, caller: FlowsWrite, runtime: RuntimeDep
+) -> dict[str, int]:
+    removed = await runtime.flow_deletion.delete(body, caller.grant)
+    await runtime.self_audit.record(
+        caller.actor,
+        "flows.delete",
+        f"switch {body.switch}",
+        days=f"{body.from_day.isoformat()}..{body.to_day.isoformat()}",
+        flows=len(body.flows),
+        removed=removed,
+        token_id=caller.token_id,
+    )
+    return {"removed": removed}

@@ -7,8 +7,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query
 
-from router.api.deps import RuntimeDep, require_admin
-from router.api.responses import errors
+from router.api.deps import RuntimeDep
+from router.api.responses import GUARDED, errors
+from router.auth import dependency
+from router.auth.dependency import Admin
+from router.auth.self_audit import record_run
 from router.catalog.snapshot import OwnerKind
 from router.errors import NotFound
 from router.models.admin import (
@@ -26,8 +29,8 @@ from router.retention.runner import RunOptions
 router = APIRouter(
     prefix="/v1/admin",
     tags=["admin"],
-    dependencies=[Depends(require_admin)],
-    responses=errors(401, 422),
+    dependencies=[Depends(dependency.admin)],
+    responses=errors(422, *GUARDED),
 )
 # Ids are bigint in the metadata database: larger numbers are invalid, not a driver error.
 RowId = Annotated[int, Path(ge=1, le=2**63 - 1)]
@@ -74,12 +77,16 @@ async def list_policies(runtime: RuntimeDep) -> list[dict[str, Any]]:
     response_model=Policy,
     responses=errors(400, 404),
 )
-async def set_policy(body: PolicyIn, runtime: RuntimeDep) -> dict[str, Any]:
+async def set_policy(body: PolicyIn, caller: Admin, runtime: RuntimeDep) -> dict[str, Any]:
     policy = await policies.set_policy(
         runtime.metadata, body.kind, body.group, body.owner, body.keep_days, body.archive
     )
     await runtime.catalog.reload()
-    return policies.policy_json(policy)
+    shown = policies.policy_json(policy)
+    await runtime.self_audit.record(
+        caller.actor, "policy.set", f"policy {policy.id}", **shown, token_id=caller.token_id
+    )
+    return shown
 
 
 @router.delete(
@@ -88,9 +95,12 @@ async def set_policy(body: PolicyIn, runtime: RuntimeDep) -> dict[str, Any]:
     summary="Remove a policy",
     responses=errors(404),
 )
-async def remove_policy(policy_id: RowId, runtime: RuntimeDep) -> None:
+async def remove_policy(policy_id: RowId, caller: Admin, runtime: RuntimeDep) -> None:
     await policies.remove_policy(runtime.metadata, policy_id)
     await runtime.catalog.reload()
+    await runtime.self_audit.record(
+        caller.actor, "policy.remove", f"policy {policy_id}", token_id=caller.token_id
+    )
 
 
 @router.post(
@@ -99,7 +109,7 @@ async def remove_policy(policy_id: RowId, runtime: RuntimeDep) -> None:
     response_model=RetentionReport,
     responses=errors(400),
 )
-async def run_retention(body: RetentionRunIn, runtime: RuntimeDep) -> dict[str, Any]:
+async def run_retention(body: RetentionRunIn, caller: Admin, runtime: RuntimeDep) -> dict[str, Any]:
     await runtime.catalog.reload()
     report = await runtime.retention.run(
         runtime.catalog.snapshot,
@@ -111,6 +121,8 @@ async def run_retention(body: RetentionRunIn, runtime: RuntimeDep) -> dict[str, 
             lock_wait_s=runtime.settings.retention.lock_wait_s,
         ),
     )
+    if not body.dry_run:
+        await record_run(runtime.self_audit, caller.actor, report, caller.token_id)
     return report.to_json()
 
 

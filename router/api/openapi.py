@@ -1,5 +1,6 @@
 """The OpenAPI schema as FastAPI builds it, completed: models only ``openapi_extra`` and
-``responses`` name (records, export lines) are added to ``components/schemas``, and any 422 that
+``responses`` name (records, export lines) are added to ``components/schemas``, every /v1
+operation declares the bearer token scheme (router/auth), and any 422 that
 FastAPI documented with its own HTTPValidationError gets the error body the app really answers
 with (``_install_error_handlers`` in router.app renders validation errors as router.errors)."""
 
@@ -13,6 +14,8 @@ from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from router.api.responses import REF
+from router.auth.dependency import SCHEME_NAME, SECURITY_SCHEME
+from router.auth.middleware import GUARDED_PREFIX
 from router.models.errors import Error
 from router.models.ingest import AuditRecord, FlowRecord
 from router.models.search import AuditItem, FlowItem
@@ -42,6 +45,11 @@ def install(app: FastAPI) -> None:
 def complete(schema: dict[str, Any]) -> dict[str, Any]:
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     add_models(components, EXTRA_MODELS)
+    schema["components"]["securitySchemes"] = {SCHEME_NAME: SECURITY_SCHEME}
+    for path, item in schema.get("paths", {}).items():
+        if path.startswith(GUARDED_PREFIX):
+            for operation in operations({"paths": {path: item}}):
+                operation["security"] = [{SCHEME_NAME: []}]
     for operation in operations(schema):
         operation["responses"] = dict(sorted(operation.get("responses", {}).items()))
         for response in operation["responses"].values():

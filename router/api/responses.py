@@ -21,19 +21,28 @@ REF = "#/components/schemas/"
 ERROR_DESCRIPTIONS: dict[int, str] = {
     400: "The request cannot be understood (a body that is not JSON, say); `field` names the "
     "part when it can",
-    401: "An admin endpoint without the configured token (SHARDLOG_SERVER__ADMIN_TOKEN)",
+    401: "No valid API token (Authorization: Bearer <token>): missing, malformed, unknown, "
+    "revoked or expired",
+    403: "The token lacks the scope this operation needs, or a key belongs to another tenant "
+    "or lies outside the token's owner/switch prefixes; the message names which",
     404: "Not found; `field` names what",
     409: "Conflicts with the catalog or with a request in progress",
     413: "Too large",
     415: "Unsupported content type",
     422: "A parameter or field is invalid; `field` names it",
-    429: "Overloaded; retry after Retry-After seconds",
+    429: "Over the token's request rate, write byte rate or concurrent searches, or the "
+    "router holds too many request bytes; retry after Retry-After seconds",
     # Not naming the log marker itself: fuzzers send the schema's strings back, and a request
     # line holding the marker would look like a bug in the router log.
     500: "A bug: the message carries a reference that the router log repeats with the traceback",
     503: "A shard or the metadata database is unavailable; retry after Retry-After seconds",
     504: "A shard did not answer in time",
 }
+
+
+# Every operation that needs a token: no valid token, a missing scope or foreign key, and the
+# token's limits.
+GUARDED = (401, 403, 429)
 
 
 def errors(*statuses: int) -> Responses:

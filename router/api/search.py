@@ -10,7 +10,9 @@ from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
 from router.api.deps import RuntimeDep
-from router.api.responses import described, ndjson_answer
+from router.api.responses import ERROR_DESCRIPTIONS, described, ndjson_answer
+from router.auth.dependency import AuditRead, FlowsRead
+from router.auth.scopes import Grant
 from router.catalog.rules import owner_key_problem
 from router.errors import BadRequest, ShardlogError
 from router.models.search import AuditItem, AuditPage, FlowItem, FlowPage
@@ -57,6 +59,10 @@ IpVersionParam = Annotated[IpVersion | None, Query(description="4 or 6")]
 SEARCH_ERRORS: dict[int | str, dict[str, Any]] = described(
     {
         400: "A parameter is invalid (the error names it)",
+        401: ERROR_DESCRIPTIONS[401],
+        403: "The token lacks the read scope, or the owner or switch belongs to another tenant "
+        "or lies outside the token's prefixes",
+        429: "Over the token's request rate or concurrent searches; see Retry-After",
         422: "A parameter is missing or of the wrong type, or holds a NUL (the error names it)",
         503: "A shard failed and partial=false, or the metadata database is unavailable",
         504: "A shard did not answer in time and partial=false",
@@ -135,6 +141,7 @@ def flow_query(
     responses=SEARCH_ERRORS,
 )
 async def search_audit(
+    caller: AuditRead,
     runtime: RuntimeDep,
     owner: Owner,
     start: From,
@@ -150,7 +157,7 @@ async def search_audit(
 ) -> dict[str, Any]:
     query = audit_query(runtime, owner, start, to, q, match, order)
     return await runtime.search.search(
-        query, _limit(runtime, limit), cursor, count, partial, backend
+        query, _limit(runtime, limit), cursor, count, partial, backend, grant=caller.grant
     )
 
 
@@ -161,6 +168,7 @@ async def search_audit(
     responses=SEARCH_ERRORS,
 )
 async def search_flows(
+    caller: FlowsRead,
     runtime: RuntimeDep,
     switch: Switch,
     start: From,
@@ -194,7 +202,7 @@ async def search_flows(
         order,
     )
     return await runtime.search.search(
-        query, _limit(runtime, limit), cursor, count, partial, backend
+        query, _limit(runtime, limit), cursor, count, partial, backend, grant=caller.grant
     )
 
 
@@ -205,6 +213,7 @@ async def search_flows(
     responses={**ndjson_answer(AuditItem, "Every match, one per line"), **SEARCH_ERRORS},
 )
 async def export_audit(
+    caller: AuditRead,
     runtime: RuntimeDep,
     owner: Owner,
     start: From,
@@ -214,7 +223,7 @@ async def export_audit(
     order: Order = "asc",
 ) -> StreamingResponse:
     query = audit_query(runtime, owner, start, to, q, match, order)
-    return await _stream(runtime, query)
+    return await _stream(runtime, query, caller.grant)
 
 
 @router.get(
@@ -224,6 +233,7 @@ async def export_audit(
     responses={**ndjson_answer(FlowItem, "Every match, one per line"), **SEARCH_ERRORS},
 )
 async def export_flows(
+    caller: FlowsRead,
     runtime: RuntimeDep,
     switch: Switch,
     start: From,
@@ -251,13 +261,13 @@ async def export_flows(
         either_direction,
         order,
     )
-    return await _stream(runtime, query)
+    return await _stream(runtime, query, caller.grant)
 
 
 async def _stream(
-    runtime: Runtime, query: queries.AuditQuery | queries.FlowQuery
+    runtime: Runtime, query: queries.AuditQuery | queries.FlowQuery, grant: Grant
 ) -> StreamingResponse:
-    stream = runtime.search.export(query)
+    stream = runtime.search.export(query, grant)
     # The first page is read before answering, so a bad pattern is still a clean 400.
     first = await anext(stream, b"")
 

@@ -24,7 +24,12 @@ class OwnerDirectory:
     async def on_catalog(self, _snapshot: CatalogSnapshot) -> None:
         self._cache.clear()
 
-    async def resolve(self, kind: OwnerKind, keys: Iterable[str]) -> dict[str, OwnerMapping]:
+    async def resolve(
+        self, kind: OwnerKind, keys: Iterable[str], tenant: str, *, exclusive: bool = True
+    ) -> dict[str, OwnerMapping]:
+        """Mappings of ``keys``; those not mapped yet are claimed for ``tenant`` (with
+        ``exclusive``, not while some key belongs to another tenant: see store.resolve_owners,
+        the caller refuses then)."""
         result: dict[str, OwnerMapping] = {}
         unknown: list[str] = []
         for key in set(keys):
@@ -33,10 +38,17 @@ class OwnerDirectory:
                 unknown.append(key)
             else:
                 result[key] = cached
+        if unknown and exclusive and any(m.tenant != tenant for m in result.values()):
+            return result  # some key is another tenant's: the caller refuses, nothing claimed
         if unknown:
             with unavailable_when_unreachable("metadata database", retry_after_s=1):
                 fetched = await store.resolve_owners(
-                    self._metadata, self._catalog.snapshot, kind, unknown
+                    self._metadata,
+                    self._catalog.snapshot,
+                    kind,
+                    unknown,
+                    tenant,
+                    exclusive=exclusive,
                 )
             if len(self._cache) + len(fetched) > MAX_CACHED:
                 self._cache.clear()

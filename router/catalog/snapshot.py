@@ -57,6 +57,7 @@ class OwnerMapping:
     group: str
     assigned_by: Literal["rule", "admin"]
     id: int
+    tenant: str
 
 
 @dataclass(frozen=True)

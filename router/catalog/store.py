@@ -20,7 +20,7 @@ from router.catalog.snapshot import (
     ShardGroup,
 )
 from router.db.probe import DatabaseIdentity
-from router.errors import Conflict, NotFound, Unavailable
+from router.errors import Conflict, Invalid, NotFound, Unavailable
 from router.routing.groups import choose_group
 
 Executor = asyncpg.Connection | asyncpg.Pool
@@ -203,52 +203,88 @@ async def set_shard_state(db: Executor, name: str, state: str) -> Shard:
 
 async def get_owner(db: Executor, kind: str, key: str) -> OwnerMapping | None:
     row = await db.fetchrow(
-        "SELECT kind, key, group_name, assigned_by, id FROM owners WHERE kind = $1 AND key = $2",
-        kind,
-        key,
+        f"SELECT {OWNER_COLUMNS} FROM owners WHERE kind = $1 AND key = $2", kind, key
     )
     return _owner(row) if row else None
 
 
 async def map_owner(
-    db: Executor, kind: str, key: str, group: str, *, force: bool = False
+    db: Executor,
+    kind: str,
+    key: str,
+    group: str,
+    tenant: str | None = None,
+    *,
+    force: bool = False,
 ) -> OwnerMapping:
-    """Map an owner to a group by hand. Moving an owner that is already mapped elsewhere needs
-    ``force``: rows written before stay in the old group."""
+    """Map an owner to a group (and a tenant) by hand. A key not mapped yet needs its tenant.
+    Moving an owner that is already mapped to another group or tenant needs ``force``: rows
+    written before stay in the old group, and the old tenant's tokens lose the key."""
     rules.check_kind(kind)
     rules.check_owner_key(key)
     rules.check_name(group, "group")
+    if tenant is not None:
+        rules.check_name(tenant, "tenant")
     async with _connection(db) as connection, connection.transaction():
         if await connection.fetchval("SELECT 1 FROM shard_groups WHERE name = $1", group) is None:
             raise NotFound(f"shard group {group!r} does not exist", "group")
+        if tenant is not None and (
+            await connection.fetchval("SELECT 1 FROM tenants WHERE name = $1", tenant) is None
+        ):
+            raise NotFound(f"tenant {tenant!r} does not exist", "tenant")
         current = await connection.fetchrow(
-            "SELECT group_name FROM owners WHERE kind = $1 AND key = $2 FOR UPDATE", kind, key
+            "SELECT group_name, tenant FROM owners WHERE kind = $1 AND key = $2 FOR UPDATE",
+            kind,
+            key,
         )
+        if current is None and tenant is None:
+            raise Invalid(f"{kind} owner is not mapped yet: name its tenant", "tenant")
         if current is not None and current["group_name"] != group and not force:
             raise Conflict(
                 f"{kind} owner is already mapped to group {current['group_name']!r}; rows "
                 "written so far stay there. Pass force to remap anyway",
                 "group",
             )
+        if current is not None and tenant not in (None, current["tenant"]) and not force:
+            raise Conflict(
+                f"{kind} owner belongs to tenant {current['tenant']!r}; pass force to move it "
+                "to another tenant (its tokens lose it)",
+                "tenant",
+            )
+        if tenant is None:
+            assert current is not None  # refused above otherwise
+            tenant = current["tenant"]
         row = await connection.fetchrow(
-            "INSERT INTO owners (kind, key, group_name, assigned_by) VALUES ($1, $2, $3, 'admin') "
+            "INSERT INTO owners (kind, key, group_name, assigned_by, tenant) "
+            "VALUES ($1, $2, $3, 'admin', $4) "
             "ON CONFLICT (kind, key) DO UPDATE SET group_name = EXCLUDED.group_name, "
-            "assigned_by = 'admin', updated_at = now() "
-            "RETURNING kind, key, group_name, assigned_by, id",
+            "assigned_by = 'admin', tenant = EXCLUDED.tenant, updated_at = now() "
+            f"RETURNING {OWNER_COLUMNS}",
             kind,
             key,
             group,
+            tenant,
         )
     return _owner(row)
 
 
 async def resolve_owners(
-    db: Executor, snapshot: CatalogSnapshot, kind: str, keys: Iterable[str]
+    db: Executor,
+    snapshot: CatalogSnapshot,
+    kind: str,
+    keys: Iterable[str],
+    tenant: str,
+    *,
+    exclusive: bool = True,
 ) -> dict[str, OwnerMapping]:
-    """Every owner's group; unmapped owners are given one by the stable rule and recorded.
-    Concurrent first writes from several routers agree: the first recorded mapping wins."""
+    """Every owner's group; unmapped owners are given one by the stable rule and recorded as
+    ``tenant``'s. Concurrent first writes from several routers agree: the first recorded
+    mapping (group and tenant) wins. With ``exclusive``, when some key already belongs to
+    another tenant nothing is claimed: the mapped keys are returned, the caller refuses."""
     wanted = sorted(set(keys))
     found = await _owners(db, kind, wanted)
+    if exclusive and any(m.tenant != tenant for m in found.values()):
+        return found
     missing = [key for key in wanted if key not in found]
     if missing:
         rules.check_kind(kind)
@@ -259,12 +295,13 @@ async def resolve_owners(
             raise Unavailable("no shard group has an active shard")
         groups = [choose_group(kind, key, candidates) for key in missing]
         await db.execute(
-            "INSERT INTO owners (kind, key, group_name, assigned_by) "
-            "SELECT $1, key, group_name, 'rule' FROM unnest($2::text[], $3::text[]) "
+            "INSERT INTO owners (kind, key, group_name, assigned_by, tenant) "
+            "SELECT $1, key, group_name, 'rule', $4 FROM unnest($2::text[], $3::text[]) "
             "AS new (key, group_name) ON CONFLICT (kind, key) DO NOTHING",
             kind,
             missing,
             groups,
+            tenant,
         )
         found.update(await _owners(db, kind, missing))
     return found
@@ -272,8 +309,7 @@ async def resolve_owners(
 
 async def _owners(db: Executor, kind: str, keys: list[str]) -> dict[str, OwnerMapping]:
     rows = await db.fetch(
-        "SELECT kind, key, group_name, assigned_by, id FROM owners "
-        "WHERE kind = $1 AND key = ANY($2::text[])",
+        f"SELECT {OWNER_COLUMNS} FROM owners WHERE kind = $1 AND key = ANY($2::text[])",
         kind,
         keys,
     )
@@ -281,14 +317,19 @@ async def _owners(db: Executor, kind: str, keys: list[str]) -> dict[str, OwnerMa
 
 
 async def resolve_owner(
-    db: Executor, snapshot: CatalogSnapshot, kind: str, key: str
+    db: Executor, snapshot: CatalogSnapshot, kind: str, key: str, tenant: str
 ) -> OwnerMapping:
     rules.check_owner_key(key, "owner")
-    return (await resolve_owners(db, snapshot, kind, [key]))[key]
+    return (await resolve_owners(db, snapshot, kind, [key], tenant, exclusive=False))[key]
+
+
+OWNER_COLUMNS = "kind, key, group_name, assigned_by, id, tenant"
 
 
 def _owner(row: Any) -> OwnerMapping:
-    return OwnerMapping(row["kind"], row["key"], row["group_name"], row["assigned_by"], row["id"])
+    return OwnerMapping(
+        row["kind"], row["key"], row["group_name"], row["assigned_by"], row["id"], row["tenant"]
+    )
 
 
 @asynccontextmanager

@@ -50,10 +50,15 @@ def connect_options(
     if role is not None:
         options["user"] = role
     parsed = parse_dsn(dsn)
-    if parsed.multi_host and target is not None:
-        options["target_session_attrs"] = target
-    elif parsed.multi_host and "target_session_attrs" not in parsed.params:
-        options["target_session_attrs"] = settings.multi_host_target
+    if parsed.multi_host:
+        in_dsn = parsed.params.get("target_session_attrs")
+        chosen = target or in_dsn or settings.multi_host_target
+        if role == roles.READER and chosen == "read-write":
+            # "read-write" asks the session's transaction_read_only, which the reader's own
+            # sessions turn on: no host would ever match. "primary" asks pg_is_in_recovery().
+            chosen = "primary"
+        if chosen != in_dsn or target is not None:
+            options["target_session_attrs"] = chosen
     return options
 
 

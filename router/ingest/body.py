@@ -84,7 +84,7 @@ class Body:
 # step per record costs more than parsing it.
 Batch = list[tuple[int, Any]]
 # Bytes of a JSON array parsed (and then checked) at once: a few milliseconds of the event loop.
-ARRAY_SLICE_BYTES = 2**18
+ARRAY_SLICE_BYTES = 2**17
 
 
 class LineTooLong(Exception):

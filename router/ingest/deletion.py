@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import asyncpg
 
+from router.auth.scopes import Grant, check_key
 from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
 from router.db.failures import describe, is_transient
@@ -41,7 +42,7 @@ class FlowDeletion:
         self._pools = pools
         self._retry_after_s = retry_after_s
 
-    async def delete(self, request: FlowDeleteIn) -> int:
+    async def delete(self, request: FlowDeleteIn, grant: Grant) -> int:
         if request.to_day < request.from_day:
             raise Invalid("to is before from", "to")
         days = (request.to_day - request.from_day).days + 1
@@ -59,7 +60,10 @@ class FlowDeletion:
             columns[2].append(flow.src_port)
             columns[3].append(flow.dst_port)
             columns[4].append(flow.proto)
+        check_key(grant, "flow", request.switch, None, "switch")
         mapping = await self._owners.lookup("flow", request.switch)
+        if mapping is not None:
+            check_key(grant, "flow", request.switch, mapping.tenant, "switch")
         if mapping is None:
             return 0  # a switch never written to has nothing to delete
         tables = [

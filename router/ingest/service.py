@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from router.auth.scopes import Grant, check_key, key_denial
 from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
 from router.catalog.snapshot import CatalogSnapshot, OwnerKind, OwnerMapping
@@ -33,19 +34,21 @@ Records = AsyncIterator[list[tuple[int, Any]]]
 _ZERO = timedelta(0)
 FAILOVER_RETRY_S = 0.5
 # Rows grouped between two turns of the event loop (a few ms): health checks stay fast.
-YIELD_EVERY_ROWS = 2_000
+YIELD_EVERY_ROWS = 1_000
 # Ledger keys of requests sent without an Idempotency-Key; client keys are ASCII only.
 INTERNAL_KEY_PREFIX = "\u00b7request:"
 
 
 @dataclass
 class Request:
-    """One write: its records, where they are numbered from, and its idempotency."""
+    """One write: its records, where they are numbered from, its idempotency, and what its
+    caller may touch (keys of other tenants are refused before anything is claimed)."""
 
     records: Records
     label: str
     key: str | None
     digest: Callable[[], str]  # of the whole body, known once the records were read
+    grant: Grant
 
 
 class IngestService:
@@ -132,6 +135,43 @@ class IngestService:
         table = seen[(mapping.id, day)] = day_table(mapping.kind, mapping.id, day)
         return table
 
+    async def _owned(
+        self, request: Request, kind: OwnerKind, rows: list[Any], attribute: str
+    ) -> dict[str, OwnerMapping]:
+        """The mappings of the rows' keys, each checked against the caller's grant: keys
+        outside its prefixes are refused before any is claimed, keys of another tenant before
+        anything is written (the 403 names the first record that has one)."""
+        grant = request.grant
+        keys = {getattr(row, attribute) for row in rows}
+        self._authorize(request, kind, rows, attribute, keys, None)
+        mappings = await self._owners.resolve(
+            kind, keys, grant.tenant, exclusive=not grant.any_tenant
+        )
+        self._authorize(request, kind, rows, attribute, keys, mappings)
+        return mappings
+
+    @staticmethod
+    def _authorize(
+        request: Request,
+        kind: OwnerKind,
+        rows: list[Any],
+        attribute: str,
+        keys: set[str],
+        mappings: dict[str, OwnerMapping] | None,
+    ) -> None:
+        def tenant_of(key: str) -> str | None:
+            mapping = mappings.get(key) if mappings is not None else None
+            return mapping.tenant if mapping is not None else None
+
+        denied = {k for k in keys if key_denial(request.grant, kind, k, tenant_of(k)) is not None}
+        if not denied:
+            return
+        row = next(row for row in rows if getattr(row, attribute) in denied)
+        key = getattr(row, attribute)
+        field = f"{request.label}[{row.position}].{attribute}"
+        check_key(request.grant, kind, key, tenant_of(key), field)
+        raise AssertionError("check_key let a denied key through")  # pragma: no cover
+
     # --- audit -------------------------------------------------------------------------
 
     async def write_audit(self, request: Request) -> dict[str, Any]:
@@ -140,7 +180,7 @@ class IngestService:
         if not rows:
             return {"accepted": 0}
         snapshot = self._catalog.snapshot
-        owners = await self._owners.resolve("audit", {row.owner for row in rows})
+        owners = await self._owned(request, "audit", rows, "owner")
         tables: dict[DayTable, list[tuple[Any, ...]]] = defaultdict(list)
         group_of: dict[DayTable, str] = {}
         seen: dict[tuple[int, date], DayTable] = {}
@@ -280,7 +320,7 @@ class IngestService:
         if not rows:
             return {"accepted": 0}
         snapshot = self._catalog.snapshot
-        switches = await self._owners.resolve("flow", {row.switch for row in rows})
+        switches = await self._owned(request, "flow", rows, "switch")
         rings = {
             group: list(snapshot.serving_shards(group))
             for group in {m.group for m in switches.values()}

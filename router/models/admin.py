@@ -56,7 +56,14 @@ class OwnerMapIn(Body):
     kind: OwnerKind
     key: OwnerKey
     group: str
-    force: bool = Field(False, description="Remap an owner that is mapped to another group")
+    tenant: str | None = Field(
+        None,
+        description="The tenant the key belongs to: required for a key not mapped yet; null "
+        "keeps an existing key's tenant",
+    )
+    force: bool = Field(
+        False, description="Remap an owner that is mapped to another group or tenant"
+    )
 
 
 class PolicyIn(Body):
@@ -121,6 +128,7 @@ class Owner(Out):
     id: int
     group: str
     assigned_by: Literal["rule", "admin"]
+    tenant: str = Field(description="Only this tenant's tokens reach the key")
 
 
 class Table(Out):

@@ -9,7 +9,7 @@ from router.models.common import Out
 
 class ErrorDetail(Out):
     code: str = Field(
-        description="Stable: bad_request, unauthorized, not_found, method_not_allowed, "
+        description="Stable: bad_request, unauthorized, forbidden, not_found, method_not_allowed, "
         "conflict, too_large, unsupported_media_type, invalid, overloaded, internal, "
         "unavailable, unready, timeout, http_error"
     )

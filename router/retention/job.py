@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 
 from router.catalog.cache import CatalogCache
 from router.db.failures import DRIVER_ERRORS, describe
@@ -17,11 +18,21 @@ log = logging.getLogger(__name__)
 _ERRORS = DRIVER_ERRORS
 
 
+Observer = Callable[[RunReport], Awaitable[object]]
+
+
 class RetentionJob:
-    def __init__(self, runner: RetentionRunner, catalog: CatalogCache, interval_s: float) -> None:
+    def __init__(
+        self,
+        runner: RetentionRunner,
+        catalog: CatalogCache,
+        interval_s: float,
+        observer: Observer | None = None,
+    ) -> None:
         self._runner = runner
         self._catalog = catalog
         self._interval_s = interval_s
+        self._observer = observer
         self._task: asyncio.Task[None] | None = None
 
     async def run_once(self) -> RunReport:
@@ -44,6 +55,8 @@ class RetentionJob:
             except _ERRORS as exc:
                 log.warning("retention run failed: %s", describe(exc))
                 continue
+            if self._observer is not None:
+                await self._observer(report)
             if report.status != "skipped":
                 totals = report.totals()
                 log.info(

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 import orjson
 
+from router.auth.scopes import SYSTEM
 from router.errors import BadRequest, excerpt
 from router.search.query import AuditQuery, FlowQuery, Window
 from router.search.service import SearchService
@@ -84,7 +85,7 @@ async def export_owner(
     columns = COLUMNS[kind]
     if fmt == "csv":
         yield _csv_line(list(columns))
-    async for line in search.export(query_for(kind, key, window)):
+    async for line in search.export(query_for(kind, key, window), SYSTEM):
         if fmt == "ndjson":
             yield line
         else:

@@ -11,6 +11,7 @@ from typing import Any, Literal
 import asyncpg
 import orjson
 
+from router.auth.scopes import KEY_NAME, Grant, check_key
 from router.catalog import tables as day_tables
 from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
@@ -80,9 +81,12 @@ class SearchService:
 
     # --- planning ----------------------------------------------------------------------
 
-    async def plan(self, query: Query) -> tuple[SearchPlan, str]:
+    async def plan(self, query: Query, grant: Grant) -> tuple[SearchPlan, str]:
         kind, key = _owner_of(query)
+        check_key(grant, kind, key, None, KEY_NAME[kind])
         mapping = await self._owners.lookup(kind, key)
+        if mapping is not None:
+            check_key(grant, kind, key, mapping.tenant, KEY_NAME[kind])
         if mapping is None:
             return SearchPlan(()), key
         days = query.window.days()
@@ -193,11 +197,13 @@ class SearchService:
         count: CountMode,
         partial_ok: bool,
         backend: Backend = "fanout",
+        *,
+        grant: Grant,
     ) -> dict[str, Any]:
         assert self.codec is not None
         digest = query_digest(query.binding())
         cursor = self.codec.decode(cursor_text, digest) if cursor_text else None
-        plan, key = await self.plan(query)
+        plan, key = await self.plan(query, grant)
         backwards = cursor is not None and cursor.direction == "prev"
         descending = (query.order == "desc") != backwards
         after = cursor.position if cursor else None
@@ -352,12 +358,17 @@ class SearchService:
 
     # --- export ------------------------------------------------------------------------
 
-    async def export(self, query: Query) -> AsyncIterator[bytes]:
+    async def export(self, query: Query, grant: Grant) -> AsyncIterator[bytes]:
         """Every match as NDJSON, page by page (memory stays at one page)."""
         cursor: str | None = None
         while True:
             page = await self.search(
-                query, self._settings.export_page_rows, cursor, "none", partial_ok=False
+                query,
+                self._settings.export_page_rows,
+                cursor,
+                "none",
+                partial_ok=False,
+                grant=grant,
             )
             for item in page["items"]:
                 yield orjson.dumps(item) + b"\n"

@@ -29,6 +29,8 @@ PROJECT = "shardlog-test"
 ROUTER = "http://127.0.0.1:8080"
 COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())
 READY_TIMEOUT_S = 240
+# The token the compose fixture makes, sent with every /v1 request.
+AUTH: dict[str, str] = {}
 
 
 def published_ports() -> list[int]:
@@ -63,6 +65,25 @@ class Compose:
     def logs(self) -> str:
         return self.run("logs", "--no-color", "--tail", "40").stdout
 
+    def token(self) -> str:
+        """A token of every scope, made by the CLI in the router's container (operators with
+        catalog access are admins); printed once on standard output."""
+        made = self.run(
+            "exec",
+            "-T",
+            "router",
+            "/opt/shardlog/.venv/bin/shardlog",
+            "tokens",
+            "create",
+            "--tenant",
+            "system",
+            "--name",
+            "compose test",
+            "--scopes",
+            "admin,audit:write,audit:read,flows:write,flows:read",
+        )
+        return made.stdout.strip().splitlines()[-1]
+
 
 @pytest.fixture(scope="module")
 def compose() -> Iterator[Compose]:
@@ -79,6 +100,7 @@ def compose() -> Iterator[Compose]:
             while not _ready():
                 assert time.monotonic() < deadline, f"not ready in time:\n{up.logs()}"
                 time.sleep(1)
+            AUTH["Authorization"] = f"Bearer {up.token()}"
             yield up
         finally:
             up.run("down", "-v", "--remove-orphans")
@@ -99,7 +121,7 @@ def test_every_published_port_is_loopback_only() -> None:
 
 def test_audit_and_flows_go_in_and_are_found(compose: Compose) -> None:
     owner, switch = f"c-{uuid.uuid4().hex[:8]}", f"sw-{uuid.uuid4().hex[:8]}"
-    with httpx.Client(base_url=ROUTER, timeout=60) as client:
+    with httpx.Client(base_url=ROUTER, timeout=60, headers=AUTH) as client:
         lines = b"".join(
             orjson.dumps({"owner": owner, "content": f"user {i} logged in"}) + b"\n"
             for i in range(500)
@@ -140,7 +162,7 @@ def _primary_of(shard: int) -> str:
 
 def test_killing_a_primary_loses_and_doubles_nothing(compose: Compose) -> None:
     victim = _primary_of(1)
-    with KeyedLoad(ROUTER) as load:
+    with KeyedLoad(ROUTER, headers=AUTH) as load:
         load.wait_for(2_000, timeout=60)
         subprocess.run(
             ["docker", "kill", compose.container(victim)],

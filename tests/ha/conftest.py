@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from router import bootstrap
+from router.auth.scopes import SCOPES, SYSTEM_TENANT
 from router.settings import (
     CatalogSettings,
     ClusterSettings,
@@ -27,7 +28,7 @@ from services.ha_cluster import HaCluster
 from services.ha_topology import HaTopology, build_ha_topology
 from services.process import free_port, port_in_use, server_user
 from services.router_process import RouterProcess
-from tests.support import running_router, settings_env
+from tests.support import bearer, issue_token, running_router, settings_env
 
 HA_SHARDS = 2
 HA_GROUPS = 1
@@ -115,8 +116,13 @@ def ha_router(ha_settings: Settings, ha_cluster: HaCluster) -> Iterator[RouterPr
 
 
 @pytest.fixture(scope="session")
-def ha_api(ha_router: RouterProcess) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=ha_router.url, timeout=120) as client:
+def ha_token(ha_settings: Settings, ha_cluster: HaCluster) -> str:
+    return issue_token(ha_settings, SYSTEM_TENANT, SCOPES, name="ha tests: every scope")
+
+
+@pytest.fixture(scope="session")
+def ha_api(ha_router: RouterProcess, ha_token: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=ha_router.url, timeout=120, headers=bearer(ha_token)) as client:
         yield client
 
 

@@ -36,12 +36,18 @@ class Tally:
     duplicated: list[str]
 
 
+def auth_of(client: httpx.Client) -> dict[str, str]:
+    """The Authorization header of a client that carries a token."""
+    return {"authorization": client.headers["authorization"]}
+
+
 @dataclass
 class IngestLoad:
     """Writers that post batches back to back, without retries of their own (the router's
     retries are what is under test) and without an Idempotency-Key."""
 
     base_url: str
+    headers: dict[str, str] = field(default_factory=dict)  # the token's Authorization
     owner: str = field(default_factory=lambda: f"ha-{uuid.uuid4().hex[:10]}")
     writers: int = 2
     outcomes: list[Outcome] = field(default_factory=list)
@@ -50,7 +56,7 @@ class IngestLoad:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def _write(self, writer: int) -> None:
-        with httpx.Client(base_url=self.base_url, timeout=180) as client:
+        with httpx.Client(base_url=self.base_url, timeout=180, headers=self.headers) as client:
             number = 0
             while not self._stop.is_set():
                 contents = [f"{self.owner}-{writer}-{number}-{i}" for i in range(BATCH_ROWS)]
@@ -166,6 +172,7 @@ class FlowLoad:
     cannot move, so the router waits out the failover)."""
 
     base_url: str
+    headers: dict[str, str] = field(default_factory=dict)  # the token's Authorization
     switch: str = field(default_factory=lambda: f"ha-sw-{uuid.uuid4().hex[:8]}")
     outcomes: list[tuple[int, list[str]]] = field(default_factory=list)
     acknowledged_at: list[float] = field(default_factory=list)
@@ -173,7 +180,7 @@ class FlowLoad:
     _thread: threading.Thread | None = None
 
     def _write(self) -> None:
-        with httpx.Client(base_url=self.base_url, timeout=180) as client:
+        with httpx.Client(base_url=self.base_url, timeout=180, headers=self.headers) as client:
             number = 0
             while not self._stop.is_set():
                 # A batch's flows differ by source port; batches by source address.

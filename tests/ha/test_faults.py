@@ -14,7 +14,7 @@ from services.ha_cluster import HaCluster
 from services.router_process import RouterProcess
 from tests.ha import faults
 from tests.ha.conftest import record_recovery
-from tests.ha.ingest_load import FlowLoad, IngestLoad, wait_until
+from tests.ha.ingest_load import FlowLoad, IngestLoad, auth_of, wait_until
 
 
 def batches(api: httpx.Client, shard: str, outcome: str) -> float:
@@ -48,7 +48,7 @@ def test_ha_cluster_serves_through_router_and_haproxy(
         wait_until(
             lambda s=spec.name: faults.haproxy_answers(ha_cluster, s, read=True), 30, "read port"
         )
-    with IngestLoad(str(ha_api.base_url)) as load:
+    with IngestLoad(str(ha_api.base_url), auth_of(ha_api)) as load:
         load.wait_for_batches(6)
     assert_clean(load, ha_api)
 
@@ -56,7 +56,7 @@ def test_ha_cluster_serves_through_router_and_haproxy(
 def test_haproxy_stopped(ha_api: httpx.Client, ha_cluster: HaCluster) -> None:
     """The router reaches the shards by multi-host DSN, not through HAProxy: ingest goes on;
     HAProxy's ports come back when it is started again."""
-    with IngestLoad(str(ha_api.base_url)) as load:
+    with IngestLoad(str(ha_api.base_url), auth_of(ha_api)) as load:
         load.wait_for_batches(4)
         recovered = faults.haproxy_stopped(ha_cluster, load)
         record_recovery("HAProxy stopped (write port back after start)", recovered)
@@ -67,7 +67,7 @@ def test_haproxy_stopped(ha_api: httpx.Client, ha_cluster: HaCluster) -> None:
 def test_etcd_stopped(ha_api: httpx.Client, ha_cluster: HaCluster) -> None:
     """Beyond Patroni's ttl without etcd the primaries stay primaries (failsafe mode: every
     member is reachable), so ingest never stops."""
-    with IngestLoad(str(ha_api.base_url)) as load:
+    with IngestLoad(str(ha_api.base_url), auth_of(ha_api)) as load:
         load.wait_for_batches(4)
         recovered = faults.etcd_stopped(ha_cluster, load)
         record_recovery("etcd stopped 25 s (leaders back after start)", recovered)
@@ -79,7 +79,7 @@ def test_whole_shard_stopped(ha_api: httpx.Client, ha_cluster: HaCluster) -> Non
     """Both nodes of one shard stop: audit rows go to the group's other shard meanwhile;
     after the shard is back, nothing is missing and nothing doubled."""
     shard = ha_cluster.topology.shards[1].name
-    with IngestLoad(str(ha_api.base_url)) as load:
+    with IngestLoad(str(ha_api.base_url), auth_of(ha_api)) as load:
         load.wait_for_batches(4)
         recovered = faults.whole_shard_stopped(ha_cluster, shard, load)
         record_recovery("whole shard stopped (primary back after start)", recovered)
@@ -93,8 +93,8 @@ def test_primary_killed(ha_api: httpx.Client, ha_cluster: HaCluster) -> None:
     router on the group's other shard or, when in doubt, on the new primary; flow batches
     (placed by hash) wait for the new primary. Nothing is lost, nothing merged twice."""
     shard = ha_cluster.topology.shards[0].name
-    flows = FlowLoad(str(ha_api.base_url))
-    with IngestLoad(str(ha_api.base_url)) as load, flows:
+    flows = FlowLoad(str(ha_api.base_url), auth_of(ha_api))
+    with IngestLoad(str(ha_api.base_url), auth_of(ha_api)) as load, flows:
         load.wait_for_batches(4)
         victim, recovered = faults.primary_killed(ha_cluster, shard)
         record_recovery("kill -9 primary (new primary writable)", recovered)
@@ -151,6 +151,6 @@ def test_cluster_restarts_after_a_failover(ha_api: httpx.Client, ha_cluster: HaC
     for spec in ha_cluster.topology.shards:
         assert ha_cluster.primary(spec.name) is not None, spec.name
     wait_until(lambda: ha_api.get("/health/ready").status_code == 200, 30, "router ready")
-    with IngestLoad(str(ha_api.base_url)) as load:
+    with IngestLoad(str(ha_api.base_url), auth_of(ha_api)) as load:
         load.wait_for_batches(4)
     assert_clean(load, ha_api)

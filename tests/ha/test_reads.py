@@ -13,6 +13,7 @@ from router.settings import Settings
 from services.ha_cluster import HaCluster
 from services.process import free_port
 from services.router_process import RouterProcess
+from tests.ha.ingest_load import auth_of
 from tests.support import (
     day_tables,
     eventually,
@@ -60,7 +61,10 @@ def test_searches_run_on_the_standby_when_configured(
         "SHARDLOG_POOLS__SEARCH_TARGET": "prefer-standby",
     }
     reader = RouterProcess(tmp_path, ha_settings.server.host, free_port(), env=env)
-    with running_router(reader), httpx.Client(base_url=reader.url, timeout=60) as api:
+    with (
+        running_router(reader),
+        httpx.Client(base_url=reader.url, timeout=60, headers=auth_of(ha_api)) as api,
+    ):
 
         def finds(rows: int) -> bool | None:
             page = api.get("/v1/audit/search", params=window).json()
@@ -75,3 +79,23 @@ def test_searches_run_on_the_standby_when_configured(
         # Writes through the same router still go to the primaries.
         assert api.post("/v1/audit", json=body).status_code == 200
         eventually(lambda: finds(2 * ROWS), timeout=30)
+
+
+def test_searches_on_the_primary_by_default(ha_api: httpx.Client) -> None:
+    """The default search target: the reader role's pool of a multi-host shard finds the
+    primary although the role's sessions are read-only (found by the compose test: asyncpg's
+    read-write check matched no host)."""
+    owner = f"reads-{uuid.uuid4().hex[:8]}"
+    body = [{"owner": owner, "content": f"row {i}"} for i in range(ROWS)]
+    assert ha_api.post("/v1/audit", json=body).status_code == 200
+    now = datetime.now(UTC)
+    window = {
+        "owner": owner,
+        "from": (now - timedelta(hours=1)).isoformat(),
+        "to": (now + timedelta(minutes=1)).isoformat(),
+        "limit": 1000,
+        "partial": "false",
+    }
+    response = ha_api.get("/v1/audit/search", params=window)
+    assert response.status_code == 200, response.text
+    assert len(response.json()["items"]) == ROWS

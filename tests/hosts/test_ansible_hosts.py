@@ -19,7 +19,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,7 @@ class Site:
     work: Path
     first_run: subprocess.CompletedProcess[str] | None = None
     powered_off: str | None = None
+    _auth: dict[str, str] = field(default_factory=dict)
 
     @property
     def router(self) -> str:
@@ -111,6 +112,21 @@ class Site:
         with (self.work / f"{name}.log").open("a") as log:
             log.write(result.stdout + result.stderr)
         return result
+
+    def auth(self) -> dict[str, str]:
+        """An every-scope API token, made once by the CLI on the router host with the router's
+        own settings (operators with catalog access are admins); its Authorization header."""
+        if not self._auth:
+            made = self.hosts.exec(
+                ROUTER_HOST,
+                "sh",
+                "-c",
+                "set -a; . /etc/shardlog/router.env; exec /opt/shardlog/current/.venv/bin/shardlog "
+                "tokens create --tenant system --name hosts-test "
+                "--scopes admin,audit:write,audit:read,flows:write,flows:read",
+            )
+            self._auth["Authorization"] = f"Bearer {made.stdout.strip().splitlines()[-1]}"
+        return self._auth
 
     def patroni(self, address: str) -> dict[str, Any] | None:
         """A node's /patroni, asked from the router host (None when it does not answer)."""
@@ -221,7 +237,7 @@ def test_the_services_log_no_tracebacks(site: Site) -> None:
 
 def test_audit_and_flows_go_in_and_are_found(site: Site) -> None:
     owner, switch = f"h-{uuid.uuid4().hex[:8]}", f"sw-{uuid.uuid4().hex[:8]}"
-    with httpx.Client(base_url=site.router, timeout=60) as client:
+    with httpx.Client(base_url=site.router, timeout=60, headers=site.auth()) as client:
         lines = b"".join(
             orjson.dumps({"owner": owner, "content": f"user {i} logged in"}) + b"\n"
             for i in range(500)
@@ -251,7 +267,7 @@ def test_powering_off_a_primarys_host_loses_and_doubles_nothing(site: Site) -> N
     victim = site.primary("shard01")
     assert victim is not None, "shard01 has no single primary"
     victim_host = HOST_OF[victim[1].split(":")[0]]
-    with KeyedLoad(site.router) as load:
+    with KeyedLoad(site.router, headers=site.auth()) as load:
         load.wait_for(2_000, timeout=60)
         site.hosts.stop_host(victim_host)
         survivor = site.wait_for_failover("shard01", victim)
@@ -293,7 +309,7 @@ def test_cutting_a_primarys_host_off_loses_and_doubles_nothing(site: Site) -> No
         while not all((site.patroni(a) or {}).get("sync_standby") for a in others):
             assert time.monotonic() < deadline, f"{shard}: no synchronous standby off {victim_host}"
             time.sleep(1)
-    with KeyedLoad(site.router) as load:
+    with KeyedLoad(site.router, headers=site.auth()) as load:
         load.wait_for(2_000, timeout=60)
         site.hosts.kill_host(victim_host)
         survivor = site.wait_for_failover("shard01", victim)

@@ -237,10 +237,16 @@ def test_cli_errors_name_the_field(settings: Settings) -> None:
 
 def test_owner_mapping_via_api_and_cli(api: httpx.Client, settings: Settings) -> None:
     key = "tenant 'quoted'; DROP TABLE owners; -- ü"
-    response = api.put("/v1/admin/owners", json={"kind": "audit", "key": key, "group": "group1"})
+    response = api.put(
+        "/v1/admin/owners",
+        json={"kind": "audit", "key": key, "group": "group1", "tenant": "system"},
+    )
     assert response.status_code == 200, response.text
     assert response.json()["assigned_by"] == "admin"
-    response = api.put("/v1/admin/owners", json={"kind": "audit", "key": key, "group": "group2"})
+    response = api.put(
+        "/v1/admin/owners",
+        json={"kind": "audit", "key": key, "group": "group2", "tenant": "system"},
+    )
     assert (response.status_code, response.json()["error"]["field"]) == (409, "group")
     result = run_cli(settings, "owners", "map", "audit", key, "group2", "--force")
     assert result.returncode == 0, result.stderr
@@ -250,7 +256,9 @@ def test_owner_mapping_via_api_and_cli(api: httpx.Client, settings: Settings) ->
     assert "group2" in shown.stdout
     response = api.get("/v1/admin/owners", params={"kind": "flow", "key": key})
     assert (response.status_code, response.json()["error"]["field"]) == (404, "key")
-    response = api.put("/v1/admin/owners", json={"kind": "audit", "key": key, "group": "nope"})
+    response = api.put(
+        "/v1/admin/owners", json={"kind": "audit", "key": key, "group": "nope", "tenant": "system"}
+    )
     assert (response.status_code, response.json()["error"]["field"]) == (404, "group")
 
 

@@ -41,6 +41,8 @@ from schemathesis.specs.openapi.checks import (
 
 from router import bootstrap
 from router.app import create_app
+from router.auth.scopes import SCOPES, SYSTEM_TENANT
+from router.auth.store import TokenLimits
 from router.settings import (
     CatalogSettings,
     ClusterSettings,
@@ -52,11 +54,13 @@ from services.cluster import LocalCluster
 from services.process import free_port, server_user
 from services.router_process import RouterProcess
 from services.topology import build_topology
-from tests.support import free_port_range, running_router, settings_env
+from tests.support import bearer, free_port_range, issue_token, running_router, settings_env
 
 pytestmark = pytest.mark.slow
 
 EXAMPLES = int(os.environ.get("SHARDLOG_FUZZ_EXAMPLES", "100"))
+# Requests without a valid token all end at the token check: a few per operation suffice.
+ANONYMOUS_EXAMPLES = max(1, EXAMPLES // 10)
 RANDOM = os.environ.get("SHARDLOG_FUZZ_RANDOM") == "1"
 NDJSON = "application/x-ndjson"
 
@@ -76,8 +80,8 @@ CONSTRAINED = {
 
 
 @pytest.fixture(scope="module")
-def fuzz_router(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RouterProcess]:
-    """Two shards in two groups, the metadata instance and a router, for this module only."""
+def fuzz_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Settings, Path]]:
+    """Two shards in two groups and the metadata instance, for this module only."""
     root: Path = tmp_path_factory.mktemp("fuzz")
     own = Settings(
         cluster=ClusterSettings(data_dir=root, shards=2, groups=2, base_port=free_port_range(3)),
@@ -97,11 +101,26 @@ def fuzz_router(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RouterProc
         cluster.start()
         asyncio.run(bootstrap.migrate_all(own))
         asyncio.run(bootstrap.register_topology(own, cluster.topology))
-        router = RouterProcess(root, own.server.host, own.server.port, env=settings_env(own))
-        with running_router(router):
-            yield router
+        yield own, root
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def fuzz_router(fuzz_cluster: tuple[Settings, Path]) -> Iterator[RouterProcess]:
+    own, root = fuzz_cluster
+    router = RouterProcess(root, own.server.host, own.server.port, env=settings_env(own))
+    with running_router(router):
+        yield router
+
+
+@pytest.fixture(scope="module")
+def fuzz_token(fuzz_cluster: tuple[Settings, Path]) -> str:
+    """Every scope, of the system tenant (which fuzzed DELETE /v1/admin/tenants/{name} cannot
+    remove), without a rate limit (429s would only make fewer examples reach the router).
+    DELETE /v1/admin/tokens/{token_id} would have to guess its 16 hex digits to revoke it."""
+    own, _ = fuzz_cluster
+    return issue_token(own, SYSTEM_TENANT, SCOPES, name="fuzz", limits=TokenLimits(rate_per_s=0))
 
 
 @schemathesis.serializer(NDJSON, "application/ndjson", "application/jsonl")
@@ -191,9 +210,36 @@ def test_the_router_serves_the_fuzzed_schema(fuzz_router: RouterProcess) -> None
     print_blob=True,
 )
 def test_every_operation_keeps_to_its_schema(
-    case: schemathesis.Case, fuzz_router: RouterProcess
+    case: schemathesis.Case, fuzz_router: RouterProcess, fuzz_token: str
 ) -> None:
     fixed = CONSTRAINED.get((case.method.upper(), case.path), {})
     if fixed:
         case.path_parameters = {**(case.path_parameters or {}), **fixed}
-    case.call_and_validate(base_url=fuzz_router.url, checks=CHECKS, timeout=60)
+    # Authenticated: what is fuzzed is the operation behind the token check (the token check
+    # itself is tests/integration/test_access_matrix.py's).
+    headers = {k: v for k, v in (case.headers or {}).items() if k.lower() != "authorization"}
+    case.headers = {**headers, **bearer(fuzz_token)}
+    response = case.call_and_validate(base_url=fuzz_router.url, checks=CHECKS, timeout=60)
+    # 403 stays possible: fuzzed owner mappings may give a key to another tenant.
+    assert response.status_code != 401, response.text
+
+
+@schema.parametrize()
+@settings(
+    max_examples=ANONYMOUS_EXAMPLES,
+    derandomize=not RANDOM,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    print_blob=True,
+)
+def test_without_a_valid_token_every_v1_operation_is_401(
+    case: schemathesis.Case, fuzz_router: RouterProcess
+) -> None:
+    """As schemathesis sends them: no Authorization header, or one it made up from the
+    security scheme. Nothing behind the token check is reached (open operations answer)."""
+    fixed = CONSTRAINED.get((case.method.upper(), case.path), {})
+    if fixed:
+        case.path_parameters = {**(case.path_parameters or {}), **fixed}
+    response = case.call_and_validate(base_url=fuzz_router.url, checks=CHECKS, timeout=60)
+    if case.path.startswith("/v1/"):
+        assert response.status_code == 401, response.text

@@ -69,7 +69,11 @@ def test_timestamps_out_of_range_or_not_rfc3339(api) -> None:
 
 def test_csv_field_over_the_csv_limit_is_422_and_the_connection_stays_usable(api) -> None:
     body = b'10.0.0.1,10.0.0.2,1,2,"' + b"9" * 200_000 + b'"\n'
-    with httpx.Client(base_url=str(api.base_url), timeout=30) as client:
+    with httpx.Client(
+        base_url=str(api.base_url),
+        timeout=30,
+        headers={"authorization": api.headers["authorization"]},
+    ) as client:
         response = client.post(
             "/v1/flows?switch=sw", content=body, headers={"content-type": "text/csv"}
         )
@@ -115,7 +119,10 @@ def test_strict_integers(api, field, value, words) -> None:
 @pytest.mark.parametrize("key", ["a\u0085b", "a\u2028b", "a\tb"])
 def test_one_rule_for_owner_keys_in_ingest_and_admin(api, key) -> None:
     assert error_of(post_audit(api, [{"owner": key, "content": "c"}]))[0] == 422
-    response = api.put("/v1/admin/owners", json={"kind": "audit", "key": key, "group": "group1"})
+    response = api.put(
+        "/v1/admin/owners",
+        json={"kind": "audit", "key": key, "group": "group1", "tenant": "system"},
+    )
     assert error_of(response) == (422, "key")
 
 
@@ -145,6 +152,10 @@ def test_csv_header_spellings_switch_column_and_derived_ip_type(api, cluster) ->
     assert "colour" in response.json()["error"]["message"]
 
 
+def _auth(api: httpx.Client) -> dict[str, str]:
+    return {"authorization": api.headers["authorization"]}
+
+
 def _raw_post(url: str, path: str, headers: dict[str, str], length: int) -> socket.socket:
     host, port = url.removeprefix("http://").split(":")
     sock = socket.create_connection((host, int(port)), timeout=30)
@@ -164,9 +175,9 @@ def _status_of(sock: socket.socket) -> int:
     return int(answer.split(b" ", 2)[1])
 
 
-def test_a_line_without_end_is_refused_once_longer_than_any_record(router_process) -> None:
+def test_a_line_without_end_is_refused_once_longer_than_any_record(api, router_process) -> None:
     """Announce 128 MiB, send 3 MiB of one line: the 413 arrives without the rest."""
-    sock = _raw_post(router_process.url, "/v1/audit", NDJSON, 128 * 2**20)
+    sock = _raw_post(router_process.url, "/v1/audit", {**NDJSON, **_auth(api)}, 128 * 2**20)
     started = time.monotonic()
     try:
         sock.sendall(b'{"owner":"o","content":"' + b"x" * (3 * 2**20))
@@ -185,7 +196,7 @@ def test_a_client_leaving_mid_body_is_no_server_error(api, router_process) -> No
         return float(line.split()[-1])
 
     before = disconnects()
-    sock = _raw_post(router_process.url, "/v1/audit", NDJSON, 100_000)
+    sock = _raw_post(router_process.url, "/v1/audit", {**NDJSON, **_auth(api)}, 100_000)
     sock.sendall(b'{"owner":"gone","content":"c"}\n' * 10)
     sock.close()
     eventually(lambda: disconnects() > before)
@@ -199,13 +210,14 @@ _POSTER = """
 import os, sys, threading, httpx, orjson
 os.nice(19)
 url, megabytes, ts = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+auth = {"authorization": sys.stdin.readline().strip()}
 record = orjson.dumps({"owner": "big", "ts": ts, "content": "y" * 480})
 count = megabytes * 2**20 // (len(record) + 1)
 body = b"[" + b",".join([record] * count) + b',{"owner":"big","content":5}]'
 print("ready", flush=True)
 sys.stdin.readline()
 def post():
-    with httpx.Client(base_url=url, timeout=120) as client:
+    with httpx.Client(base_url=url, timeout=120, headers=auth) as client:
         print(client.post("/v1/audit", content=body).status_code, flush=True)
 posters = [threading.Thread(target=post) for _ in range(2)]
 for poster in posters:
@@ -225,6 +237,8 @@ def test_liveness_stays_fast_while_large_arrays_are_parsed(api, router_process) 
         text=True,
     )
     assert poster.stdin is not None and poster.stdout is not None
+    poster.stdin.write(api.headers["authorization"] + "\n")  # not in argv: ps shows argv
+    poster.stdin.flush()
     assert poster.stdout.readline().strip() == "ready"
     latencies = []
     with httpx.Client(base_url=router_process.url, timeout=10) as probe:

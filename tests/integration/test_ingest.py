@@ -10,9 +10,15 @@ import httpx
 import orjson
 import pytest
 
+from router.ingest.idempotency import tenant_key
 from tests.support import catalog_shards, day_tables, owner_id, query_owner, shard_sql
 
 TODAY = datetime.now(UTC).replace(microsecond=0)
+
+
+def stored(key: str) -> str:
+    """How the Idempotency-Key of a write by the session's token (tenant system) is recorded."""
+    return tenant_key("system", key)
 
 
 def new_key(prefix: str = "owner") -> str:
@@ -164,7 +170,11 @@ def test_concurrent_first_writes_create_one_table(api, cluster) -> None:
     owner = new_key()
 
     def write(n: int) -> int:
-        with httpx.Client(base_url=str(api.base_url), timeout=30) as client:
+        with httpx.Client(
+            base_url=str(api.base_url),
+            timeout=30,
+            headers={"authorization": api.headers["authorization"]},
+        ) as client:
             return post_audit(
                 client, [{"owner": owner, "content": f"{n}-{i}"} for i in range(20)]
             ).status_code
@@ -180,7 +190,10 @@ def test_concurrent_first_writes_create_one_table(api, cluster) -> None:
 
 def test_large_requests_spread_over_the_group(api, cluster) -> None:
     owner = new_key()
-    api.put("/v1/admin/owners", json={"kind": "audit", "key": owner, "group": "group1"})
+    api.put(
+        "/v1/admin/owners",
+        json={"kind": "audit", "key": owner, "group": "group1", "tenant": "system"},
+    )
     group_shards = {
         s["name"]
         for s in api.get("/v1/admin/shards").json()
@@ -196,7 +209,8 @@ def test_large_requests_spread_over_the_group(api, cluster) -> None:
 def test_shard_down_during_audit_ingest_is_invisible_to_clients(api, cluster) -> None:
     owner = new_key()
     group = api.put(
-        "/v1/admin/owners", json={"kind": "audit", "key": owner, "group": "group1"}
+        "/v1/admin/owners",
+        json={"kind": "audit", "key": owner, "group": "group1", "tenant": "system"},
     ).json()["group"]
     victim = next(s for s in cluster.shards if s.spec.group == group)
     victim.stop()
@@ -259,14 +273,15 @@ async def test_retry_after_a_crash_mid_request_uses_the_ledger(api, cluster, set
     shard, tables = next(iter(day_tables(api, "audit", ident).items()))
     shard_sql(
         catalog_shards(api)[shard],
-        f"DELETE FROM ingest_ledger WHERE request_key = '{key}' AND table_name = '{tables[0]}'; "
+        f"DELETE FROM ingest_ledger WHERE request_key = '{stored(key)}' "
+        f"AND table_name = '{tables[0]}'; "
         f"TRUNCATE {tables[0]}",
     )
     metadata = await asyncpg.connect(settings.metadata_dsn())
     try:
         await metadata.execute(
             "UPDATE idempotency_requests SET state = 'running', lease_until = now() WHERE key = $1",
-            key,
+            stored(key),
         )
     finally:
         await metadata.close()
@@ -291,7 +306,7 @@ def test_request_in_flight_with_the_same_key_conflicts(api, settings) -> None:
             await connection.execute(
                 "INSERT INTO idempotency_requests (key, kind, body_hash, state, lease_until) "
                 "VALUES ($1, 'audit', $2, 'running', now() + interval '1 hour')",
-                key,
+                stored(key),
                 __import__("hashlib").sha256(ndjson(body)).hexdigest(),
             )
         finally:
@@ -464,7 +479,10 @@ def test_delete_flows(api, cluster) -> None:
 
 def test_flow_batch_for_a_down_shard_is_503_and_retry_is_exact(api, cluster) -> None:
     switch = new_key("sw")
-    api.put("/v1/admin/owners", json={"kind": "flow", "key": switch, "group": "group2"})
+    api.put(
+        "/v1/admin/owners",
+        json={"kind": "flow", "key": switch, "group": "group2", "tenant": "system"},
+    )
     records = [flow(switch, n) for n in range(400)]
     victim = next(s for s in cluster.shards if s.spec.group == "group2")
     key = new_key("idem")
@@ -494,12 +512,19 @@ def test_shard_stopped_during_ingest_loses_and_duplicates_nothing(api, cluster) 
     import time
 
     owner = new_key()
-    api.put("/v1/admin/owners", json={"kind": "audit", "key": owner, "group": "group2"})
+    api.put(
+        "/v1/admin/owners",
+        json={"kind": "audit", "key": owner, "group": "group2", "tenant": "system"},
+    )
     victim = next(s for s in cluster.shards if s.spec.group == "group2")
     requests = [[{"owner": owner, "content": f"{n}-{i}"} for i in range(500)] for n in range(40)]
 
     def write(batch: list[dict], key: str) -> int:
-        with httpx.Client(base_url=str(api.base_url), timeout=60) as client:
+        with httpx.Client(
+            base_url=str(api.base_url),
+            timeout=60,
+            headers={"authorization": api.headers["authorization"]},
+        ) as client:
             deadline = time.monotonic() + 45
             while True:
                 status = post_audit(client, batch, **{"Idempotency-Key": key}).status_code
@@ -540,16 +565,18 @@ async def test_keyed_retry_gives_untimed_records_the_first_attempts_now(
     metadata = await asyncpg.connect(settings.metadata_dsn())
     try:
         recorded = await metadata.fetchval(
-            "SELECT (placement->>'now')::timestamptz FROM idempotency_requests WHERE key = $1", key
+            "SELECT (placement->>'now')::timestamptz FROM idempotency_requests WHERE key = $1",
+            stored(key),
         )
         # Undo the committed batch as if it never happened, and fail the attempt.
         for shard, tables in day_tables(api, "audit", ident).items():
             shard_sql(
                 catalog_shards(api)[shard],
-                f"DELETE FROM ingest_ledger WHERE request_key = '{key}'; TRUNCATE {tables[0]}",
+                f"DELETE FROM ingest_ledger WHERE request_key = '{stored(key)}'; "
+                f"TRUNCATE {tables[0]}",
             )
         await metadata.execute(
-            "UPDATE idempotency_requests SET state = 'failed' WHERE key = $1", key
+            "UPDATE idempotency_requests SET state = 'failed' WHERE key = $1", stored(key)
         )
         await asyncio.sleep(1.1)  # a retry's own now would differ by a second
         assert post_audit(api, records, **{"Idempotency-Key": key}).status_code == 200

@@ -7,10 +7,11 @@ from fastapi.testclient import TestClient
 
 from router.app import create_app
 from router.settings import IngestSettings, Settings
+from tests.support import bearer
 
 
 @pytest.fixture(scope="module")
-def small(settings: Settings, cluster):
+def small(settings: Settings, cluster, api_token: str):
     limited = settings.model_copy(
         update={
             "ingest": IngestSettings(
@@ -18,7 +19,7 @@ def small(settings: Settings, cluster):
             )
         }
     )
-    with TestClient(create_app(limited)) as client:
+    with TestClient(create_app(limited), headers=bearer(api_token)) as client:
         yield client
 
 

@@ -174,7 +174,11 @@ def test_admin_answers_as_documented(api, doc, settings) -> None:
     ok(doc, api.get("/v1/admin/groups"))
     ok(doc, api.get("/v1/admin/shards"))
     mapping = ok(
-        doc, api.put("/v1/admin/owners", json={"kind": "audit", "key": owner, "group": group})
+        doc,
+        api.put(
+            "/v1/admin/owners",
+            json={"kind": "audit", "key": owner, "group": group, "tenant": "system"},
+        ),
     )
     assert ok(doc, api.get("/v1/admin/owners", params={"kind": "audit", "key": owner})) == mapping
 
@@ -239,7 +243,8 @@ def test_admin_errors_answer_as_documented(api, doc) -> None:
         ),
         (
             api.put(
-                "/v1/admin/owners", json={"kind": "audit", "key": "x", "group": "no-such-group"}
+                "/v1/admin/owners",
+                json={"kind": "audit", "key": "x", "group": "no-such-group", "tenant": "system"},
             ),
             None,
         ),

@@ -36,11 +36,12 @@ async def test_unmapped_owner_gets_the_rule_group_and_it_is_recorded(metadata, k
     snapshot = await store.load_snapshot(metadata)
     key = f"{key[:240]}{uuid.uuid4().hex[:8]}" if len(key) < 240 else key
     await metadata.execute("DELETE FROM owners WHERE kind = 'audit' AND key = $1", key)
-    mapping = await store.resolve_owner(metadata, snapshot, "audit", key)
+    mapping = await store.resolve_owner(metadata, snapshot, "audit", key, "default")
     assert mapping.key == key
     assert mapping.assigned_by == "rule"
+    assert mapping.tenant == "default"
     assert mapping.group == choose_group("audit", key, snapshot.writable_groups())
-    again = await store.resolve_owner(metadata, snapshot, "audit", key)
+    again = await store.resolve_owner(metadata, snapshot, "audit", key, "default")
     assert again == mapping
 
 
@@ -48,7 +49,7 @@ async def test_concurrent_first_writes_agree(metadata) -> None:
     snapshot = await store.load_snapshot(metadata)
     key = f"race-{uuid.uuid4()}"
     results = await asyncio.gather(
-        *(store.resolve_owner(metadata, snapshot, "flow", key) for _ in range(20))
+        *(store.resolve_owner(metadata, snapshot, "flow", key, "default") for _ in range(20))
     )
     assert len({r.group for r in results}) == 1
     count = await metadata.fetchval(
@@ -60,13 +61,13 @@ async def test_concurrent_first_writes_agree(metadata) -> None:
 async def test_recorded_mapping_survives_catalog_changes(metadata) -> None:
     snapshot = await store.load_snapshot(metadata)
     key = f"sticky-{uuid.uuid4()}"
-    first = await store.resolve_owner(metadata, snapshot, "audit", key)
+    first = await store.resolve_owner(metadata, snapshot, "audit", key, "default")
     changed = snapshot.__class__(
         version=snapshot.version,
         groups=snapshot.groups,
         shards={n: s for n, s in snapshot.shards.items() if s.group != first.group},
     )
-    assert await store.resolve_owner(metadata, changed, "audit", key) == first
+    assert await store.resolve_owner(metadata, changed, "audit", key, "default") == first
 
 
 @pytest.mark.parametrize(
@@ -75,5 +76,37 @@ async def test_recorded_mapping_survives_catalog_changes(metadata) -> None:
 async def test_bad_owner_keys_are_refused(metadata, key, reason) -> None:
     snapshot = await store.load_snapshot(metadata)
     with pytest.raises(Exception, match=reason) as caught:
-        await store.resolve_owner(metadata, snapshot, "audit", key)
+        await store.resolve_owner(metadata, snapshot, "audit", key, "default")
     assert getattr(caught.value, "field", None) == "owner"
+
+
+async def test_two_tenants_racing_for_a_key_agree_on_one(metadata) -> None:
+    snapshot = await store.load_snapshot(metadata)
+    await metadata.execute(
+        "INSERT INTO tenants (name) VALUES ('race-a'), ('race-b') ON CONFLICT DO NOTHING"
+    )
+    key = f"contested-{uuid.uuid4()}"
+    results = await asyncio.gather(
+        *(
+            store.resolve_owners(metadata, snapshot, "audit", [key], tenant)
+            for tenant in ["race-a", "race-b"] * 10
+        )
+    )
+    assert len({r[key].tenant for r in results}) == 1
+
+
+async def test_a_foreign_key_stops_every_claim_of_the_request(metadata) -> None:
+    """A write naming a key of another tenant claims none of its new keys (the caller refuses
+    the whole request)."""
+    snapshot = await store.load_snapshot(metadata)
+    await metadata.execute("INSERT INTO tenants (name) VALUES ('claim-a') ON CONFLICT DO NOTHING")
+    foreign = f"foreign-{uuid.uuid4()}"
+    fresh = f"fresh-{uuid.uuid4()}"
+    await store.resolve_owner(metadata, snapshot, "audit", foreign, "default")
+    found = await store.resolve_owners(metadata, snapshot, "audit", [foreign, fresh], "claim-a")
+    assert set(found) == {foreign} and found[foreign].tenant == "default"
+    assert await store.get_owner(metadata, "audit", fresh) is None
+    claimed = await store.resolve_owners(
+        metadata, snapshot, "audit", [foreign, fresh], "claim-a", exclusive=False
+    )
+    assert claimed[fresh].tenant == "claim-a" and claimed[foreign].tenant == "default"

@@ -312,7 +312,10 @@ def _written_owner(api: httpx.Client) -> tuple[str, dict[str, str]]:
     """A new owner with one row written five minutes ago; its search window."""
     key = f"roles-{uuid.uuid4().hex[:8]}"
     group = sorted(s["group"] for s in api.get("/v1/admin/shards").json())[0]
-    mapped = api.put("/v1/admin/owners", json={"kind": "audit", "key": key, "group": group})
+    mapped = api.put(
+        "/v1/admin/owners",
+        json={"kind": "audit", "key": key, "group": group, "tenant": "system"},
+    )
     assert mapped.status_code == 200, mapped.text
     now = datetime.now(UTC).replace(microsecond=0)
     record = {"owner": key, "ts": (now - timedelta(minutes=5)).isoformat(), "content": "x"}

@@ -35,7 +35,9 @@ def new_owner(api, keep_days: int = 40, archive: bool = False) -> tuple[str, str
         for s in api.get("/v1/admin/shards").json()
         if s["name"].startswith("shard") and s["state"] == "active"
     )[0]
-    response = api.put("/v1/admin/owners", json={"kind": "audit", "key": key, "group": group})
+    response = api.put(
+        "/v1/admin/owners", json={"kind": "audit", "key": key, "group": group, "tenant": "system"}
+    )
     assert response.status_code == 200, response.text
     set_policy(api, key, group, keep_days, archive)
     return key, group
@@ -529,6 +531,20 @@ def test_two_routers_run_the_job_and_drop_each_table_once(api, settings, tmp_pat
             if d["outcome"] == "dropped" and d["owner_id"] == ident
         ]
     assert sorted(dropped) == sorted(expired)
+    # The runs that dropped something are in the platform's own audit.
+    now = datetime.now(UTC)
+    audited = api.get(
+        "/v1/audit/search",
+        params={
+            "owner": "shardlog.admin",
+            "from": (now - timedelta(hours=1)).isoformat(),
+            "to": (now + timedelta(hours=1)).isoformat(),
+            "q": "retention.run",
+            "limit": 1000,
+        },
+    ).json()["items"]
+    by_job = [r for r in audited if r["attrs"]["actor"].startswith("retention job")]
+    assert sum(r["attrs"]["tables_dropped"] for r in by_job) >= len(expired)
     assert any("shardlog_retention_tables_dropped_total" in text for text in metrics)
     assert all('shardlog_retention_runs_total{status="done"}' in text for text in metrics)
     for router in routers:

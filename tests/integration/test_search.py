@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from router.app import create_app
 from router.settings import SearchSettings
-from tests.support import catalog_shards, owner_id, shard_sql
+from tests.support import bearer, catalog_shards, owner_id, shard_sql
 
 DAY = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=1)
 FROM, TO = DAY.isoformat(), (DAY + timedelta(days=2)).isoformat()
@@ -249,9 +249,11 @@ def test_stopped_shard_gives_a_partial_answer(api, audit_owner, cluster) -> None
         victim.start()
 
 
-def test_shard_timeout_is_504_when_partial_is_refused(settings, cluster, api, audit_owner) -> None:
+def test_shard_timeout_is_504_when_partial_is_refused(
+    settings, cluster, api, api_token, audit_owner
+) -> None:
     hasty = settings.model_copy(update={"search": SearchSettings(shard_timeout_s=0.000001)})
-    with TestClient(create_app(hasty)) as client:
+    with TestClient(create_app(hasty), headers=bearer(api_token)) as client:
         params = {"owner": audit_owner, "from": FROM, "to": TO}
         response = client.get("/v1/audit/search", params={**params, "partial": "false"})
         assert response.status_code == 504

@@ -24,7 +24,7 @@ from services.cluster import LocalCluster
 from services.process import free_port
 from services.router_process import RouterProcess
 from tests.slow_clients import Trickle, connect, hold_slow_connections, trickle_all
-from tests.support import running_router, settings_env
+from tests.support import bearer, running_router, settings_env
 
 HEADER_TIMEOUT_S = 1.0
 BODY_IDLE_S = 1.0
@@ -34,6 +34,15 @@ MAX_HEADER_BYTES = 4096
 CAP = 20
 # Timers, scheduling on a shared 2-core machine and the test's own polling.
 SLACK_S = 0.75
+
+
+# The session's every-scope token, for the requests these tests write by hand.
+AUTH: dict[str, str] = {}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _token(api_token: str) -> None:
+    AUTH.update(bearer(api_token))
 
 
 def start_router(settings: Settings, root: Path, extra: dict[str, str]) -> Iterator[RouterProcess]:
@@ -117,8 +126,9 @@ def read_answer(sock: socket.socket, timeout: float = 5.0) -> bytes:
 
 def audit_post(body: bytes, content_type: str = "application/x-ndjson") -> bytes:
     return (
-        b"POST /v1/audit HTTP/1.1\r\nHost: slow\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n"
-        % (content_type.encode(), len(body))
+        b"POST /v1/audit HTTP/1.1\r\nHost: slow\r\nContent-Type: %s\r\nContent-Length: %d\r\n"
+        b"Authorization: %s\r\n\r\n"
+        % (content_type.encode(), len(body), AUTH["Authorization"].encode())
     )
 
 
@@ -133,7 +143,7 @@ def stored(router: RouterProcess, owner: str) -> list[str]:
         "from": (now - timedelta(days=1)).isoformat(),
         "to": (now + timedelta(days=1)).isoformat(),
     }
-    response = httpx.get(f"{router.url}/v1/audit/search", params=params, timeout=30)
+    response = httpx.get(f"{router.url}/v1/audit/search", params=params, headers=AUTH, timeout=30)
     assert response.status_code == 200, response.text
     return sorted(item["content"] for item in response.json()["items"])
 
@@ -252,7 +262,7 @@ def test_a_body_at_a_few_bytes_per_second_gets_408_and_nothing_is_stored(
     response = httpx.post(
         f"{strict.url}/v1/audit",
         content=body,
-        headers={"content-type": "application/x-ndjson"},
+        headers={"content-type": "application/x-ndjson", **AUTH},
         timeout=30,
     )
     assert response.json() == {"accepted": 2}

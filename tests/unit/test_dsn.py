@@ -108,3 +108,18 @@ def test_connect_timeout_is_asyncpgs_timeout_not_a_server_setting() -> None:
 def test_connect_timeout_must_be_whole_seconds(value) -> None:
     with pytest.raises(DsnError):
         parse_dsn(f"host=h dbname=db connect_timeout={value}")
+
+
+def test_the_reader_finds_the_primary_by_recovery_not_by_read_only() -> None:
+    """The reader's sessions are read-only by default, so "read-write" would match no host of
+    a multi-host shard: its pool asks for the primary instead."""
+    from router.db import roles
+
+    options = connect_options(MULTI, PoolSettings(), role=roles.READER)
+    assert options["target_session_attrs"] == "primary"
+    bare = MULTI.split("?")[0]
+    assert connect_options(bare, PoolSettings(), role=roles.READER)["target_session_attrs"] == (
+        "primary"
+    )
+    standby = connect_options(MULTI, PoolSettings(), "prefer-standby", roles.READER)
+    assert standby["target_session_attrs"] == "prefer-standby"

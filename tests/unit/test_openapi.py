@@ -162,3 +162,14 @@ def test_the_schema_does_not_name_the_bug_marker(doc) -> None:
     from router.errors import BUG_MARKER
 
     assert BUG_MARKER not in json.dumps(doc)
+
+
+def test_every_v1_operation_needs_a_token_and_says_what_that_answers(doc) -> None:
+    assert doc["components"]["securitySchemes"]["token"]["scheme"] == "bearer"
+    for method, path, operation in each_operation(doc):
+        if path.startswith("/v1/"):
+            assert operation.get("security") == [{"token": []}], f"{method} {path}"
+            assert {"401", "403", "429"} <= set(operation["responses"]), f"{method} {path}"
+        else:
+            assert "security" not in operation, f"{method} {path} is documented as open"
+            assert "401" not in operation["responses"], f"{method} {path}"

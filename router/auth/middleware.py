@@ -1,0 +1,49 @@
+"""Authentication before anything else of a /v1 request: an ASGI middleware answers 401
+before the body is read (FastAPI parses a JSON body before it solves a route's dependencies,
+so a dependency alone would read an anonymous body first), and hands the caller on in the
+request's state. What the caller may do is the route's dependency's to decide
+(router/auth/dependency.py); a /v1 route that forgot to declare one still needs a valid
+token."""
+
+from __future__ import annotations
+
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from router.auth.registry import Caller, TokenRegistry
+from router.errors import Unauthorized
+
+GUARDED_PREFIX = "/v1/"
+CALLER = "shardlog_caller"
+
+
+class Authenticate:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith(GUARDED_PREFIX):
+            await self.app(scope, receive, send)
+            return
+        registry: TokenRegistry = scope["app"].state.runtime.auth
+        try:
+            caller = registry.authenticate(_authorization(scope))
+        except Unauthorized as exc:
+            answer = JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers())
+            await answer(scope, receive, send)
+            return
+        scope.setdefault("state", {})[CALLER] = caller
+        await self.app(scope, receive, send)
+
+
+def _authorization(scope: Scope) -> str | None:
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            return str(value.decode("latin-1"))
+    return None
+
+
+def caller_of(scope: Scope) -> Caller | None:
+    """The caller the middleware authenticated, if it saw the request."""
+    state = scope.get("state")
+    return None if state is None else state.get(CALLER)

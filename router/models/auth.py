@@ -1,0 +1,93 @@
+"""Bodies of the tenants and tokens admin API (router/api/access.py)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from router.auth.scopes import MAX_SCOPES, SCOPES
+from router.auth.store import MAX_DESCRIPTION_CHARS, MAX_TOKEN_NAME_CHARS
+from router.catalog.rules import NAME_PATTERN
+from router.models.admin import Body
+from router.models.common import Out, Timestamp
+
+TenantName = Field(
+    pattern=NAME_PATTERN.pattern,
+    description="1-63 characters: lowercase letters, digits, '_' or '-', starting with a letter",
+)
+
+
+class TenantIn(Body):
+    name: str = TenantName
+    description: str = Field("", max_length=MAX_DESCRIPTION_CHARS)
+
+
+class Tenant(Out):
+    name: str
+    description: str
+    created_at: Timestamp
+    owners: int = Field(description="Owner and switch keys that belong to the tenant")
+    tokens: int = Field(description="Tokens of the tenant that are neither revoked nor expired")
+
+
+class TokenLimitsIn(Body):
+    rate_per_s: float | None = Field(
+        None, ge=0, le=1e9, description="Requests per second; 0: none; null: the default"
+    )
+    ingest_bytes_per_s: int | None = Field(
+        None, ge=0, le=2**63 - 1, description="Write body bytes per second; 0: none; null: default"
+    )
+    max_searches: int | None = Field(
+        None, ge=1, le=2**31 - 1, description="Searches and exports at once; null: the default"
+    )
+
+
+class TokenLimits(Out):
+    rate_per_s: float | None = Field(description="null: the router's default")
+    ingest_bytes_per_s: int | None = Field(description="null: the router's default")
+    max_searches: int | None = Field(description="null: the router's default")
+
+
+class TokenIn(Body):
+    tenant: str = TenantName
+    name: str = Field(
+        min_length=1,
+        max_length=MAX_TOKEN_NAME_CHARS,
+        description="What the token is for (shown in listings and the audit of admin actions)",
+    )
+    scopes: list[str] = Field(
+        min_length=1,
+        max_length=MAX_SCOPES,
+        description=f"Some of {', '.join(SCOPES)} (admin: system tenant only), and optionally "
+        "owner:<prefix> / switch:<prefix> to reach only the keys with those prefixes",
+    )
+    expires_at: str | None = Field(
+        None,
+        max_length=40,
+        json_schema_extra={"format": "date-time"},
+        description="RFC 3339, in the future; null: never expires",
+    )
+    limits: TokenLimitsIn = Field(default_factory=TokenLimitsIn)
+
+
+class Token(Out):
+    id: str = Field(description="The public id: 16 hex digits, part of the token's text")
+    tenant: str
+    name: str
+    scopes: list[str]
+    state: Literal["active", "expired", "revoked"]
+    limits: TokenLimits
+    created_at: Timestamp
+    created_by: str
+    expires_at: Timestamp | None
+    revoked_at: Timestamp | None
+    last_used_at: Timestamp | None = Field(
+        description="Written by routers every few seconds (SHARDLOG_AUTH__LAST_USED_FLUSH_S)"
+    )
+
+
+class NewToken(Token):
+    token: str = Field(
+        description="shl_<id>_<secret>: shown this once and never again (only a hash is kept)"
+    )

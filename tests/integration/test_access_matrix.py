@@ -1,0 +1,498 @@
+"""Every /v1 operation x every kind of caller: no token, a token of another tenant, a token
+without the operation's scope, one with exactly that scope, a revoked one and an expired one.
+
+401 for the first and the last two, 403 naming the scope or the key for the middle ones, 2xx
+only with the scope; nothing written, claimed or returned across tenants. The table of calls
+must name every guarded operation of the OpenAPI document, so a new route cannot skip it."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from router.app import create_app
+from router.auth.scopes import (
+    ADMIN,
+    AUDIT_READ,
+    AUDIT_WRITE,
+    DATA_SCOPES,
+    FLOWS_READ,
+    FLOWS_WRITE,
+    SCOPES,
+)
+from router.settings import Settings
+from services.cluster import LocalCluster
+from tests.support import bearer, issue_token, run_cli
+
+NOW = datetime.now(UTC)
+WINDOW = {
+    "from": (NOW - timedelta(hours=1)).isoformat(),
+    "to": (NOW + timedelta(hours=1)).isoformat(),
+}
+TODAY = NOW.date().isoformat()
+CALLERS = ("none", "wrong_tenant", "missing_scope", "right_scope", "revoked", "expired")
+FLOW = {"src_ip": "10.9.0.1", "dst_ip": "10.9.0.2", "src_port": 1, "dst_port": 2}
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+@dataclass
+class World:
+    """Tenant A with an owner and a switch holding rows, tenant B, and a token per caller."""
+
+    api: httpx.Client  # every scope of the system tenant: the admin side of setup and checks
+    reader: httpx.Client  # every data scope of tenant A: its rows
+    cluster: LocalCluster
+    url: str
+    tenant_a: str
+    tenant_b: str
+    owner: str  # tenant A's audit owner
+    switch: str  # tenant A's switch
+    marker: str  # in every row of A: must never show in an answer to another caller
+    group: str  # a group of the local topology
+    shard: str  # a shard of the matrix's own (down or draining; never active)
+    tokens: dict[str, str] = field(default_factory=dict)  # (caller, admin?) -> token text
+
+    def client(self, caller: str, scope: str) -> httpx.Client:
+        headers = {} if caller == "none" else bearer(self.tokens[f"{caller}:{scope}"])
+        return httpx.Client(base_url=self.url, timeout=60, headers=headers)
+
+    def audit_rows(self, query: str = "") -> list[str]:
+        params = {"owner": self.owner, **WINDOW, "limit": 1000, **({"q": query} if query else {})}
+        page = self.reader.get("/v1/audit/search", params=params)
+        assert page.status_code == 200, page.text
+        return [item["content"] for item in page.json()["items"]]
+
+    def audited(self, caller: str, scope: str) -> int:
+        """Rows of the platform's own audit written for this caller's token."""
+        token_id = self.tokens[f"{caller}:{scope}"].split("_")[1]
+        params = {"owner": "shardlog.admin", **WINDOW, "q": token_id, "limit": 10_000}
+        page = self.api.get("/v1/audit/search", params=params)
+        assert page.status_code == 200, page.text
+        return len(page.json()["items"])
+
+    def flows(self) -> list[dict[str, Any]]:
+        page = self.reader.get("/v1/flows/search", params={"switch": self.switch, **WINDOW})
+        assert page.status_code == 200, page.text
+        return page.json()["items"]
+
+
+@pytest.fixture(scope="module")
+def world(
+    api: httpx.Client, router_process, settings: Settings, cluster: LocalCluster
+) -> Iterator[World]:
+    tenant_a, tenant_b = unique("mx-a"), unique("mx-b")
+    marker = unique("secret")
+    owner, switch = unique("mx-owner"), unique("mx-edge")
+    group = next(s["group"] for s in api.get("/v1/admin/shards").json() if s["name"] == "shard01")
+    # A shard of the matrix's own, in a group of its own, marked down at once: never written.
+    instance = cluster.instances["shard02"]
+    database = unique("mx").replace("-", "_")
+    instance.psql("postgres", f"CREATE DATABASE {database}")
+    matrix_group, shard = unique("mx-g"), unique("mx-s")
+    assert api.post("/v1/admin/groups", json={"name": matrix_group}).status_code == 201
+    added = api.post(
+        "/v1/admin/shards",
+        json={"name": shard, "group": matrix_group, "dsn": instance.spec.dsn(database)},
+    )
+    assert added.status_code == 201, added.text
+    assert api.patch(f"/v1/admin/shards/{shard}", json={"state": "down"}).status_code == 200
+    reader = httpx.Client(
+        base_url=router_process.url,
+        timeout=60,
+        headers=bearer(issue_token(settings, tenant_a, DATA_SCOPES)),
+    )
+    w = World(
+        api,
+        reader,
+        cluster,
+        router_process.url,
+        tenant_a,
+        tenant_b,
+        owner,
+        switch,
+        marker,
+        group,
+        shard,
+    )
+
+    everything = list(DATA_SCOPES)
+    for scope in SCOPES:
+        admin = scope == ADMIN
+        home = "system" if admin else tenant_a
+        all_of_home = list(SCOPES) if admin else everything
+        w.tokens[f"right_scope:{scope}"] = issue_token(settings, home, [scope])
+        w.tokens[f"missing_scope:{scope}"] = issue_token(
+            settings, home, [s for s in all_of_home if s != scope]
+        )
+        w.tokens[f"wrong_tenant:{scope}"] = issue_token(settings, tenant_b, everything)
+        w.tokens[f"expired:{scope}"] = issue_token(
+            settings, home, all_of_home, expires_at=NOW - timedelta(seconds=1)
+        )
+        revoked = issue_token(settings, home, all_of_home)
+        w.tokens[f"revoked:{scope}"] = revoked
+        token_id = revoked.split("_")[1]
+        assert api.delete(f"/v1/admin/tokens/{token_id}").status_code == 200
+
+    # Tenant A's rows.
+    with w.client("right_scope", AUDIT_WRITE) as writer:
+        body = [{"owner": owner, "content": f"{marker} row {i}"} for i in range(3)]
+        assert writer.post("/v1/audit", json=body).status_code == 200
+    with w.client("right_scope", FLOWS_WRITE) as writer:
+        flow = {"switch": switch, **FLOW, "bytes": 100}
+        assert writer.post("/v1/flows", json=[flow]).status_code == 200
+    # A recorded retention run to read back (scoped to a key of nobody's: it drops nothing).
+    ran = run_cli(settings, "retention", "run", "--owner", unique("nobody"), "--json")
+    assert ran.returncode == 0, ran.stderr
+    with reader:
+        yield w
+
+
+@dataclass
+class Call:
+    """One operation: how to call it (``make`` may prepare a target per call, so that every
+    caller has something to change), the scope it needs, whether a foreign key is what the
+    wrong tenant's token meets (else: the scope), and what must hold afterwards."""
+
+    method: str
+    path: str
+    scope: str
+    make: Callable[[World, str], dict[str, Any]]
+    key_field: str | None = None
+    status: int = 200
+    after: Callable[[World, str, httpx.Response], None] | None = None
+
+
+def plain(**request: Any) -> Callable[[World, str], dict[str, Any]]:
+    return lambda _w, _caller: request
+
+
+def audit_write(w: World, caller: str) -> dict[str, Any]:
+    line = orjson.dumps({"owner": w.owner, "content": f"written by {caller}"}) + b"\n"
+    return {"content": line, "headers": {"content-type": "application/x-ndjson"}}
+
+
+def audit_written(w: World, caller: str, response: httpx.Response) -> None:
+    found = w.audit_rows(f"written by {caller}")
+    assert found == ([f"written by {caller}"] if caller == "right_scope" else []), found
+
+
+def flows_write(w: World, caller: str) -> dict[str, Any]:
+    port = 1000 + CALLERS.index(caller)
+    csv = f"10.9.0.1,10.9.0.2,{port},2\n".encode()
+    return {
+        "params": {"switch": w.switch},
+        "content": csv,
+        "headers": {"content-type": "text/csv"},
+    }
+
+
+def flows_written(w: World, caller: str, response: httpx.Response) -> None:
+    port = 1000 + CALLERS.index(caller)
+    found = [f for f in w.flows() if f["src_port"] == port]
+    assert len(found) == (1 if caller == "right_scope" else 0), found
+
+
+def flows_delete(w: World, caller: str) -> dict[str, Any]:
+    port = 2000 + CALLERS.index(caller)
+    with w.client("right_scope", FLOWS_WRITE) as writer:
+        flow = {"switch": w.switch, **FLOW, "src_port": port, "bytes": 1}
+        assert writer.post("/v1/flows", json=[flow]).status_code == 200
+    deleted = {**FLOW, "src_port": port}
+    return {"json": {"switch": w.switch, "from": TODAY, "to": TODAY, "flows": [deleted]}}
+
+
+def flows_deleted(w: World, caller: str, response: httpx.Response) -> None:
+    port = 2000 + CALLERS.index(caller)
+    left = [f for f in w.flows() if f["src_port"] == port]
+    assert len(left) == (0 if caller == "right_scope" else 1), left
+    if caller == "right_scope":
+        assert response.json() == {"removed": 1}
+
+
+def audit_found(w: World, caller: str, response: httpx.Response) -> None:
+    if caller == "right_scope":
+        assert w.marker in response.text
+
+
+def new_group(w: World, _caller: str) -> dict[str, Any]:
+    name = unique("mx-g")
+    assert w.api.post("/v1/admin/groups", json={"name": name}).status_code == 201
+    return {"path": {"name": name}, "json": {"synchronous": True}}
+
+
+def new_database_shard(w: World, _caller: str) -> dict[str, Any]:
+    """A fresh database for every caller, to be a shard of the matrix's group."""
+    instance = w.cluster.instances["shard02"]
+    database = unique("mx").replace("-", "_")
+    instance.psql("postgres", f"CREATE DATABASE {database}")
+    shards = {s["name"]: s["group"] for s in w.api.get("/v1/admin/shards").json()}
+    dsn = instance.spec.dsn(database)
+    return {"json": {"name": unique("mx-s"), "group": shards[w.shard], "dsn": dsn}}
+
+
+def new_shard_down(w: World, caller: str, response: httpx.Response) -> None:
+    """The shard made with the scope is marked down at once: it never takes a row."""
+    name = orjson.loads(response.request.content)["name"]
+    marked = w.api.patch(f"/v1/admin/shards/{name}", json={"state": "down"})
+    assert marked.status_code == (200 if caller == "right_scope" else 404)
+
+
+def new_tenant(w: World, _caller: str) -> dict[str, Any]:
+    name = unique("mx-t")
+    assert w.api.post("/v1/admin/tenants", json={"name": name}).status_code == 201
+    return {"path": {"name": name}}
+
+
+def new_token(w: World, _caller: str) -> dict[str, Any]:
+    made = w.api.post(
+        "/v1/admin/tokens", json={"tenant": w.tenant_a, "name": "victim", "scopes": [AUDIT_READ]}
+    )
+    return {"path": {"token_id": made.json()["id"]}}
+
+
+def new_policy(w: World, _caller: str) -> dict[str, Any]:
+    body = {"kind": "audit", "group": w.group, "owner": unique("mx-p"), "keep_days": 30}
+    made = w.api.put("/v1/admin/retention/policies", json=body)
+    return {"path": {"policy_id": made.json()["id"]}}
+
+
+def a_run(w: World, _caller: str) -> dict[str, Any]:
+    runs = w.api.get("/v1/admin/retention/runs", params={"limit": 1}).json()
+    return {"path": {"run_id": runs[0]["id"]}}
+
+
+def a_token(w: World, _caller: str) -> dict[str, Any]:
+    return {"path": {"token_id": w.tokens["right_scope:audit:read"].split("_")[1]}}
+
+
+def tenant_survives(w: World, caller: str, response: httpx.Response) -> None:
+    names = {t["name"] for t in w.api.get("/v1/admin/tenants").json()}
+    assert (response.request.url.path.rsplit("/", 1)[1] in names) == (caller != "right_scope")
+
+
+def token_survives(w: World, caller: str, response: httpx.Response) -> None:
+    token_id = response.request.url.path.rsplit("/", 1)[1]
+    state = w.api.get(f"/v1/admin/tokens/{token_id}").json()["state"]
+    assert state == ("revoked" if caller == "right_scope" else "active")
+
+
+def shard_state(state: str) -> Callable[[World, str, httpx.Response], None]:
+    def check(w: World, caller: str, _response: httpx.Response) -> None:
+        shards = {s["name"]: s["state"] for s in w.api.get("/v1/admin/shards").json()}
+        assert shards[w.shard] == (state if caller == "right_scope" else "down")
+        # Back to down: the matrix's shard never takes rows.
+        w.api.patch(f"/v1/admin/shards/{w.shard}", json={"state": "down"})
+
+    return check
+
+
+def unclaimed(w: World, caller: str, response: httpx.Response) -> None:
+    key = orjson.loads(response.request.content)["key"]
+    found = w.api.get("/v1/admin/owners", params={"kind": "audit", "key": key})
+    assert found.status_code == (200 if caller == "right_scope" else 404)
+
+
+CALLS: dict[str, Call] = {
+    "write audit": Call(
+        "POST", "/v1/audit", AUDIT_WRITE, audit_write, "records[0].owner", after=audit_written
+    ),
+    "write flows": Call(
+        "POST", "/v1/flows", FLOWS_WRITE, flows_write, "lines[1].switch", after=flows_written
+    ),
+    "delete flows": Call(
+        "DELETE", "/v1/flows", FLOWS_WRITE, flows_delete, "switch", after=flows_deleted
+    ),
+    "search audit": Call(
+        "GET",
+        "/v1/audit/search",
+        AUDIT_READ,
+        lambda w, _c: {"params": {"owner": w.owner, **WINDOW}},
+        "owner",
+        after=audit_found,
+    ),
+    "export audit": Call(
+        "GET",
+        "/v1/audit/export",
+        AUDIT_READ,
+        lambda w, _c: {"params": {"owner": w.owner, **WINDOW}},
+        "owner",
+        after=audit_found,
+    ),
+    "search flows": Call(
+        "GET",
+        "/v1/flows/search",
+        FLOWS_READ,
+        lambda w, _c: {"params": {"switch": w.switch, **WINDOW}},
+        "switch",
+    ),
+    "export flows": Call(
+        "GET",
+        "/v1/flows/export",
+        FLOWS_READ,
+        lambda w, _c: {"params": {"switch": w.switch, **WINDOW}},
+        "switch",
+    ),
+    "catalog": Call("GET", "/v1/admin/catalog", ADMIN, plain()),
+    "list groups": Call("GET", "/v1/admin/groups", ADMIN, plain()),
+    "add group": Call(
+        "POST",
+        "/v1/admin/groups",
+        ADMIN,
+        lambda _w, _c: {"json": {"name": unique("mx-g")}},
+        status=201,
+    ),
+    "group replication": Call("PUT", "/v1/admin/groups/{name}/replication", ADMIN, new_group),
+    "list shards": Call("GET", "/v1/admin/shards", ADMIN, plain()),
+    "add shard": Call(
+        "POST", "/v1/admin/shards", ADMIN, new_database_shard, status=201, after=new_shard_down
+    ),
+    "shard state": Call(
+        "PATCH",
+        "/v1/admin/shards/{name}",
+        ADMIN,
+        lambda w, _c: {"path": {"name": w.shard}, "json": {"state": "draining"}},
+        after=shard_state("draining"),
+    ),
+    "drain shard": Call(
+        "POST",
+        "/v1/admin/shards/{name}/drain",
+        ADMIN,
+        lambda w, _c: {"path": {"name": w.shard}},
+        after=shard_state("draining"),
+    ),
+    "get owner": Call(
+        "GET",
+        "/v1/admin/owners",
+        ADMIN,
+        lambda w, _c: {"params": {"kind": "audit", "key": w.owner}},
+    ),
+    "map owner": Call(
+        "PUT",
+        "/v1/admin/owners",
+        ADMIN,
+        lambda w, _c: {
+            "json": {"kind": "audit", "key": unique("mx-m"), "group": w.group, "tenant": w.tenant_a}
+        },
+        after=unclaimed,
+    ),
+    "tables": Call("GET", "/v1/admin/tables", ADMIN, lambda w, _c: {"params": {"owner": w.owner}}),
+    "policies": Call("GET", "/v1/admin/retention/policies", ADMIN, plain()),
+    "set policy": Call(
+        "PUT",
+        "/v1/admin/retention/policies",
+        ADMIN,
+        lambda w, _c: {
+            "json": {"kind": "audit", "group": w.group, "owner": unique("mx-p"), "keep_days": 30}
+        },
+    ),
+    "remove policy": Call(
+        "DELETE", "/v1/admin/retention/policies/{policy_id}", ADMIN, new_policy, status=204
+    ),
+    "run retention": Call("POST", "/v1/admin/retention/run", ADMIN, plain(json={"dry_run": True})),
+    "retention runs": Call("GET", "/v1/admin/retention/runs", ADMIN, plain()),
+    "retention run": Call("GET", "/v1/admin/retention/runs/{run_id}", ADMIN, a_run),
+    "list tenants": Call("GET", "/v1/admin/tenants", ADMIN, plain()),
+    "add tenant": Call(
+        "POST",
+        "/v1/admin/tenants",
+        ADMIN,
+        lambda _w, _c: {"json": {"name": unique("mx-t")}},
+        status=201,
+    ),
+    "remove tenant": Call(
+        "DELETE", "/v1/admin/tenants/{name}", ADMIN, new_tenant, status=204, after=tenant_survives
+    ),
+    "create token": Call(
+        "POST",
+        "/v1/admin/tokens",
+        ADMIN,
+        lambda w, _c: {"json": {"tenant": w.tenant_a, "name": "made", "scopes": [AUDIT_READ]}},
+        status=201,
+    ),
+    "list tokens": Call("GET", "/v1/admin/tokens", ADMIN, plain()),
+    "get token": Call("GET", "/v1/admin/tokens/{token_id}", ADMIN, a_token),
+    "revoke token": Call(
+        "DELETE", "/v1/admin/tokens/{token_id}", ADMIN, new_token, after=token_survives
+    ),
+}
+
+
+# What changes something, and is therefore written to the platform's own audit.
+AUDITED = {
+    name
+    for name, call in CALLS.items()
+    if call.method != "GET" and name not in ("write audit", "write flows", "run retention")
+}
+
+
+def test_the_matrix_names_every_guarded_operation() -> None:
+    operations = {
+        (method.upper(), path)
+        for path, item in create_app(Settings()).openapi()["paths"].items()
+        for method in item
+        if path.startswith("/v1/")
+    }
+    assert operations == {(c.method, c.path) for c in CALLS.values()}
+
+
+@pytest.mark.parametrize("caller", CALLERS)
+@pytest.mark.parametrize("name", list(CALLS))
+def test_access(world: World, name: str, caller: str) -> None:
+    call = CALLS[name]
+    request = call.make(world, caller)
+    path = call.path.format(**request.pop("path", {}))
+    audited = world.audited("right_scope", call.scope) if caller == "right_scope" else 0
+    with world.client(caller, call.scope) as client:
+        response = client.request(call.method, path, **request)
+    if caller in ("none", "revoked", "expired"):
+        assert response.status_code == 401, response.text
+        error = response.json()["error"]
+        assert error["code"] == "unauthorized" and error["field"] == "authorization"
+        assert response.headers["www-authenticate"].startswith("Bearer")
+        if caller != "none":
+            assert ("revoked" if caller == "revoked" else "expired") in error["message"]
+    elif caller == "right_scope":
+        assert response.status_code == call.status, response.text
+        # Admin actions and deletions leave exactly one row in the platform's own audit.
+        expected = audited + (1 if name in AUDITED else 0)
+        assert world.audited("right_scope", call.scope) == expected, name
+    else:
+        assert response.status_code == 403, response.text
+        error = response.json()["error"]
+        assert error["code"] == "forbidden"
+        if caller == "wrong_tenant" and call.key_field is not None:
+            assert (
+                error["field"] == call.key_field and "belongs to another tenant" in error["message"]
+            )
+        else:
+            assert error["field"] == "authorization" and repr(call.scope) in error["message"]
+    if caller != "right_scope":
+        assert world.marker not in response.text
+        assert world.owner not in response.text or call.key_field is not None
+    if call.after is not None:
+        call.after(world, caller, response)
+
+
+def test_nothing_of_tenant_a_changed_but_by_its_own_tokens(world: World) -> None:
+    rows = world.audit_rows()
+    assert sorted(rows) == sorted(
+        [f"{world.marker} row {i}" for i in range(3)] + ["written by right_scope"]
+    )
+    ports = sorted(f["src_port"] for f in world.flows())
+    # The first flow, the one written with the scope, and those the refused deletes left.
+    refused_deletes = [2000 + CALLERS.index(c) for c in CALLERS if c != "right_scope"]
+    assert ports == sorted([1, 1000 + CALLERS.index("right_scope"), *refused_deletes])
+    owners = world.api.get("/v1/admin/owners", params={"kind": "audit", "key": world.owner})
+    assert owners.json()["tenant"] == world.tenant_a
+    tenants = {t["name"]: t for t in world.api.get("/v1/admin/tenants").json()}
+    assert tenants[world.tenant_b]["owners"] == 0  # B claimed nothing
