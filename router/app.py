@@ -19,8 +19,8 @@ from starlette.requests import ClientDisconnect
 from router.api import access, admin, health, ingest, lifecycle, openapi, search
 from router.api.params import reject_nul
 from router.auth.middleware import Authenticate
+from router.db import catalog_login
 from router.db.migrate import pending
-from router.db.pools import create_metadata_pool
 from router.errors import BUG_MARKER, ShardlogError, error_body
 from router.http.observe import ObserveRequests
 from router.metrics import Metrics
@@ -37,9 +37,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         _check_auth_settings(settings)
-        dsn = settings.metadata_dsn()
-        metadata = await create_metadata_pool(dsn, settings.metadata)
-        await _require_migrated_catalog(metadata, settings)
+        metadata = await catalog_login.open_pool(settings)
+        try:
+            await catalog_login.check_not_superuser(metadata, settings.metadata)
+            await _require_migrated_catalog(metadata, settings)
+        except BaseException:
+            await metadata.close()
+            raise
         runtime = Runtime.build(settings, metadata, metrics)
         catalog = runtime.catalog
         try:
@@ -104,7 +108,6 @@ async def _require_migrated_catalog(metadata: asyncpg.Pool, settings: Settings) 
     """A router newer than its catalog would fail request by request: refuse to start instead."""
     missing = await pending(metadata, settings.schema_dir, "metadata")
     if missing:
-        await metadata.close()
         names = ", ".join(f"{m.version:04d}_{m.name}" for m in missing)
         raise RuntimeError(
             f"the catalog lacks metadata migrations {names}: run `shardlog migrate` first"

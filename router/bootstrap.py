@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from router.catalog import shards as shard_admin
 from router.catalog import store
 from router.catalog.snapshot import Shard
-from router.db import pools, probe, roles
+from router.db import catalog_login, pools, probe, roles
 from router.db.migrate import migrate
 from router.db.probe import DatabaseIdentity
 from router.search import fdw
@@ -22,6 +22,8 @@ from services.topology import Topology
 class MigrationReport:
     metadata: list[str] = field(default_factory=list)
     shards: dict[str, list[str]] = field(default_factory=dict)
+    # what was changed of the metadata server's catalog role (router/db/roles.py)
+    catalog_role: list[str] = field(default_factory=list)
     # shard -> what was changed of its server's roles (router/db/roles.py)
     roles: dict[str, list[str]] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
@@ -33,8 +35,15 @@ async def migrate_all(settings: Settings) -> MigrationReport:
     """Metadata first, then every shard in the catalog that is not marked down.
     A shard that cannot be reached fails the run (after the others were migrated)."""
     report = MigrationReport()
-    connection = await pools.connect_metadata(settings.metadata_dsn(), settings.metadata)
+    # The DSN's user, the bootstrap superuser: it owns the catalog, makes the catalog role
+    # (before the migration that grants it its privileges) and migrates.
+    dsn = settings.metadata_dsn()
+    connection = await pools.connect_metadata(dsn, settings.metadata)
     try:
+        async with connection.transaction():
+            report.catalog_role = await roles.prepare_catalog(
+                connection, dsn, settings.pools.passfile
+            )
         applied = await migrate(connection, settings.schema_dir, "metadata")
         report.metadata = [f"{m.version:04d}_{m.name}" for m in applied]
         snapshot = await store.load_snapshot(connection)
@@ -80,7 +89,7 @@ async def refresh_coordinator_logins(settings: Settings, shards: list[Shard]) ->
     """The coordinator's user mappings get the reader's password of the password file (after
     a rotation, or an upgrade from mappings that logged in as the DSN's user). Returns the
     shards whose mapping changed."""
-    connection = await pools.connect_metadata(settings.metadata_dsn(), settings.metadata)
+    connection = await catalog_login.connect(settings)
     changed = []
     try:
         for shard in shards:
@@ -98,7 +107,7 @@ async def record_databases(
 ) -> dict[str, str]:
     """Record the databases of shards registered before shardlog recorded them. Returns the
     shards whose database another shard already has: shard -> that other shard."""
-    connection = await pools.connect_metadata(settings.metadata_dsn(), settings.metadata)
+    connection = await catalog_login.connect(settings)
     clashes: dict[str, str] = {}
     try:
         for name, identity in sorted(found.items()):
@@ -113,7 +122,7 @@ async def record_databases(
 async def register_topology(settings: Settings, topology: Topology | HaTopology) -> list[str]:
     """Record the topology's groups and shards in the catalog; existing entries are left as
     they are. Returns the names of shards added."""
-    connection = await pools.connect_metadata(settings.metadata_dsn(), settings.metadata)
+    connection = await catalog_login.connect(settings)
     added: list[str] = []
     try:
         for group in topology.groups:

@@ -18,7 +18,7 @@ from router.catalog import shards as shard_admin
 from router.catalog import store
 from router.catalog.snapshot import OWNER_KINDS, PLACEMENTS, shard_json
 from router.cli_output import output, print_table
-from router.db import pools
+from router.db import catalog_login
 from router.db.migrate import MigrationError
 from router.errors import ShardlogError
 from router.settings import Settings
@@ -180,7 +180,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
 
 def cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
     report = asyncio.run(bootstrap.migrate_all(settings))
-    print(f"metadata: {', '.join(report.metadata) or 'up to date'}")
+    print(f"metadata: {', '.join(report.catalog_role + report.metadata) or 'up to date'}")
     for name, applied in sorted(report.shards.items()):
         changes = report.roles.get(name, []) + applied
         print(f"{name}: {', '.join(changes) or 'up to date'}")
@@ -203,7 +203,7 @@ def with_metadata(
 ) -> Callable[[Settings, argparse.Namespace], int]:
     def run(settings: Settings, args: argparse.Namespace) -> int:
         async def go() -> None:
-            connection = await pools.connect_metadata(settings.metadata_dsn(), settings.metadata)
+            connection = await catalog_login.connect(settings)
             try:
                 await action(settings, args, connection)
             finally:

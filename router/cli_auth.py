@@ -18,7 +18,7 @@ from router.auth import self_audit, store
 from router.auth.bootstrap import write_secret
 from router.auth.scopes import SCOPES
 from router.cli_output import output, print_table
-from router.db import pools
+from router.db import catalog_login
 from router.errors import Invalid
 from router.settings import Settings
 from router.timestamps import TimestampError, parse_rfc3339
@@ -50,7 +50,7 @@ Action = Callable[[Settings, argparse.Namespace, asyncpg.Connection], Awaitable[
 def with_catalog(action: Action) -> Callable[[Settings, argparse.Namespace], int]:
     def run(settings: Settings, args: argparse.Namespace) -> int:
         async def go() -> None:
-            connection = await pools.connect_metadata(settings.metadata_dsn(), settings.metadata)
+            connection = await catalog_login.connect(settings)
             try:
                 await action(settings, args, connection)
             finally:

@@ -23,7 +23,7 @@ from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
 from router.catalog.snapshot import OWNER_KINDS, CatalogSnapshot
 from router.cli_output import output, print_table
-from router.db import pools
+from router.db import catalog_login, pools
 from router.errors import BadRequest
 from router.retention import history, inventory, lifecycle, owner_export, policies
 from router.retention.runner import RetentionRunner, RunOptions
@@ -45,7 +45,7 @@ class Context:
 
 @asynccontextmanager
 async def context(settings: Settings) -> AsyncIterator[Context]:
-    metadata = await pools.create_metadata_pool(settings.metadata_dsn(), settings.metadata)
+    metadata = await catalog_login.open_pool(settings)
     shard_pools = pools.ShardPools(settings.pools)
     try:
         snapshot = await store.load_snapshot(metadata)
@@ -332,7 +332,7 @@ async def cmd_owner_export(ctx: Context, args: argparse.Namespace) -> None:
     if end <= start:
         raise BadRequest("--to must be after --from", "to")
     settings = ctx.settings
-    catalog = CatalogCache(ctx.metadata, settings.metadata_dsn(), settings.catalog)
+    catalog = CatalogCache(ctx.metadata, catalog_login.catalog_dsn(settings), settings.catalog)
     await catalog.reload()
     owners = OwnerDirectory(ctx.metadata, catalog)
     if await owners.lookup(args.kind, args.owner) is None:

@@ -15,6 +15,7 @@ from router.auth.self_audit import SelfAudit, record_run
 from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
 from router.catalog.snapshot import SHARD_STATES, CatalogSnapshot
+from router.db import catalog_login
 from router.db.failures import DRIVER_ERRORS
 from router.db.pools import ShardPools
 from router.db.shard_health import ShardHealth
@@ -59,7 +60,7 @@ class Runtime:
 
     @classmethod
     def build(cls, settings: Settings, metadata: asyncpg.Pool, metrics: Metrics) -> Runtime:
-        catalog = CatalogCache(metadata, settings.metadata_dsn(), settings.catalog)
+        catalog = CatalogCache(metadata, catalog_login.catalog_dsn(settings), settings.catalog)
         pools = ShardPools(settings.pools)
         owners = OwnerDirectory(metadata, catalog)
         ingest = settings.ingest

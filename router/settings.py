@@ -70,7 +70,21 @@ class ServerSettings(Section):
 
 class MetadataSettings(Section):
     dsn: str | None = Field(
-        None, description="libpq DSN of the metadata database; default: the local cluster's."
+        None,
+        description="libpq DSN of the metadata database, naming its bootstrap superuser (the "
+        "owner of the catalog: migrations and role set-up); default: the local cluster's.",
+    )
+    login: Literal["catalog", "dsn"] = Field(
+        "catalog",
+        description="Who the router and the CLI's catalog commands log in to the metadata "
+        "database as. catalog: the role shardlog_catalog at the DSN's hosts (least privilege; "
+        "`shardlog migrate` creates it, its password is in the password file); dsn: the DSN's "
+        "user. Migrations always use the DSN's user.",
+    )
+    allow_superuser: bool = Field(
+        False,
+        description="Let the router start when its catalog login is a superuser; without it "
+        "the router refuses to start then.",
     )
     connect_timeout_s: float = Field(5.0, gt=0)
     pool_size: int = Field(4, ge=1)

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from services.credentials import ROUTER_ROLES, SecretStore
+from services.credentials import CATALOG_ROLE, ROUTER_ROLES, SecretStore
 from services.postgres import DEFAULT_BIN_DIR, SUPERUSER, PostgresInstance, StartOutcome
 from services.process import OsUser
 from services.topology import Topology
@@ -53,7 +53,7 @@ class LocalCluster:
     def start(self, timeout: float = 60.0) -> dict[str, StartOutcome]:
         (self.root / "postgres").mkdir(parents=True, exist_ok=True)
         # Before the instances start in parallel: every password exists once.
-        self.secrets.ensure((SUPERUSER, *ROUTER_ROLES))
+        self.secrets.ensure((SUPERUSER, CATALOG_ROLE, *ROUTER_ROLES))
         return self._each(lambda instance: instance.start(timeout))
 
     def stop(self, timeout: float = 30.0) -> dict[str, bool]:

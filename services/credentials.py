@@ -19,9 +19,11 @@ import secrets
 from collections.abc import Iterable
 from pathlib import Path
 
-# The login roles of router/db/roles.py (services do not import the router; a unit test keeps
+# The shard login roles of router/db/roles.py (services do not import the router; a unit test keeps
 # the two equal) and Patroni's replication user. The bootstrap superuser is services.postgres'.
 ROUTER_ROLES = ("shardlog_writer", "shardlog_reader", "shardlog_retention")
+# The router's login on the metadata server (router/db/roles.py CATALOG).
+CATALOG_ROLE = "shardlog_catalog"
 REPLICATION_USER = "replicator"
 PASSFILE = "pgpass"
 SCRAM_ITERATIONS = 4096

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from services import process
-from services.credentials import REPLICATION_USER, ROUTER_ROLES, SecretStore
+from services.credentials import CATALOG_ROLE, REPLICATION_USER, ROUTER_ROLES, SecretStore
 from services.daemon import StartOutcome
 from services.etcd import EtcdServer
 from services.ha_topology import HaShardSpec, HaTopology
@@ -151,7 +151,7 @@ class HaCluster:
 
     def start(self, timeout: float = 120.0) -> dict[str, StartOutcome]:
         # Before anything starts in parallel: every password exists once.
-        self.secrets.ensure((SUPERUSER, *ROUTER_ROLES, REPLICATION_USER))
+        self.secrets.ensure((SUPERUSER, CATALOG_ROLE, *ROUTER_ROLES, REPLICATION_USER))
         outcomes: dict[str, StartOutcome] = {}
         outcomes["metadata"] = self.metadata.start(timeout)
         outcomes["etcd1"] = self.etcd.start(timeout)

@@ -12,7 +12,7 @@ from typing import Literal
 
 from router.auth import scopes, store, tokens
 from router.catalog.store import Executor
-from router.db import pools
+from router.db import catalog_login
 from router.settings import Settings
 
 DEFAULT_TENANT = "default"
@@ -37,7 +37,7 @@ def token_dir(settings: Settings) -> Path:
 
 async def ensure_local_tokens(settings: Settings, created_by: str) -> list[TokenFile]:
     directory = token_dir(settings)
-    connection = await pools.connect_metadata(settings.metadata_dsn(), settings.metadata)
+    connection = await catalog_login.connect(settings)
     try:
         await store.ensure_tenant(
             connection, DEFAULT_TENANT, "the local cluster's tenant (make up)"

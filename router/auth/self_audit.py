@@ -22,7 +22,7 @@ import asyncpg
 from router.auth.scopes import AUDIT_WRITE, SYSTEM_TENANT, Grant
 from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
-from router.db import pools
+from router.db import catalog_login, pools
 from router.db.failures import DRIVER_ERRORS, describe
 from router.db.shard_health import ShardHealth
 from router.errors import ShardlogError, excerpt
@@ -151,10 +151,10 @@ async def _batches(records: list[dict[str, Any]]) -> AsyncIterator[list[tuple[in
 async def standalone(settings: Settings) -> AsyncIterator[SelfAudit]:
     """A self-audit for a process without a router (the CLI): its own pools and catalog copy,
     for as long as the block runs."""
-    metadata = await pools.create_metadata_pool(settings.metadata_dsn(), settings.metadata)
+    metadata = await catalog_login.open_pool(settings)
     shard_pools = pools.ShardPools(settings.pools)
     try:
-        catalog = CatalogCache(metadata, settings.metadata_dsn(), settings.catalog)
+        catalog = CatalogCache(metadata, catalog_login.catalog_dsn(settings), settings.catalog)
         snapshot = await catalog.reload()
         await shard_pools.reconcile(snapshot)
         ingest = settings.ingest

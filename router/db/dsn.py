@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
-from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
 from router.errors import excerpt
 
@@ -220,3 +220,13 @@ def for_asyncpg(dsn: str) -> tuple[str, float | None]:
     uri = parts._replace(query=query).geturl()
     # libpq: 0 or negative waits forever, and anything below 2 s counts as 2 s.
     return uri, (max(2.0, float(seconds)) if int(seconds) > 0 else None)
+
+
+def with_user(dsn: str, user: str) -> str:
+    """The DSN in URI form, logging in as ``user``: the DSN's user and password are left out
+    (the password of ``user`` comes from the password file)."""
+    parts = urlsplit(as_uri(dsn))
+    hosts = parts.netloc.rpartition("@")[2]
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    query = urlencode([(k, v) for k, v in pairs if k not in ("user", "password")], safe="/")
+    return urlunsplit(parts._replace(netloc=f"{quote(user, safe='')}@{hosts}", query=query))

@@ -1,10 +1,13 @@
-"""shardlog's PostgreSQL roles on a shard's server, and the one place that creates them.
+"""shardlog's PostgreSQL roles on a shard's server and on the metadata server, and the one place
+that creates them.
 
 Roles are cluster-wide objects, so they are made at bring-up (``shardlog up`` / ``migrate`` and
 shard registration), by the bootstrap superuser the shard's DSN names, before the shard
 migrations; what each role may do inside a database is granted by schema/shard/0003_roles.sql.
 The router's shard pools log in as the three login roles (router/db/pools.py), never as the
-superuser. docs/architecture.md ("PostgreSQL roles") says what each may do and why.
+superuser. On the metadata server the router (and the CLI's catalog commands) log in as
+CATALOG, granted by schema/metadata/0009_catalog_role.sql (router/db/catalog_login.py).
+docs/architecture.md ("PostgreSQL roles") says what each may do and why.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ READER = "shardlog_reader"
 # Retention: SELECT on day tables, and their lock and drop through two SECURITY DEFINER functions.
 RETENTION = "shardlog_retention"
 LOGIN_ROLES = (WRITER, READER, RETENTION)
+# The metadata server's: the catalog's rows, the fdw coordinator's objects (no DDL on the catalog).
+CATALOG = "shardlog_catalog"
 
 # What none of them may be or do, whoever changed it by hand.
 _ATTRIBUTES = {
@@ -72,18 +77,43 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-async def ensure_roles(connection: asyncpg.Connection, secrets: Mapping[str, str]) -> list[str]:
-    """Create or correct the roles on the connection's server; returns what was changed
-    (nothing on a second run). ``secrets``: the login roles' passwords, sent only as SCRAM
-    verifiers, and only when the server's verifier is of another password."""
+async def prepare_catalog(connection: asyncpg.Connection, dsn: str, path: Path | None) -> list[str]:
+    """``ensure_catalog_role`` with the password the password file holds for ``dsn``'s server
+    (the metadata server's)."""
+    if path is None:
+        raise RoleError("no password file is configured (SHARDLOG_POOLS__PASSFILE)")
+    try:
+        password = passfile.lookup(path, dsn, CATALOG)
+    except passfile.PassfileError as exc:
+        raise RoleError(f"{exc}: shardlog up writes it (docs/operations.md, passwords)") from exc
+    return await ensure_catalog_role(connection, password)
+
+
+async def ensure_catalog_role(connection: asyncpg.Connection, password: str) -> list[str]:
+    """Create or correct the catalog role on the metadata server; returns what was changed."""
+    await _require_superuser(connection, "the metadata DSN's")
+    changed = await _ensure_role(connection, CATALOG, password)
+    changed += await _ensure_memberships(connection, CATALOG, frozenset())
+    changed += await _ensure_settings(connection, CATALOG, {})
+    return changed
+
+
+async def _require_superuser(connection: asyncpg.Connection, whose: str) -> None:
     me = await connection.fetchrow(
         "SELECT rolname, rolsuper FROM pg_roles WHERE rolname = current_user"
     )
     if me is None or not me["rolsuper"]:
         raise RoleError(
             "creating shardlog's roles needs the bootstrap superuser, not "
-            f"{me['rolname'] if me else 'this user'} (the user of the shard's DSN)"
+            f"{me['rolname'] if me else 'this user'} ({whose} user)"
         )
+
+
+async def ensure_roles(connection: asyncpg.Connection, secrets: Mapping[str, str]) -> list[str]:
+    """Create or correct the roles on the connection's server; returns what was changed
+    (nothing on a second run). ``secrets``: the login roles' passwords, sent only as SCRAM
+    verifiers, and only when the server's verifier is of another password."""
+    await _require_superuser(connection, "the shard's DSN's")
     missing = [role for role in LOGIN_ROLES if not secrets.get(role)]
     if missing:
         raise RoleError(f"no password for {', '.join(missing)}")

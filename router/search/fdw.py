@@ -117,8 +117,8 @@ async def refresh_login(connection: Connection, shard: str, login: Mapping[str, 
     changed. Run inside the caller's transaction."""
     await connection.execute("SELECT pg_advisory_xact_lock($1)", _lock_key(f"server {shard}"))
     row = await connection.fetchrow(
-        "SELECT s.oid, m.umoptions FROM pg_foreign_server s LEFT JOIN pg_user_mapping m "
-        "ON m.umserver = s.oid AND m.umuser = (SELECT oid FROM pg_roles WHERE rolname = "
+        "SELECT s.oid, m.umoptions FROM pg_foreign_server s LEFT JOIN pg_user_mappings m "
+        "ON m.srvid = s.oid AND m.umuser = (SELECT oid FROM pg_roles WHERE rolname = "
         "current_user) WHERE s.srvname = $1",
         shard,
     )

@@ -24,7 +24,7 @@ from router.db import ddl, pools, roles
 from router.db.names import DayTable, day_table
 from router.settings import Settings
 from services.cluster import LocalCluster
-from services.credentials import ROUTER_ROLES
+from services.credentials import CATALOG_ROLE, ROUTER_ROLES
 from tests.support import shard_sql
 
 DENIED = "42501"
@@ -276,10 +276,16 @@ def test_passwords_are_files_only_their_owner_reads(cluster: LocalCluster) -> No
     assert stat.S_IMODE(directory.stat().st_mode) == 0o700
     files = sorted(p.name for p in directory.iterdir())
     assert files == sorted(
-        ["pgpass", "shardlog.password", *(f"{r}.password" for r in ROUTER_ROLES)]
+        [
+            "pgpass",
+            "shardlog.password",
+            f"{CATALOG_ROLE}.password",
+            *(f"{r}.password" for r in ROUTER_ROLES),
+        ]
     )
     assert all(stat.S_IMODE((directory / f).stat().st_mode) == 0o600 for f in files)
     assert ROUTER_ROLES == roles.LOGIN_ROLES
+    assert CATALOG_ROLE == roles.CATALOG
 
 
 async def test_bring_up_puts_changed_roles_back(

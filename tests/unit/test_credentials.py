@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from router.db import passfile, roles
-from services.credentials import ROUTER_ROLES, SecretStore, scram_matches, scram_verifier
+from services.credentials import CATALOG_ROLE, ROUTER_ROLES, SecretStore, scram_matches, scram_verifier
 
 
 def test_the_launcher_generates_the_roles_the_router_uses() -> None:
     assert ROUTER_ROLES == roles.LOGIN_ROLES
+    assert CATALOG_ROLE == roles.CATALOG
 
 
 def test_passwords_are_made_once_and_kept_private(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from router.db.catalog_login import catalog_dsn
 from router.settings import Settings, with_passfile
 
 
@@ -61,4 +62,45 @@ def test_unknown_keys_are_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_bad_values_are_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SHARDLOG_SERVER__PORT", "70000")
     with pytest.raises(ValidationError, match="port"):
+        Settings()
+
+
+@pytest.mark.parametrize(
+    ("dsn", "expected"),
+    [
+        # The local default: the superuser's DSN with the catalog role instead.
+        (None, "postgresql://shardlog_catalog@127.0.0.1:25432/shardlog?passfile=/p"),
+        # The DSN's password is its user's (the superuser's): it is left out, the password
+        # file gives the catalog role's.
+        (
+            "postgresql://u:secret@meta:5432/catalog",
+            "postgresql://shardlog_catalog@meta:5432/catalog?passfile=/p",
+        ),
+        (
+            "host=a,b port=1,2 dbname=c user=u password=s sslmode=require",
+            "postgresql://shardlog_catalog@a:1,b:2/c?sslmode=require&passfile=/p",
+        ),
+        (
+            "postgresql://meta/c?user=u&passfile=/q",
+            "postgresql://shardlog_catalog@meta/c?passfile=/q",
+        ),
+    ],
+)
+def test_the_catalog_login_is_the_catalog_role_at_the_dsns_hosts(
+    monkeypatch: pytest.MonkeyPatch, dsn: str | None, expected: str
+) -> None:
+    if dsn is not None:
+        monkeypatch.setenv("SHARDLOG_METADATA__DSN", dsn)
+    monkeypatch.setenv("SHARDLOG_POOLS__PASSFILE", "/p")
+    assert catalog_dsn(Settings()) == expected
+
+
+def test_the_catalog_login_can_be_the_dsns_user(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SHARDLOG_METADATA__DSN", "postgresql://u@meta:5432/catalog")
+    monkeypatch.setenv("SHARDLOG_METADATA__LOGIN", "dsn")
+    monkeypatch.setenv("SHARDLOG_POOLS__PASSFILE", "/p")
+    settings = Settings()
+    assert catalog_dsn(settings) == settings.metadata_dsn()
+    monkeypatch.setenv("SHARDLOG_METADATA__LOGIN", "superuser")
+    with pytest.raises(ValidationError, match="login"):
         Settings()
