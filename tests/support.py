@@ -14,7 +14,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
+import asyncpg
 import httpx
+import pytest
 
 from router.auth import store as auth_store
 from router.auth.store import TokenLimits
@@ -189,3 +191,27 @@ def query_owner(
             output = shard_sql(dsns[shard], f"SELECT {columns} FROM {table} WHERE {where}")
             rows += [line.split("|") for line in output.splitlines() if line]
     return rows
+
+
+# --- least privilege: statements a role must not run ---------------------------------------
+
+DENIED = "42501"  # insufficient_privilege
+READ_ONLY = "25006"  # read_only_sql_transaction
+# Statements PostgreSQL runs outside transaction blocks only.
+_NO_TRANSACTION = ("CREATE DATABASE", "DROP DATABASE", "ALTER SYSTEM")
+
+
+async def refused(connection: asyncpg.Connection, sql: str, code: str = DENIED) -> None:
+    """``sql`` fails with SQLSTATE ``code`` (in a transaction rolled back either way, where
+    PostgreSQL allows one)."""
+    alone = sql.startswith(_NO_TRANSACTION)
+    transaction = connection.transaction()
+    if not alone:
+        await transaction.start()
+    try:
+        with pytest.raises(asyncpg.PostgresError) as caught:
+            await connection.execute(sql)
+        assert caught.value.sqlstate == code, f"{sql}: {caught.value.sqlstate} {caught.value}"
+    finally:
+        if not alone:
+            await transaction.rollback()

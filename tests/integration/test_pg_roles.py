@@ -25,10 +25,8 @@ from router.db.names import DayTable, day_table
 from router.settings import Settings
 from services.cluster import LocalCluster
 from services.credentials import CATALOG_ROLE, ROUTER_ROLES
-from tests.support import shard_sql
+from tests.support import READ_ONLY, refused, shard_sql
 
-DENIED = "42501"
-READ_ONLY = "25006"
 _owner_ids = itertools.count(900_000_000 + os.getpid() % 1000 * 1000)
 
 
@@ -73,26 +71,6 @@ async def table(connections: dict[str, asyncpg.Connection]) -> DayTable:
         "('2020-01-02T01:00:00Z', 'a'), ('2020-01-02T02:00:00Z', 'b')"
     )
     return made
-
-
-# Statements PostgreSQL runs outside transaction blocks only.
-_NO_TRANSACTION = ("CREATE DATABASE", "DROP DATABASE", "ALTER SYSTEM")
-
-
-async def refused(connection: asyncpg.Connection, sql: str, code: str = DENIED) -> None:
-    """``sql`` fails with SQLSTATE ``code`` (in a transaction rolled back either way, where
-    PostgreSQL allows one)."""
-    alone = sql.startswith(_NO_TRANSACTION)
-    transaction = connection.transaction()
-    if not alone:
-        await transaction.start()
-    try:
-        with pytest.raises(asyncpg.PostgresError) as caught:
-            await connection.execute(sql)
-        assert caught.value.sqlstate == code, f"{sql}: {caught.value.sqlstate} {caught.value}"
-    finally:
-        if not alone:
-            await transaction.rollback()
 
 
 # --- what each role may not do ---------------------------------------------------------------

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from router.db import passfile, roles
-from services.credentials import CATALOG_ROLE, ROUTER_ROLES, SecretStore, scram_matches, scram_verifier
+from services.credentials import (
+    CATALOG_ROLE,
+    ROUTER_ROLES,
+    SecretStore,
+    scram_matches,
+    scram_verifier,
+)
 
 
 def test_the_launcher_generates_the_roles_the_router_uses() -> None:
