@@ -262,4 +262,25 @@ def test_nobody_is_trusted_and_passwords_stay_private(deployment: Deployment) ->
     assert rules and {rule[-1] for rule in rules} == {"scram-sha-256"}, rules
     for private in (root / "router" / "pgpass", root / "secrets" / "pgpass", deployment.secrets):
         assert stat.S_IMODE(private.stat().st_mode) in (0o600, 0o700), private
-    assert len(list(deployment.secrets.glob("*.password"))) == 5
+    assert len(list(deployment.secrets.glob("*.password"))) == 6
+
+
+def test_the_router_logs_in_to_the_catalog_as_the_catalog_role(deployment: Deployment) -> None:
+    result = subprocess.run(
+        [
+            "psql",
+            "-X",
+            "-qAt",
+            "-d",
+            deployment.topology.metadata.dsn(),
+            "-c",
+            "SELECT DISTINCT usename FROM pg_stat_activity "
+            "WHERE application_name IN ('shardlog', 'shardlog-catalog-listener')",
+        ],
+        env={**deployment.env(), "PGPASSFILE": str(deployment.root / "router" / "pgpass")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert result.stdout.split() == ["shardlog_catalog"], result.stdout
