@@ -85,7 +85,8 @@ async def create_pool(
 
 def coordinator_login(dsn: str, settings: PoolSettings) -> dict[str, str]:
     """The user-mapping options the postgres_fdw coordinator reaches a shard with: the reader
-    role and its password (a user mapping is readable by superusers only). Without the
+    role and its password (a user mapping is readable by superusers and its own user only).
+    Without the
     password the fdw path fails, not the caller."""
     login = {"user": roles.READER}
     if settings.passfile is not None:

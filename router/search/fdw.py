@@ -5,8 +5,10 @@ shard, the owner's parent table, the foreign child with a CHECK on its day); ``d
 it. Both are idempotent and serialised per child by an advisory lock, so concurrent routers
 neither fail nor duplicate. Queries go through the owner's parent table.
 
-The coordinator logs in to shards as the read-only role, its password in the user mapping
-(readable by superusers only); ``refresh_login`` sets it anew (the router does whenever the
+Run as the catalog role (router/db/catalog_login.py), which owns the servers, parent and
+foreign tables it makes here. The coordinator logs in to shards as the read-only role, its
+password in the catalog role's user mapping (readable by superusers and that role only);
+``refresh_login`` sets it anew (the router does whenever the
 catalog loads, so a changed password reaches the coordinator with a restart).
 """
 
