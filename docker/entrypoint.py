@@ -26,7 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from services.credentials import ROUTER_ROLES, SecretStore
+from services.credentials import CATALOG_ROLE, ROUTER_ROLES, SecretStore
 from services.ha_topology import HaTopology, NodeSpec, build_ha_topology
 from services.postgres import DATABASE, DEFAULT_BIN_DIR, SUPERUSER
 from services.templates import render
@@ -190,9 +190,9 @@ def schema(plan: HaTopology) -> None:
     ensure_database(f"{plan.metadata.host}:{plan.metadata.port}", deadline)
     for shard in plan.shards:
         ensure_database(",".join(f"{n.host}:{n.port}" for n in shard.nodes), deadline)
-    # The shard roles get passwords all the same (router/db/roles.py needs them); the router's
-    # connections, trusted here, do without.
-    passfile = SecretStore(HOME / "secrets").ensure(ROUTER_ROLES)
+    # The catalog and shard roles get passwords all the same (router/db/roles.py needs them);
+    # the router's connections, trusted here, do without.
+    passfile = SecretStore(HOME / "secrets").ensure((CATALOG_ROLE, *ROUTER_ROLES))
     os.environ.setdefault("SHARDLOG_POOLS__PASSFILE", str(passfile))
     settings = Settings()
     asyncio.run(bootstrap.migrate_all(settings))
