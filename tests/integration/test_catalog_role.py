@@ -184,3 +184,18 @@ async def test_a_catalog_made_before_the_role_works_after_migrate(
             await connection.close()
     finally:
         instance.psql("postgres", f"DROP DATABASE {database} WITH (FORCE)")
+
+
+async def test_a_missing_catalog_login_says_what_to_run(
+    cluster: LocalCluster, settings: Settings, tmp_path: Path
+) -> None:
+    """A router of this release on a var/ whose password file predates the catalog role."""
+    passfile = tmp_path / "pgpass"
+    lines = cluster.secrets.passfile.read_text().splitlines(keepends=True)
+    passfile.write_text("".join(line for line in lines if f":{roles.CATALOG}:" not in line))
+    passfile.chmod(0o600)
+    older = settings.model_copy(
+        update={"pools": settings.pools.model_copy(update={"passfile": passfile})}
+    )
+    with pytest.raises(catalog_login.CatalogLoginError, match="shardlog migrate"):
+        await catalog_login.open_pool(older)
