@@ -17,10 +17,10 @@ import orjson
 import pytest
 import yaml
 
+from bench.load import KeyedLoad, window
 from services.docker_engine import DockerEngine, engine_running
 from services.image import base_image, build_image
 from services.process import port_in_use
-from tests.keyed_load import KeyedLoad, window
 from tests.support import REPO
 
 pytestmark = pytest.mark.containers

@@ -27,11 +27,11 @@ import httpx
 import orjson
 import pytest
 
+from bench.load import KeyedLoad, window
 from router.errors import BUG_MARKER
 from services.docker_engine import engine_running
 from services.hosts import THREE_HOSTS, HostSet, host_image, read_inventory
 from services.image import WHEELHOUSE, build_wheelhouse
-from tests.keyed_load import KeyedLoad, window
 from tests.support import REPO
 
 pytestmark = pytest.mark.containers

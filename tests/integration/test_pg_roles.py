@@ -19,13 +19,13 @@ import httpx
 import orjson
 import pytest
 
+from bench.shard_view import shard_sql
 from router import bootstrap
 from router.db import ddl, pools, roles
 from router.db.names import DayTable, day_table
 from router.settings import Settings
 from services.cluster import LocalCluster
 from services.credentials import ROUTER_ROLES
-from tests.support import shard_sql
 
 DENIED = "42501"
 READ_ONLY = "25006"
