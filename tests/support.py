@@ -9,11 +9,16 @@ import random
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
+import httpx
+import orjson
+
+from bench.load import window
 from router.auth import store as auth_store
 from router.auth.store import TokenLimits
 from router.db import pools
@@ -130,3 +135,31 @@ def eventually(check: Callable[[], T | None], timeout: float = 10.0, interval: f
             return last
         time.sleep(interval)
     raise AssertionError(f"condition not met within {timeout}s (last: {last!r})")
+
+
+def assert_round_trip(client: httpx.Client, prefix: str) -> None:
+    """500 audit rows (NDJSON) and a flow sent twice (CSV) go in through ``client``'s router and
+    are found again: the pattern's one row with an exact count, the flow merged once."""
+    owner, switch = f"{prefix}-{uuid.uuid4().hex[:8]}", f"sw-{uuid.uuid4().hex[:8]}"
+    lines = b"".join(
+        orjson.dumps({"owner": owner, "content": f"user {i} logged in"}) + b"\n" for i in range(500)
+    )
+    response = client.post(
+        "/v1/audit", content=lines, headers={"content-type": "application/x-ndjson"}
+    )
+    assert response.json() == {"accepted": 500}
+    response = client.post(
+        "/v1/flows",
+        params={"switch": switch},
+        content=b"10.0.0.1,10.0.0.2,1000,443\n10.0.0.1,10.0.0.2,1000,443\n",
+        headers={"content-type": "text/csv"},
+    )
+    assert response.json() == {"accepted": 2}
+    found = client.get(
+        "/v1/audit/search",
+        params={"owner": owner, "q": "user 42 ", "count": "exact", **window()},
+    ).json()
+    assert [item["content"] for item in found["items"]] == ["user 42 logged in"]
+    assert found["count"] == {"value": 1, "exact": True}, found
+    flows = client.get("/v1/flows/search", params={"switch": switch, **window()}).json()
+    assert [(f["src_port"], f["flow_count"]) for f in flows["items"]] == [(1000, 2)]

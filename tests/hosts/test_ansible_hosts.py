@@ -17,22 +17,20 @@ import shutil
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
-import orjson
 import pytest
 
-from bench.load import KeyedLoad, window
+from bench.load import KeyedLoad
 from router.errors import BUG_MARKER
 from services.docker_engine import engine_running
 from services.hosts import THREE_HOSTS, HostSet, host_image, read_inventory
 from services.image import WHEELHOUSE, build_wheelhouse
-from tests.support import REPO
+from tests.support import REPO, assert_round_trip
 
 pytestmark = pytest.mark.containers
 
@@ -236,31 +234,8 @@ def test_the_services_log_no_tracebacks(site: Site) -> None:
 
 
 def test_audit_and_flows_go_in_and_are_found(site: Site) -> None:
-    owner, switch = f"h-{uuid.uuid4().hex[:8]}", f"sw-{uuid.uuid4().hex[:8]}"
     with httpx.Client(base_url=site.router, timeout=60, headers=site.auth()) as client:
-        lines = b"".join(
-            orjson.dumps({"owner": owner, "content": f"user {i} logged in"}) + b"\n"
-            for i in range(500)
-        )
-        response = client.post(
-            "/v1/audit", content=lines, headers={"content-type": "application/x-ndjson"}
-        )
-        assert response.json() == {"accepted": 500}
-        response = client.post(
-            "/v1/flows",
-            params={"switch": switch},
-            content=b"10.0.0.1,10.0.0.2,1000,443\n10.0.0.1,10.0.0.2,1000,443\n",
-            headers={"content-type": "text/csv"},
-        )
-        assert response.json() == {"accepted": 2}
-        found = client.get(
-            "/v1/audit/search",
-            params={"owner": owner, "q": "user 42 ", "count": "exact", **window()},
-        ).json()
-        assert [item["content"] for item in found["items"]] == ["user 42 logged in"]
-        assert found["count"] == {"value": 1, "exact": True}, found
-        flows = client.get("/v1/flows/search", params={"switch": switch, **window()}).json()
-        assert [(f["src_port"], f["flow_count"]) for f in flows["items"]] == [(1000, 2)]
+        assert_round_trip(client, "h")
 
 
 def test_powering_off_a_primarys_host_loses_and_doubles_nothing(site: Site) -> None:
