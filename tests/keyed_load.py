@@ -5,6 +5,7 @@ away (the compose and the Ansible hosts tests)."""
 
 from __future__ import annotations
 
+import ssl
 import threading
 import time
 import uuid
@@ -34,6 +35,8 @@ class KeyedLoad:
     writers: int = 2
     # Sent with every request (an API token's Authorization header).
     headers: dict[str, str] = field(default_factory=dict)
+    # How an https router's certificate is verified (httpx's verify: a context with its CA).
+    verify: ssl.SSLContext | bool = True
     acknowledged: list[str] = field(default_factory=list)
     errors: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -41,7 +44,7 @@ class KeyedLoad:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def _write(self, writer: int) -> None:
-        with httpx.Client(base_url=self.base_url, timeout=120, headers=self.headers) as client:
+        with self._client() as client:
             number = 0
             while not self._stop.is_set():
                 contents = [f"{self.owner}-{writer}-{number}-{i}" for i in range(BATCH_ROWS)]
@@ -66,6 +69,11 @@ class KeyedLoad:
                     time.sleep(0.5)
                 number += 1
 
+    def _client(self) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.base_url, timeout=120, headers=self.headers, verify=self.verify
+        )
+
     def __enter__(self) -> KeyedLoad:
         for writer in range(self.writers):
             thread = threading.Thread(target=self._write, args=(writer,), daemon=True)
@@ -86,7 +94,7 @@ class KeyedLoad:
 
     def assert_stored_exactly_once(self) -> None:
         """Every acknowledged row is in the owner's export, and none is in it twice."""
-        with httpx.Client(base_url=self.base_url, timeout=120, headers=self.headers) as client:
+        with self._client() as client:
             exported = client.get("/v1/audit/export", params={"owner": self.owner, **window()})
         assert exported.status_code == 200, exported.text
         stored = Counter(orjson.loads(line)["content"] for line in exported.content.splitlines())
