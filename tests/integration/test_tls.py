@@ -197,6 +197,31 @@ def test_every_connection_to_postgresql_is_encrypted(
         assert "sslmode=verify-full" in options and "sslrootcert=" in options
 
 
+def test_the_coordinators_servers_are_brought_back_to_the_tls_settings(
+    tls_settings: Settings, api: httpx.Client, ca_file: Path
+) -> None:
+    test_ingest_and_search_over_tls_by_fanout_and_fdw(api)  # at least one foreign server
+    port = tls_settings.cluster.base_port
+    server = psql(tls_settings, port, "SELECT srvname FROM pg_foreign_server LIMIT 1").stdout
+    assert server.strip()
+    altered = psql(
+        tls_settings,
+        port,
+        f"ALTER SERVER {server.strip()} OPTIONS (DROP sslmode, SET sslrootcert '/nowhere')",
+    )
+    assert altered.returncode == 0, altered.stderr
+    migrated = run_cli(tls_settings, "migrate")
+    assert migrated.returncode == 0, migrated.stderr
+    assert f"coordinator login of {server.strip()} set anew" in migrated.stdout
+    options = psql(
+        tls_settings,
+        port,
+        f"SELECT array_to_string(srvoptions, ',') FROM pg_foreign_server "
+        f"WHERE srvname = '{server.strip()}'",
+    ).stdout
+    assert "sslmode=verify-full" in options and f"sslrootcert={ca_file}" in options
+
+
 # --- PostgreSQL refuses what is not verified TLS -------------------------------------------
 
 
