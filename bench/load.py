@@ -6,6 +6,7 @@ afterwards against what was acknowledged."""
 from __future__ import annotations
 
 import itertools
+import ssl
 import threading
 import time
 import uuid
@@ -67,6 +68,8 @@ class BackgroundWriters:
     base_url: str
     headers: dict[str, str] = field(default_factory=dict)  # the token's Authorization
     writers: int = 2
+    # How an https router's certificate is verified (httpx's verify: a context with its CA).
+    verify: ssl.SSLContext | bool = True
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -75,7 +78,9 @@ class BackgroundWriters:
         raise NotImplementedError
 
     def client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.base_url, timeout=180, headers=self.headers)
+        return httpx.Client(
+            base_url=self.base_url, timeout=180, headers=self.headers, verify=self.verify
+        )
 
     @property
     def stopping(self) -> bool:

@@ -107,6 +107,13 @@ def settings_env(settings: Settings) -> dict[str, str]:
     }
     if settings.metadata.dsn:
         env["SHARDLOG_METADATA__DSN"] = settings.metadata.dsn
+    optional = {
+        "SHARDLOG_SERVER__TLS_CERT_FILE": settings.server.tls_cert_file,
+        "SHARDLOG_SERVER__TLS_KEY_FILE": settings.server.tls_key_file,
+        "SHARDLOG_POOLS__TLS_MODE": settings.pools.tls_mode,
+        "SHARDLOG_POOLS__TLS_CA_FILE": settings.pools.tls_ca_file,
+    }
+    env.update({key: str(value) for key, value in optional.items() if value is not None})
     return env
 
 
