@@ -25,7 +25,7 @@ from router import bootstrap
 from router.auth import store as auth_store
 from router.auth.scopes import SCOPES, SYSTEM_TENANT
 from router.cli import local_cluster
-from router.db import pools
+from router.db import catalog_login
 from router.settings import ClusterSettings, ServerSettings, Settings
 from services.router_process import RouterProcess
 
@@ -149,7 +149,7 @@ def bench_token(settings: Settings) -> dict[str, str]:
     """An every-scope token of the system tenant without limits, made in the catalog."""
 
     async def make() -> str:
-        connection = await pools.connect_metadata(settings.metadata_dsn(), settings.metadata)
+        connection = await catalog_login.connect(settings)
         try:
             _, text = await auth_store.create_token(
                 connection,

@@ -9,10 +9,11 @@ import logging
 import shutil
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import asyncpg
 
-from router import bootstrap, cli_auth, cli_lifecycle
+from router import bootstrap, cli_auth, cli_lifecycle, local_tls
 from router.auth import bootstrap as auth_bootstrap
 from router.catalog import shards as shard_admin
 from router.catalog import store
@@ -42,23 +43,35 @@ HA_MARK = "ha-topology"
 def local_cluster(settings: Settings, ha: bool | None = None) -> LocalCluster | HaCluster:
     cluster = settings.cluster
     user = server_user(cluster.server_user)
+    tls = local_tls.postgres_settings(settings)
     if ha if ha is not None else (cluster.ha or _ha_recorded(settings)):
         ha_topology = build_ha_topology(
             cluster.ha_shards, cluster.groups, cluster.ha_nodes, cluster.base_port, cluster.host
         )
-        return HaCluster(ha_topology, cluster.data_dir, user, cluster.bin_dir)
+        return HaCluster(
+            ha_topology,
+            cluster.data_dir,
+            user,
+            cluster.bin_dir,
+            local_tls.postgres_settings(settings),
+        )
     topology = build_topology(cluster.shards, cluster.groups, cluster.base_port, cluster.host)
-    return LocalCluster(topology, cluster.data_dir, user, cluster.bin_dir)
+    return LocalCluster(topology, cluster.data_dir, user, cluster.bin_dir, tls)
 
 
 def router_process(settings: Settings) -> RouterProcess:
-    return RouterProcess(settings.cluster.data_dir, settings.server.host, settings.server.port)
+    ca_file = local_tls.authority(settings).cert if local_tls.recorded(settings) else None
+    return RouterProcess(
+        settings.cluster.data_dir, settings.server.host, settings.server.port, ca_file=ca_file
+    )
 
 
 # --- local cluster -------------------------------------------------------------------------
 
 
 def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
+    if args.tls or local_tls.recorded(settings):
+        settings = local_tls.prepare(settings, server_user(settings.cluster.server_user))
     ha = bool(args.ha or settings.cluster.ha or _ha_recorded(settings))
     cluster = local_cluster(settings, ha)
     if isinstance(cluster, HaCluster):
@@ -77,7 +90,8 @@ def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
         router = router_process(settings)
         outcome = router.start()
         print(f"router {outcome}: {router.url} (pid {router.pid()}, log {router.log_file})")
-        print(f"  readiness: curl {router.url}/health/ready   API docs: {router.url}/docs")
+        cacert = f"--cacert {router.ca_file} " if router.ca_file else ""
+        print(f"  readiness: curl {cacert}{router.url}/health/ready   API docs: {router.url}/docs")
     if isinstance(cluster, HaCluster):
         host = cluster.topology.host
         for shard in cluster.topology.shards:
@@ -104,10 +118,11 @@ def _print_tokens(settings: Settings, files: list[auth_bootstrap.TokenFile]) -> 
     if settings.auth.mode == "open":
         print("WARNING: SHARDLOG_AUTH__MODE=open: the router asks no one for a token")
     else:
+        router = router_process(settings)
+        cacert = f"--cacert {router.ca_file} " if router.ca_file else ""
         print(
-            '  e.g. curl -H "Authorization: Bearer $(cat '
-            f"{files[-1].path})\" '{settings.server.host}:{settings.server.port}"
-            "/v1/audit/search?owner=...&from=...&to=...'"
+            f'  e.g. curl {cacert}-H "Authorization: Bearer $(cat '
+            f"{files[-1].path})\" '{router.url}/v1/audit/search?owner=...&from=...&to=...'"
         )
 
 
@@ -142,6 +157,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
     from router.app import create_app
+    from router.http import tls
     from router.http.limits import connection_limits
     from router.http.protocol import protocol_factory
 
@@ -151,20 +167,28 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     server = settings.server
     host = args.host or server.host
     port = args.port or server.port
+    options: dict[str, Any] = {}
+    if server.tls_cert_file is not None and server.tls_key_file is not None:
+        tls.server_context(server.tls_cert_file, server.tls_key_file)  # fails here, clearly
+        options["ssl_context_factory"] = tls.context_factory(
+            server.tls_cert_file, server.tls_key_file
+        )
+        options["loop"] = tls.LOOP
+    tls.warn_if_plain(host, bool(options))
     # Deadlines for slow clients and the connection cap (uvicorn enforces neither).
-    http = protocol_factory(connection_limits(server))
+    options["http"] = protocol_factory(connection_limits(server))
     if server.workers == 1:
         uvicorn.run(
             create_app(settings),
             host=host,
             port=port,
             log_level="info",
-            http=http,
             timeout_keep_alive=server.keep_alive_timeout_s,
+            **options,
         )
     else:
         # Worker processes build their app from the same SHARDLOG_* environment; the protocol
-        # factory is pickled into them.
+        # and TLS context factories are pickled into them.
         uvicorn.run(
             "router.app:create_app",
             factory=True,
@@ -172,8 +196,8 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
             host=host,
             port=port,
             log_level="info",
-            http=http,
             timeout_keep_alive=server.keep_alive_timeout_s,
+            **options,
         )
     return 0
 
@@ -334,6 +358,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="Patroni primary + replica per shard, etcd and HAProxy (kept until `make clean`)",
     )
+    up.add_argument(
+        "--tls",
+        action="store_true",
+        help="TLS everywhere: PostgreSQL over TLS only, the router on HTTPS, certificates "
+        "verified against a local CA (kept until `make clean`)",
+    )
     up.set_defaults(run=cmd_up)
     commands.add_parser("down", help="stop the router and the local cluster").set_defaults(
         run=cmd_down
@@ -431,7 +461,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        settings = Settings()
+        settings = local_tls.apply(Settings())
         code: int = args.run(settings, args)
     except ShardlogError as exc:
         where = f" ({exc.field})" if exc.field else ""

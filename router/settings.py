@@ -66,6 +66,20 @@ class ServerSettings(Section):
         description="Open client connections per router process (lowered to fit the open-files "
         "limit); more are answered 503 and closed.",
     )
+    tls_cert_file: Path | None = Field(
+        None,
+        description="PEM certificate (chain) the router serves HTTPS with (TLS 1.2 or newer); "
+        "set together with tls_key_file. Unset: plain HTTP.",
+    )
+    tls_key_file: Path | None = Field(
+        None, description="PEM private key of tls_cert_file, readable by the router only."
+    )
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> ServerSettings:
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError("tls_cert_file and tls_key_file are set together, or neither")
+        return self
 
 
 class MetadataSettings(Section):
@@ -112,6 +126,20 @@ class PoolSettings(Section):
         "of every PostgreSQL connection of the router and the CLI: the shard roles and the "
         "users of the DSNs; default: the one `shardlog up` writes, "
         "<cluster data_dir>/secrets/pgpass.",
+    )
+    tls_mode: Literal["disable", "require", "verify-ca", "verify-full"] | None = Field(
+        None,
+        description="sslmode of every PostgreSQL connection of the router and the CLI (shards, "
+        "standbys, the metadata database, and the postgres_fdw coordinator's connections to "
+        "the shards) whose DSN names no sslmode itself; unset: libpq's default (prefer). "
+        "verify-full checks the server's certificate against tls_ca_file and its name "
+        "against the host connected to.",
+    )
+    tls_ca_file: Path | None = Field(
+        None,
+        description="PEM file of the CA(s) that signed the PostgreSQL servers' certificates "
+        "(sslrootcert), for the same connections; with the fdw path it must be readable at "
+        "this path on the metadata instance's host, by its server user.",
     )
 
 
@@ -266,6 +294,12 @@ class ClusterSettings(Section):
     )
     ha_shards: int = Field(4, ge=1, le=99, description="Shards of the HA topology.")
     ha_nodes: int = Field(2, ge=1, le=9, description="PostgreSQL nodes per HA shard.")
+    tls: bool = Field(
+        False,
+        description="Local cluster with TLS (make up TLS=1): a CA and certificates under "
+        "<data_dir>/tls, PostgreSQL accepting TLS connections only, the router on HTTPS and "
+        "verifying the servers (verify-full); kept until `make clean`.",
+    )
     start_timeout_s: float = Field(60.0, gt=0)
 
 
@@ -301,16 +335,39 @@ class Settings(BaseSettings):
             dsn = self.metadata.dsn
         else:
             dsn = f"postgresql://{SUPERUSER}@{self.cluster.host}:{self.cluster.base_port}/shardlog"
-        return with_passfile(dsn, self.pools.passfile)
+        return with_tls(with_passfile(dsn, self.pools.passfile), self.pools)
+
+
+def with_tls(dsn: str, pools: PoolSettings) -> str:
+    """``dsn`` with the pools' sslmode and sslrootcert, unless it names an sslmode itself."""
+    params: dict[str, str] = {}
+    if pools.tls_mode is not None:
+        params["sslmode"] = pools.tls_mode
+        if pools.tls_ca_file is not None and pools.tls_mode != "disable":
+            params["sslrootcert"] = str(pools.tls_ca_file.absolute())
+    return with_params(dsn, params, unless=("sslmode", "requiressl"))
+
+
+def with_params(dsn: str, params: dict[str, str], unless: tuple[str, ...]) -> str:
+    """``dsn`` (URI or keyword form) with ``params`` added, unless it names one of ``unless``."""
+    names = "|".join(re.escape(name) for name in unless)
+    if not params or re.search(rf"(^|[?&\s])({names})\s*=", dsn):
+        return dsn
+    if "://" in dsn:
+        query = "&".join(f"{key}={quote(value, safe='/')}" for key, value in params.items())
+        return f"{dsn}{'&' if '?' in dsn else '?'}{query}"
+    pairs = " ".join(f"{key}='{_escaped(value)}'" for key, value in params.items())
+    return f"{dsn} {pairs}"
+
+
+def _escaped(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("'", "\\'")
 
 
 def with_passfile(dsn: str, passfile: Path | None) -> str:
     """``dsn`` with ``passfile`` as its password file, unless it names a password or one."""
-    if passfile is None or re.search(r"(^|[?&\s])(password|passfile)\s*=", dsn):
+    if passfile is None:
         return dsn
-    if "://" in dsn:
-        if re.match(r"[a-z]+://[^/@]*:[^/@]*@", dsn, re.IGNORECASE):
-            return dsn  # user:password@ in the URI
-        return f"{dsn}{'&' if '?' in dsn else '?'}passfile={quote(str(passfile), safe='/')}"
-    escaped = str(passfile).replace("\\", "\\\\").replace("'", "\\'")
-    return f"{dsn} passfile='{escaped}'"
+    if "://" in dsn and re.match(r"[a-z]+://[^/@]*:[^/@]*@", dsn, re.IGNORECASE):
+        return dsn  # user:password@ in the URI
+    return with_params(dsn, {"passfile": str(passfile)}, unless=("password", "passfile"))

@@ -320,9 +320,9 @@ class HostSet:
             check=False,
         )
 
-    def url(self, name: str, port: int) -> str:
-        """http:// on 127.0.0.1 for a port the host publishes."""
-        return f"http://127.0.0.1:{self.hosts[name].ports[port]}"
+    def url(self, name: str, port: int, scheme: str = "http") -> str:
+        """``scheme``:// on 127.0.0.1 for a port the host publishes."""
+        return f"{scheme}://127.0.0.1:{self.hosts[name].ports[port]}"
 
     def stop_host(self, name: str) -> None:
         """Power a host off: systemd stops every unit in order, then the container exits."""

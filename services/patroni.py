@@ -21,6 +21,9 @@ from services.process import OsUser, ServiceError
 from services.templates import render
 
 PATRONI_BINARY = "/usr/bin/patroni"
+# Settings of postgresql.conf.j2 that patroni.yml.j2 reads too (TLS-only pg_hba lines, verified
+# replication).
+_PATRONI_TLS = ("ssl_required", "ssl_ca_file")
 
 
 class PatroniNode:
@@ -79,6 +82,7 @@ class PatroniNode:
                 home=str(self.home),
                 custom_conf=str(self.base_conf),
                 **self._passwords(),
+                **{k: v for k, v in self.settings.items() if k in _PATRONI_TLS},
             )
         )
         if self.user is not None:

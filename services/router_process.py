@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import ssl
 import subprocess
 import sys
 import time
@@ -16,11 +17,22 @@ from services.process import ServiceError
 
 
 class RouterProcess:
-    def __init__(self, root: Path, host: str, port: int, env: dict[str, str] | None = None) -> None:
+    """``ca_file``: the router serves HTTPS, with a certificate this CA signed (health checks
+    verify it, and the name ``host``, against it); None: plain HTTP."""
+
+    def __init__(
+        self,
+        root: Path,
+        host: str,
+        port: int,
+        env: dict[str, str] | None = None,
+        ca_file: Path | None = None,
+    ) -> None:
         self.home = root.absolute() / "router"
         self.host = host
         self.port = port
         self.env = env
+        self.ca_file = ca_file
 
     @property
     def pid_file(self) -> Path:
@@ -32,7 +44,15 @@ class RouterProcess:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        scheme = "https" if self.ca_file is not None else "http"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{scheme}://{host}:{self.port}"
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """What a client of this router verifies it with (None: plain HTTP)."""
+        if self.ca_file is None:
+            return None
+        return ssl.create_default_context(cafile=os.fspath(self.ca_file))
 
     def pid(self) -> int | None:
         try:
@@ -45,7 +65,9 @@ class RouterProcess:
 
     def _live(self) -> bool:
         try:
-            with urllib.request.urlopen(f"{self.url}/health/live", timeout=1) as response:  # noqa: S310
+            with urllib.request.urlopen(  # noqa: S310
+                f"{self.url}/health/live", timeout=1, context=self.ssl_context()
+            ) as response:
                 return bool(response.status == 200)
         except (urllib.error.URLError, OSError):
             return False

@@ -241,7 +241,8 @@ class HAProxy(Service):
 class Router(Service):
     def __init__(self, ctx: Context, args: argparse.Namespace) -> None:
         env = read_env_file(Path(args.env_file)) if args.env_file else {}
-        self.router = RouterProcess(ctx.root, args.host, args.port, env)
+        ca_file = Path(args.ca_file) if args.ca_file else None
+        self.router = RouterProcess(ctx.root, args.host, args.port, env, ca_file)
         self.timeout = ctx.timeout
 
     def start(self) -> Outcomes:
@@ -414,6 +415,9 @@ def _kind_options(parser: argparse.ArgumentParser, kind: str) -> None:
     elif kind == "router":
         parser.add_argument("--port", type=int, required=True)
         parser.add_argument("--env-file", help="SHARDLOG_* settings, KEY=VALUE per line")
+        parser.add_argument(
+            "--ca-file", help="the router serves HTTPS: its certificate's CA, for health checks"
+        )
 
 
 def run(argv: Sequence[str] | None = None) -> Outcomes:

@@ -9,6 +9,7 @@ import random
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -16,8 +17,10 @@ from typing import TypeVar
 
 import asyncpg
 import httpx
+import orjson
 import pytest
 
+from bench.load import window
 from router.auth import store as auth_store
 from router.auth.store import TokenLimits
 from router.db import pools
@@ -106,6 +109,13 @@ def settings_env(settings: Settings) -> dict[str, str]:
     }
     if settings.metadata.dsn:
         env["SHARDLOG_METADATA__DSN"] = settings.metadata.dsn
+    optional = {
+        "SHARDLOG_SERVER__TLS_CERT_FILE": settings.server.tls_cert_file,
+        "SHARDLOG_SERVER__TLS_KEY_FILE": settings.server.tls_key_file,
+        "SHARDLOG_POOLS__TLS_MODE": settings.pools.tls_mode,
+        "SHARDLOG_POOLS__TLS_CA_FILE": settings.pools.tls_ca_file,
+    }
+    env.update({key: str(value) for key, value in optional.items() if value is not None})
     return env
 
 
@@ -136,61 +146,32 @@ def eventually(check: Callable[[], T | None], timeout: float = 10.0, interval: f
     raise AssertionError(f"condition not met within {timeout}s (last: {last!r})")
 
 
-def owner_id(api: httpx.Client, kind: str, key: str) -> int | None:
-    response = api.get("/v1/admin/owners", params={"kind": kind, "key": key})
-    return response.json()["id"] if response.status_code == 200 else None
-
-
-def catalog_shards(api: httpx.Client) -> dict[str, str]:
-    """Every shard the catalog holds (the topology's and any added by tests): name -> DSN."""
-    return {s["name"]: s["dsn"] for s in api.get("/v1/admin/shards").json()}
-
-
-def shard_sql(dsn: str, sql: str, connect_wait_s: float = 30.0) -> str:
-    """``sql``'s output. psql's exit status 2 is a failed connection: a shard that is still
-    getting its primary back after a fault is waited for, up to ``connect_wait_s``."""
-    deadline = time.monotonic() + connect_wait_s
-    while True:
-        result = subprocess.run(
-            ["psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-d", dsn, "-c", sql],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        if result.returncode != 2 or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
-    result.check_returncode()
-    return result.stdout
-
-
-def day_tables(api: httpx.Client, kind: str, owner: int) -> dict[str, list[str]]:
-    """The day tables of one owner on every shard of the catalog: {shard: [table, ...]}."""
-    prefix = {"audit": "audit_o", "flow": "flow_s"}[kind] + f"{owner}\\_%"
-    found = {}
-    for name, dsn in catalog_shards(api).items():
-        names = shard_sql(
-            dsn,
-            f"SELECT relname FROM pg_class WHERE relname LIKE '{prefix}' AND relkind = 'r' "
-            "ORDER BY 1",
-        ).split()
-        if names:
-            found[name] = names
-    return found
-
-
-def query_owner(
-    api: httpx.Client, kind: str, owner: int, columns: str, where: str = "true"
-) -> list[list[str]]:
-    """Rows of every day table of one owner across the shards, as psql text fields."""
-    dsns = catalog_shards(api)
-    rows = []
-    for shard, tables in day_tables(api, kind, owner).items():
-        for table in tables:
-            output = shard_sql(dsns[shard], f"SELECT {columns} FROM {table} WHERE {where}")
-            rows += [line.split("|") for line in output.splitlines() if line]
-    return rows
+def assert_round_trip(client: httpx.Client, prefix: str) -> None:
+    """500 audit rows (NDJSON) and a flow sent twice (CSV) go in through ``client``'s router and
+    are found again: the pattern's one row with an exact count, the flow merged once."""
+    owner, switch = f"{prefix}-{uuid.uuid4().hex[:8]}", f"sw-{uuid.uuid4().hex[:8]}"
+    lines = b"".join(
+        orjson.dumps({"owner": owner, "content": f"user {i} logged in"}) + b"\n" for i in range(500)
+    )
+    response = client.post(
+        "/v1/audit", content=lines, headers={"content-type": "application/x-ndjson"}
+    )
+    assert response.json() == {"accepted": 500}
+    response = client.post(
+        "/v1/flows",
+        params={"switch": switch},
+        content=b"10.0.0.1,10.0.0.2,1000,443\n10.0.0.1,10.0.0.2,1000,443\n",
+        headers={"content-type": "text/csv"},
+    )
+    assert response.json() == {"accepted": 2}
+    found = client.get(
+        "/v1/audit/search",
+        params={"owner": owner, "q": "user 42 ", "count": "exact", **window()},
+    ).json()
+    assert [item["content"] for item in found["items"]] == ["user 42 logged in"]
+    assert found["count"] == {"value": 1, "exact": True}, found
+    flows = client.get("/v1/flows/search", params={"switch": switch, **window()}).json()
+    assert [(f["src_port"], f["flow_count"]) for f in flows["items"]] == [(1000, 2)]
 
 
 # --- least privilege: statements a role must not run ---------------------------------------

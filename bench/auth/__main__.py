@@ -54,7 +54,7 @@ from bench.harness import (
 from router.auth import store as auth_store
 from router.auth.registry import TokenRegistry
 from router.auth.scopes import AUDIT_WRITE, SCOPES, SYSTEM_TENANT, check_scope
-from router.db import pools
+from router.db import catalog_login
 from router.settings import Settings
 from services import process
 from services.process import free_port
@@ -83,7 +83,7 @@ def limited_token(settings: Settings) -> dict[str, str]:
     (a token without limits would skip the buckets)."""
 
     async def make() -> str:
-        connection = await pools.connect_metadata(settings.metadata_dsn(), settings.metadata)
+        connection = await catalog_login.connect(settings)
         try:
             _, text = await auth_store.create_token(
                 connection,
@@ -106,7 +106,7 @@ def check_micro_seconds(settings: Settings, headers: dict[str, str], calls: int 
     loads it) authenticating the header, the request-rate and byte-rate buckets, the scope."""
 
     async def load() -> TokenRegistry:
-        metadata = await pools.create_metadata_pool(settings.metadata_dsn(), settings.metadata)
+        metadata = await catalog_login.open_pool(settings)
         try:
             registry = TokenRegistry(metadata, settings.auth)
             await registry.load()

@@ -1,7 +1,7 @@
 """bench/failover: what each fault costs an HA cluster under continuous audit ingest, with the
 group's synchronous replication on and off, and what HA costs ingest throughput.
 
-Faults (from tests/ha/faults.py, the same the fault tests assert on): kill -9 of a shard's
+Faults (from services/faults.py, the same the fault tests assert on): kill -9 of a shard's
 primary, a whole shard stopped, etcd stopped beyond the ttl, HAProxy stopped. Each is run
 ``--runs`` times per replication setting while two clients post 200-row audit batches without
 retries of their own; measured: recovery time, the clients' longest wait between two
@@ -37,9 +37,9 @@ from bench.harness import (
     write_results,
 )
 from bench.ingest import generate
+from bench.load import FlowLoad, IngestLoad, auth_of
+from services import faults
 from services.ha_cluster import HaCluster
-from tests.ha import faults
-from tests.ha.ingest_load import FlowLoad, IngestLoad, auth_of
 
 SHARDS = 4
 GROUP = "group1"

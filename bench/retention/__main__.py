@@ -30,7 +30,7 @@ from bench.harness import bench_cluster, bench_settings, write_results
 from router.catalog import store
 from router.catalog import tables as day_tables
 from router.catalog.snapshot import CatalogSnapshot
-from router.db import ddl, pools
+from router.db import catalog_login, ddl, pools
 from router.db.names import DayTable, day_table
 from router.retention import inventory
 from router.retention.runner import RetentionRunner, RunOptions
@@ -153,7 +153,7 @@ async def wal_since(shard_pools: pools.ShardPools, shards: list[str], before: li
 async def measure(
     settings: Settings, sizes: list[int], repeats: int, data_dir: Path
 ) -> dict[str, Any]:
-    metadata = await pools.create_metadata_pool(settings.metadata_dsn(), settings.metadata)
+    metadata = await catalog_login.open_pool(settings)
     shard_pools = pools.ShardPools(settings.pools)
     results: dict[str, Any] = {"drop": {}, "delete_vacuum": {}}
     try:

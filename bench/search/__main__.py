@@ -27,7 +27,7 @@ import httpx
 from bench.harness import auth_for, bench_cluster, bench_settings, write_results
 from router.catalog import store
 from router.catalog import tables as day_tables
-from router.db import ddl, pools, roles
+from router.db import catalog_login, ddl, pools, roles
 from router.db.names import day_table
 from router.search import sql
 from router.search.query import AuditQuery, Window
@@ -94,7 +94,7 @@ async def load(
                 await http.get("/v1/admin/owners", params={"kind": "audit", "key": f"bench-{n}"})
             ).json()
             owners[f"bench-{n}"] = (body["id"], body["group"])
-    metadata = await pools.create_metadata_pool(settings.metadata_dsn(), settings.metadata)
+    metadata = await catalog_login.open_pool(settings)
     snapshot = await store.load_snapshot(metadata)
     connections = {
         name: await asyncpg.connect(shard.dsn) for name, shard in snapshot.shards.items()

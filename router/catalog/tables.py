@@ -4,7 +4,6 @@ Every entry is also attached to the postgres_fdw coordinator, in the same transa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import date
 
 import asyncpg
@@ -12,16 +11,17 @@ import asyncpg
 from router.catalog.snapshot import Shard
 from router.db.connection import Connection
 from router.db.names import DayTable, Kind, day_table, parse_day_table
+from router.db.pools import CoordinatorLogin
 from router.search import fdw
 
 DAY_TABLE_REGEX = "^(audit_o|flow_s)[0-9]+_[0-9]{8}$"
 
 
 async def record(
-    metadata: asyncpg.Pool, table: DayTable, shard: Shard, login: Mapping[str, str]
+    metadata: asyncpg.Pool, table: DayTable, shard: Shard, login: CoordinatorLogin
 ) -> None:
-    """``login``: the coordinator's user mapping for the shard (ShardPools.coordinator_login),
-    used when this is the shard's first table there."""
+    """``login``: how the coordinator reaches the shard (ShardPools.coordinator_login), used
+    when this is the shard's first table there."""
     async with metadata.acquire() as connection, connection.transaction():
         await connection.execute(
             "INSERT INTO day_tables (kind, owner_id, day, shard) VALUES ($1, $2, $3, $4) "
@@ -59,7 +59,7 @@ async def on_shard(connection: Connection) -> list[DayTable]:
 
 
 async def sync(
-    metadata: asyncpg.Pool, shard: Shard, connection: Connection, login: Mapping[str, str]
+    metadata: asyncpg.Pool, shard: Shard, connection: Connection, login: CoordinatorLogin
 ) -> int:
     """Record and attach the day tables a shard holds that the registry lacks; forget and
     detach those the shard lacks. Returns how many entries changed."""

@@ -1,13 +1,14 @@
 """asyncpg pools per shard and role, kept in step with the catalog. Every connection carries
 application_name and statement_timeout; multi-host DSNs get target_session_attrs, and their hosts
 are tried as router/db/multihost.py says (each with the whole connect timeout, a silent one
-beside the next); passwords come from the password file (SHARDLOG_POOLS__PASSFILE)."""
+beside the next); passwords come from the password file (SHARDLOG_POOLS__PASSFILE), and a DSN
+without an sslmode gets the pools' TLS settings (SHARDLOG_POOLS__TLS_MODE, TLS_CA_FILE)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
@@ -19,11 +20,11 @@ from router.db.dsn import as_uri, for_asyncpg, parse_dsn
 from router.db.inet import install_codec
 from router.db.multihost import HostPicker
 from router.errors import Unavailable
-from router.settings import MetadataSettings, PoolSettings
+from router.settings import MetadataSettings, PoolSettings, with_tls
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Connection", "ShardPools", "connect", "create_pool"]
+__all__ = ["Connection", "CoordinatorLogin", "ShardPools", "connect", "create_pool"]
 
 
 def connect_options(
@@ -32,6 +33,7 @@ def connect_options(
     """``target`` overrides the DSN's target_session_attrs (the search pool of a multi-host
     shard); ``role`` replaces the DSN's user (the pools' roles, router/db/roles.py). Passwords
     come from the password file, never from the catalog."""
+    dsn = with_tls(dsn, settings)
     uri, dsn_timeout = for_asyncpg(dsn)
     server_settings = {
         "application_name": settings.application_name,
@@ -83,18 +85,26 @@ async def create_pool(
     return pool
 
 
-def coordinator_login(dsn: str, settings: PoolSettings) -> dict[str, str]:
-    """The user-mapping options the postgres_fdw coordinator reaches a shard with: the reader
-    role and its password (a user mapping is readable by superusers and its own user only).
-    Without the
-    password the fdw path fails, not the caller."""
-    login = {"user": roles.READER}
+@dataclass(frozen=True)
+class CoordinatorLogin:
+    """How the postgres_fdw coordinator reaches a shard: ``dsn``, the shard's DSN with the
+    pools' TLS settings (its foreign server's options), and ``user``, the user mapping's."""
+
+    dsn: str
+    user: dict[str, str] = field(default_factory=dict)
+
+
+def coordinator_login(dsn: str, settings: PoolSettings) -> CoordinatorLogin:
+    """The reader role and its password (a user mapping is readable by superusers and its own
+    user only), over TLS as the router connects. Without the password the fdw path fails, not
+    the caller."""
+    user = {"user": roles.READER}
     if settings.passfile is not None:
         try:
-            login["password"] = passfile.lookup(settings.passfile, dsn, roles.READER)
+            user["password"] = passfile.lookup(settings.passfile, dsn, roles.READER)
         except passfile.PassfileError as exc:
             log.warning("the coordinator gets no password for %s: %s", roles.READER, exc)
-    return login
+    return CoordinatorLogin(with_tls(dsn, settings), user)
 
 
 @dataclass
@@ -173,7 +183,7 @@ class ShardPools:
         """Retention's pool: counts, archives and drops of day tables, nothing else."""
         return self._shard(name).retention
 
-    def coordinator_login(self, dsn: str) -> dict[str, str]:
+    def coordinator_login(self, dsn: str) -> CoordinatorLogin:
         return coordinator_login(dsn, self._settings)
 
     def names(self) -> list[str]:

@@ -4,14 +4,13 @@ go together. Several routers doing this at once is harmless."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 
 from router.catalog.cache import CatalogCache
 from router.db.failures import DRIVER_ERRORS, describe
 from router.db.pools import ShardPools
 from router.ingest.idempotency import IdempotencyStore
+from router.periodic import PeriodicTask
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +29,9 @@ class Housekeeping:
         self._catalog = catalog
         self._pools = pools
         self._keep_hours = keep_hours
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = PeriodicTask(
+            "idempotency clean-up", lambda: self.interval_s, self.run_once
+        )
 
     @property
     def interval_s(self) -> float:
@@ -54,18 +55,7 @@ class Housekeeping:
         return removed
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._loop(), name="ingest-housekeeping")
+        self._periodic.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval_s)
-            try:
-                await self.run_once()
-            except _ERRORS as exc:
-                log.warning("idempotency clean-up failed: %s", describe(exc))
+        await self._periodic.stop()

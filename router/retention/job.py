@@ -4,19 +4,14 @@ and the others skip."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
 from router.catalog.cache import CatalogCache
-from router.db.failures import DRIVER_ERRORS, describe
+from router.periodic import PeriodicTask
 from router.retention.runner import RetentionRunner, RunOptions, RunReport
 
 log = logging.getLogger(__name__)
-
-_ERRORS = DRIVER_ERRORS
-
 
 Observer = Callable[[RunReport], Awaitable[object]]
 
@@ -33,36 +28,27 @@ class RetentionJob:
         self._catalog = catalog
         self._interval_s = interval_s
         self._observer = observer
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = PeriodicTask("retention run", lambda: self._interval_s, self._scheduled)
 
     async def run_once(self) -> RunReport:
         return await self._runner.run(self._catalog.snapshot, RunOptions(trigger="router"))
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._loop(), name="retention")
+        self._periodic.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await self._periodic.stop()
 
-    async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self._interval_s)
-            try:
-                report = await self.run_once()
-            except _ERRORS as exc:
-                log.warning("retention run failed: %s", describe(exc))
-                continue
-            if self._observer is not None:
-                await self._observer(report)
-            if report.status != "skipped":
-                totals = report.totals()
-                log.info(
-                    "retention run %s: %s; %d table(s) dropped, %d failed",
-                    report.run_id,
-                    report.status,
-                    totals["tables_dropped"],
-                    totals["tables_failed"],
-                )
+    async def _scheduled(self) -> None:
+        report = await self.run_once()
+        if self._observer is not None:
+            await self._observer(report)
+        if report.status != "skipped":
+            totals = report.totals()
+            log.info(
+                "retention run %s: %s; %d table(s) dropped, %d failed",
+                report.run_id,
+                report.status,
+                totals["tables_dropped"],
+                totals["tables_failed"],
+            )

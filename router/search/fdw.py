@@ -7,15 +7,15 @@ neither fail nor duplicate. Queries go through the owner's parent table.
 
 Run as the catalog role (router/db/catalog_login.py), which owns the servers, parent and
 foreign tables it makes here. The coordinator logs in to shards as the read-only role, its
-password in the catalog role's user mapping (readable by superusers and that role only);
-``refresh_login`` sets it anew (the router does whenever the
-catalog loads, so a changed password reaches the coordinator with a restart).
+password in the catalog role's user mapping (readable by superusers and that role only),
+over TLS as the router connects (the foreign server's sslmode and sslrootcert);
+``refresh_login`` sets both anew (the router does whenever the catalog loads, so a changed
+password or TLS setting reaches the coordinator with a restart).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
 from datetime import timedelta
 
 from router.catalog.snapshot import Shard
@@ -28,6 +28,7 @@ from router.db.names import (
     quote_catalog_name,
     quote_literal,
 )
+from router.db.pools import CoordinatorLogin
 
 _COLUMNS = {
     "audit": "id bigint, ts timestamptz, content text, attrs jsonb",
@@ -39,6 +40,8 @@ _COLUMNS = {
 }
 _TIME_COLUMN = {"audit": "ts", "flow": "first_seen"}
 _USER_OPTIONS = ("user", "password", "passfile")
+# Server options refresh_login keeps in step with the router's settings.
+_TLS_OPTIONS = ("sslmode", "sslrootcert")
 
 
 def _lock_key(name: str) -> int:
@@ -70,16 +73,16 @@ def _options(values: dict[str, str]) -> str:
 
 
 async def attach(
-    connection: Connection, table: DayTable, shard: Shard, login: Mapping[str, str]
+    connection: Connection, table: DayTable, shard: Shard, login: CoordinatorLogin
 ) -> None:
-    """Run inside the caller's transaction on the coordinator. ``login``: the user-mapping
-    options of a server made here (ShardPools.coordinator_login)."""
+    """Run inside the caller's transaction on the coordinator. ``login``: the server and
+    user-mapping options of a server made here (ShardPools.coordinator_login)."""
     child = foreign_table(table, shard.name)
     await connection.execute("SELECT pg_advisory_xact_lock($1)", _lock_key(child))
     if await connection.fetchval("SELECT to_regclass($1) IS NOT NULL", child):
         return
     server = quote_catalog_name(shard.name)
-    options, _ = server_options(shard.dsn)
+    options, _ = server_options(login.dsn)
     await connection.execute("SELECT pg_advisory_xact_lock($1)", _lock_key(f"server {shard.name}"))
     if not await connection.fetchval(
         "SELECT EXISTS (SELECT 1 FROM pg_foreign_server WHERE srvname = $1)", shard.name
@@ -90,7 +93,7 @@ async def attach(
         )
         await connection.execute(
             f"CREATE USER MAPPING IF NOT EXISTS FOR CURRENT_USER SERVER {server} "
-            f"OPTIONS ({_options(dict(login))})"
+            f"OPTIONS ({_options(login.user)})"
         )
     parent = parent_table(table.kind, table.owner_id)
     await connection.execute("SELECT pg_advisory_xact_lock($1)", _lock_key(parent))
@@ -114,25 +117,46 @@ async def attach(
     )
 
 
-async def refresh_login(connection: Connection, shard: str, login: Mapping[str, str]) -> bool:
-    """Give the shard's foreign server (when there is one) this user mapping; True when it
-    changed. Run inside the caller's transaction."""
+def _as_dict(options: list[str] | None) -> dict[str, str]:
+    return dict(option.split("=", 1) for option in options or [])
+
+
+async def refresh_login(connection: Connection, shard: str, login: CoordinatorLogin) -> bool:
+    """Give the shard's foreign server (when there is one) this user mapping and TLS options;
+    True when either changed. Run inside the caller's transaction."""
     await connection.execute("SELECT pg_advisory_xact_lock($1)", _lock_key(f"server {shard}"))
     row = await connection.fetchrow(
-        "SELECT s.oid, m.umoptions FROM pg_foreign_server s LEFT JOIN pg_user_mappings m "
+        "SELECT s.srvoptions, m.umoptions FROM pg_foreign_server s LEFT JOIN pg_user_mappings m "
         "ON m.srvid = s.oid AND m.umuser = (SELECT oid FROM pg_roles WHERE rolname = "
         "current_user) WHERE s.srvname = $1",
         shard,
     )
-    wanted = sorted(f"{key}={value}" for key, value in login.items())
-    if row is None or sorted(row["umoptions"] or []) == wanted:
+    if row is None:
         return False
     server = quote_catalog_name(shard)
+    changed = await _refresh_tls(connection, server, _as_dict(row["srvoptions"]), login.dsn)
+    if _as_dict(row["umoptions"]) == login.user:
+        return changed
     await connection.execute(f"DROP USER MAPPING IF EXISTS FOR CURRENT_USER SERVER {server}")
     await connection.execute(
-        f"CREATE USER MAPPING FOR CURRENT_USER SERVER {server} OPTIONS ({_options(dict(login))})"
+        f"CREATE USER MAPPING FOR CURRENT_USER SERVER {server} OPTIONS ({_options(login.user)})"
     )
     return True
+
+
+async def _refresh_tls(connection: Connection, server: str, have: dict[str, str], dsn: str) -> bool:
+    wanted, _ = server_options(dsn)
+    steps = []
+    for key in _TLS_OPTIONS:
+        if key in wanted and key not in have:
+            steps.append(f"ADD {key} {quote_literal(wanted[key])}")
+        elif key in wanted and have[key] != wanted[key]:
+            steps.append(f"SET {key} {quote_literal(wanted[key])}")
+        elif key in have and key not in wanted:
+            steps.append(f"DROP {key}")
+    if steps:
+        await connection.execute(f"ALTER SERVER {server} OPTIONS ({', '.join(steps)})")
+    return bool(steps)
 
 
 async def detach(connection: Connection, table: DayTable, shard: str) -> None:

@@ -8,20 +8,18 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import httpx
-import orjson
 import pytest
 import yaml
 
+from bench.load import KeyedLoad
 from services.docker_engine import DockerEngine, engine_running
 from services.image import base_image, build_image
 from services.process import port_in_use
-from tests.keyed_load import KeyedLoad, window
-from tests.support import REPO
+from tests.support import REPO, assert_round_trip
 
 pytestmark = pytest.mark.containers
 
@@ -120,30 +118,8 @@ def test_every_published_port_is_loopback_only() -> None:
 
 
 def test_audit_and_flows_go_in_and_are_found(compose: Compose) -> None:
-    owner, switch = f"c-{uuid.uuid4().hex[:8]}", f"sw-{uuid.uuid4().hex[:8]}"
     with httpx.Client(base_url=ROUTER, timeout=60, headers=AUTH) as client:
-        lines = b"".join(
-            orjson.dumps({"owner": owner, "content": f"user {i} logged in"}) + b"\n"
-            for i in range(500)
-        )
-        response = client.post(
-            "/v1/audit", content=lines, headers={"content-type": "application/x-ndjson"}
-        )
-        assert response.json() == {"accepted": 500}
-        response = client.post(
-            "/v1/flows",
-            params={"switch": switch},
-            content=b"10.0.0.1,10.0.0.2,1000,443\n10.0.0.1,10.0.0.2,1000,443\n",
-            headers={"content-type": "text/csv"},
-        )
-        assert response.json() == {"accepted": 2}
-        found = client.get(
-            "/v1/audit/search",
-            params={"owner": owner, "q": "user 42 ", "count": "exact", **window()},
-        ).json()
-        assert [item["content"] for item in found["items"]] == ["user 42 logged in"]
-        flows = client.get("/v1/flows/search", params={"switch": switch, **window()}).json()
-        assert [(f["src_port"], f["flow_count"]) for f in flows["items"]] == [(1000, 2)]
+        assert_round_trip(client, "c")
 
 
 def _primary_of(shard: int) -> str:

@@ -1,7 +1,7 @@
 """ansible/site.yml and verify.yml against this host (connection: local, services started by
 `python -m services.run`): a small HA topology (1 group, 2 shards x 2 Patroni nodes, etcd,
-HAProxy, the metadata instance and the router) comes up, a second run changes nothing, verify
-passes, and stop.yml stops every process the playbooks started."""
+HAProxy, the metadata instance and the router) comes up with shardlog_tls on, a second run
+changes nothing, verify passes, and stop.yml stops every process the playbooks started."""
 
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ import json
 import os
 import random
 import re
+import ssl
 import stat
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 
@@ -84,12 +86,28 @@ class Deployment:
                 "shardlog_secrets_dir": str(self.secrets),
                 # Tests value speed over durability.
                 "shardlog_postgresql_parameters": {"fsync": "off", "shared_buffers": "64MB"},
+                "shardlog_tls": True,
             }
         )
 
     @property
     def secrets(self) -> Path:
         return self.work / "secrets"
+
+    @property
+    def tls(self) -> Path:
+        """The CA's certificate and this host's, as the playbooks copied them to the host."""
+        return self.root / "tls"
+
+    def tls_vars(self) -> dict[str, object]:
+        tls = self.tls
+        return {
+            "ssl": True,
+            "ssl_cert_file": str(tls / "server.crt"),
+            "ssl_key_file": str(tls / "server.key"),
+            "ssl_ca_file": str(tls / "ca.crt"),
+            "ssl_required": True,
+        }
 
     def password(self, role: str) -> str:
         return (self.secrets / f"{role}.password").read_text().strip()
@@ -219,6 +237,7 @@ def test_ansible_renders_the_shared_templates_like_the_launcher(deployment: Depl
             superuser="shardlog",
             superuser_password=deployment.password("shardlog"),
             replication_password=deployment.password("replicator"),
+            **deployment.tls_vars(),
         )
         assert (home / "postgresql.base.conf").read_text() == render(
             "postgresql.conf.j2",
@@ -226,6 +245,7 @@ def test_ansible_renders_the_shared_templates_like_the_launcher(deployment: Depl
             listen_addresses=node.host,
             fsync="off",
             shared_buffers="64MB",
+            **deployment.tls_vars(),
         )
 
 
@@ -236,6 +256,8 @@ def test_the_catalog_holds_the_launchers_dsns(deployment: Deployment) -> None:
             **deployment.env(),
             "SHARDLOG_METADATA__DSN": deployment.topology.metadata.dsn(),
             "SHARDLOG_POOLS__PASSFILE": str(deployment.root / "router" / "pgpass"),
+            "SHARDLOG_POOLS__TLS_MODE": "verify-full",
+            "SHARDLOG_POOLS__TLS_CA_FILE": str(deployment.tls / "ca.crt"),
         },
         capture_output=True,
         text=True,
@@ -260,9 +282,49 @@ def test_nobody_is_trusted_and_passwords_stay_private(deployment: Deployment) ->
         rules += [rule.split() for rule in patroni["postgresql"]["pg_hba"]]
         assert stat.S_IMODE((root / "patroni" / node.name / "patroni.yml").stat().st_mode) == 0o600
     assert rules and {rule[-1] for rule in rules} == {"scram-sha-256"}, rules
+    # TCP only over TLS (shardlog_tls): hostssl lines, no plain host lines.
+    assert {rule[0] for rule in rules} == {"local", "hostssl"}, rules
     for private in (root / "router" / "pgpass", root / "secrets" / "pgpass", deployment.secrets):
         assert stat.S_IMODE(private.stat().st_mode) in (0o600, 0o700), private
     assert len(list(deployment.secrets.glob("*.password"))) == 6
+    for key in (deployment.secrets / "tls" / "ca.key", deployment.tls / "server.key"):
+        assert stat.S_IMODE(key.stat().st_mode) == 0o600, key
+
+
+def test_tls_everywhere_verified_by_the_ca(deployment: Deployment) -> None:
+    """The router answers HTTPS that the CA verifies; replication, the router's pools and the
+    catalog run over TLS; a plain connection is refused."""
+    ca = ssl.create_default_context(cafile=str(deployment.tls / "ca.crt"))
+    ready = httpx.get(f"https://127.0.0.1:{deployment.router_port}/health/ready", verify=ca)
+    assert ready.status_code == 200, ready.text
+    env = {**deployment.env(), "PGPASSFILE": str(deployment.root / "secrets" / "pgpass")}
+
+    def psql(port: int, sql: str, sslmode: str = "verify-full") -> subprocess.CompletedProcess[str]:
+        dsn = (
+            f"host=127.0.0.1 port={port} dbname=shardlog user=shardlog sslmode={sslmode} "
+            f"sslrootcert={deployment.tls / 'ca.crt'}"
+        )
+        return subprocess.run(
+            ["psql", "-X", "-At", "-d", dsn, "-c", sql],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+
+    encrypted = "SELECT bool_and(ssl) FROM pg_stat_ssl JOIN pg_stat_activity USING (pid) WHERE "
+    metadata = psql(
+        deployment.topology.metadata.port, encrypted + "backend_type = 'client backend'"
+    )
+    assert metadata.stdout.strip() == "t", metadata.stderr
+    replicated = [
+        psql(node.port, encrypted + "backend_type = 'walsender'").stdout.strip()
+        for node in deployment.topology.nodes
+    ]
+    assert "t" in replicated and "f" not in replicated, replicated
+    refused = psql(deployment.topology.metadata.port, "SELECT 1", sslmode="disable")
+    assert refused.returncode == 2 and "no encryption" in refused.stderr
 
 
 def test_the_router_logs_in_to_the_catalog_as_the_catalog_role(deployment: Deployment) -> None:

@@ -10,11 +10,12 @@ import urllib.request
 
 import httpx
 
+from bench.load import FlowLoad, IngestLoad, auth_of
+from services import faults
+from services.faults import wait_until
 from services.ha_cluster import HaCluster
 from services.router_process import RouterProcess
-from tests.ha import faults
 from tests.ha.conftest import record_recovery
-from tests.ha.ingest_load import FlowLoad, IngestLoad, auth_of, wait_until
 
 
 def batches(api: httpx.Client, shard: str, outcome: str) -> float:

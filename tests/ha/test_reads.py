@@ -9,19 +9,13 @@ from pathlib import Path
 
 import httpx
 
+from bench.load import auth_of
+from bench.shard_view import day_tables, owner_id, shard_sql
 from router.settings import Settings
 from services.ha_cluster import HaCluster
 from services.process import free_port
 from services.router_process import RouterProcess
-from tests.ha.ingest_load import auth_of
-from tests.support import (
-    day_tables,
-    eventually,
-    owner_id,
-    running_router,
-    settings_env,
-    shard_sql,
-)
+from tests.support import eventually, running_router, settings_env
 
 ROWS = 60
 

@@ -14,31 +14,31 @@ import json
 import os
 import re
 import shutil
+import ssl
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
-import orjson
 import pytest
 
+from bench.load import KeyedLoad
 from router.errors import BUG_MARKER
 from services.docker_engine import engine_running
 from services.hosts import THREE_HOSTS, HostSet, host_image, read_inventory
 from services.image import WHEELHOUSE, build_wheelhouse
-from tests.keyed_load import KeyedLoad, window
-from tests.support import REPO
+from tests.support import REPO, assert_round_trip
 
 pytestmark = pytest.mark.containers
 
 ANSIBLE = REPO / "ansible"
 BIN = Path(sys.executable).parent
 ROUTER_HOST, ROUTER_PORT = "host1", 8080
+CA_FILE = REPO / "var" / "ansible-secrets" / "tls" / "ca.crt"
 # What runs where in the three-hosts inventory.
 UNITS = {
     "host1": ["shardlog-metadata", "shardlog-etcd", "haproxy", "shardlog-router"],
@@ -75,7 +75,13 @@ class Site:
 
     @property
     def router(self) -> str:
-        return self.hosts.url(ROUTER_HOST, ROUTER_PORT)
+        """The router's HTTPS (the inventory turns shardlog_tls on), on its published port."""
+        return self.hosts.url(ROUTER_HOST, ROUTER_PORT, "https")
+
+    @property
+    def verify(self) -> ssl.SSLContext:
+        """The CA the playbooks made on the controller (shardlog_secrets_dir's default)."""
+        return ssl.create_default_context(cafile=str(CA_FILE))
 
     def env(self) -> dict[str, str]:
         clean = {k: v for k, v in os.environ.items() if not k.startswith(("SHARDLOG_", "ANSIBLE_"))}
@@ -213,6 +219,37 @@ def test_each_shard_was_bootstrapped_by_its_first_node(site: Site) -> None:
         assert (first["role"], first["timeline"]) in {("master", 1), ("primary", 1)}, (shard, first)
 
 
+def test_postgresql_takes_tls_connections_only(site: Site) -> None:
+    """Plain TCP is refused by pg_hba on every instance; replicas stream over TLS."""
+    for host, port in (("host1", 5432), ("host2", 5432), ("host2", 5433)):
+        plain = site.hosts.exec(
+            ROUTER_HOST,
+            "psql",
+            f"host={'10.213.7.11' if host == 'host1' else '10.213.7.12'} port={port} "
+            "dbname=postgres user=shardlog sslmode=disable",
+            "-c",
+            "SELECT 1",
+            check=False,
+        )
+        assert plain.returncode == 2 and "no encryption" in plain.stderr, (host, port, plain)
+    for _, address in [n for nodes in NODES.values() for n in nodes]:
+        status = site.patroni(address)
+        assert status is not None
+        if status["role"] in ("master", "primary"):
+            host = address.split(":")[0]
+            port = 5432 if address.endswith(":8008") else 5433
+            streams = site.hosts.exec(
+                ROUTER_HOST,
+                "sh",
+                "-c",
+                "PGPASSFILE=/etc/shardlog/pgpass psql -XAt "
+                f"'host={host} port={port} dbname=postgres user=shardlog sslmode=verify-full "
+                "sslrootcert=/var/lib/shardlog/tls/ca.crt' -c \"SELECT bool_and(ssl) FROM "
+                "pg_stat_ssl JOIN pg_stat_activity USING (pid) WHERE backend_type = 'walsender'\"",
+            )
+            assert streams.stdout.strip() == "t", (address, streams.stdout, streams.stderr)
+
+
 def test_verify_passes_and_changes_nothing(site: Site) -> None:
     verify = site.playbook("verify.yml")
     assert verify.returncode == 0, failure(verify)
@@ -236,38 +273,17 @@ def test_the_services_log_no_tracebacks(site: Site) -> None:
 
 
 def test_audit_and_flows_go_in_and_are_found(site: Site) -> None:
-    owner, switch = f"h-{uuid.uuid4().hex[:8]}", f"sw-{uuid.uuid4().hex[:8]}"
-    with httpx.Client(base_url=site.router, timeout=60, headers=site.auth()) as client:
-        lines = b"".join(
-            orjson.dumps({"owner": owner, "content": f"user {i} logged in"}) + b"\n"
-            for i in range(500)
-        )
-        response = client.post(
-            "/v1/audit", content=lines, headers={"content-type": "application/x-ndjson"}
-        )
-        assert response.json() == {"accepted": 500}
-        response = client.post(
-            "/v1/flows",
-            params={"switch": switch},
-            content=b"10.0.0.1,10.0.0.2,1000,443\n10.0.0.1,10.0.0.2,1000,443\n",
-            headers={"content-type": "text/csv"},
-        )
-        assert response.json() == {"accepted": 2}
-        found = client.get(
-            "/v1/audit/search",
-            params={"owner": owner, "q": "user 42 ", "count": "exact", **window()},
-        ).json()
-        assert [item["content"] for item in found["items"]] == ["user 42 logged in"]
-        assert found["count"] == {"value": 1, "exact": True}, found
-        flows = client.get("/v1/flows/search", params={"switch": switch, **window()}).json()
-        assert [(f["src_port"], f["flow_count"]) for f in flows["items"]] == [(1000, 2)]
+    with httpx.Client(
+        base_url=site.router, timeout=60, headers=site.auth(), verify=site.verify
+    ) as client:
+        assert_round_trip(client, "h")
 
 
 def test_powering_off_a_primarys_host_loses_and_doubles_nothing(site: Site) -> None:
     victim = site.primary("shard01")
     assert victim is not None, "shard01 has no single primary"
     victim_host = HOST_OF[victim[1].split(":")[0]]
-    with KeyedLoad(site.router, headers=site.auth()) as load:
+    with KeyedLoad(site.router, headers=site.auth(), verify=site.verify) as load:
         load.wait_for(2_000, timeout=60)
         site.hosts.stop_host(victim_host)
         survivor = site.wait_for_failover("shard01", victim)
@@ -309,7 +325,7 @@ def test_cutting_a_primarys_host_off_loses_and_doubles_nothing(site: Site) -> No
         while not all((site.patroni(a) or {}).get("sync_standby") for a in others):
             assert time.monotonic() < deadline, f"{shard}: no synchronous standby off {victim_host}"
             time.sleep(1)
-    with KeyedLoad(site.router, headers=site.auth()) as load:
+    with KeyedLoad(site.router, headers=site.auth(), verify=site.verify) as load:
         load.wait_for(2_000, timeout=60)
         site.hosts.kill_host(victim_host)
         survivor = site.wait_for_failover("shard01", victim)

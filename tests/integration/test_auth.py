@@ -16,21 +16,14 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
+from bench.shard_view import owner_id
 from router.app import create_app
 from router.auth import bootstrap
 from router.auth.scopes import DATA_SCOPES
 from router.settings import AuthSettings, Settings
 from services.process import free_port
 from services.router_process import RouterProcess
-from tests.support import (
-    bearer,
-    eventually,
-    issue_token,
-    owner_id,
-    run_cli,
-    running_router,
-    settings_env,
-)
+from tests.support import bearer, eventually, issue_token, run_cli, running_router, settings_env
 
 NOW = datetime.now(UTC)
 WINDOW = {

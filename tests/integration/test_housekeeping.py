@@ -6,10 +6,11 @@ import uuid
 
 from fastapi.testclient import TestClient
 
+from bench.shard_view import catalog_shards, shard_sql
 from router.app import create_app
 from router.ingest.idempotency import tenant_key
 from router.settings import Settings
-from tests.support import bearer, catalog_shards, shard_sql
+from tests.support import bearer
 
 
 def stored(key: str) -> str:

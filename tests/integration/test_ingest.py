@@ -10,8 +10,8 @@ import httpx
 import orjson
 import pytest
 
+from bench.shard_view import catalog_shards, day_tables, owner_id, query_owner, shard_sql
 from router.ingest.idempotency import tenant_key
-from tests.support import catalog_shards, day_tables, owner_id, query_owner, shard_sql
 
 TODAY = datetime.now(UTC).replace(microsecond=0)
 

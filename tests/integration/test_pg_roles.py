@@ -19,13 +19,14 @@ import httpx
 import orjson
 import pytest
 
+from bench.shard_view import shard_sql
 from router import bootstrap
 from router.db import ddl, pools, roles
 from router.db.names import DayTable, day_table
 from router.settings import Settings
 from services.cluster import LocalCluster
 from services.credentials import CATALOG_ROLE, ROUTER_ROLES
-from tests.support import READ_ONLY, refused, shard_sql
+from tests.support import READ_ONLY, refused
 
 _owner_ids = itertools.count(900_000_000 + os.getpid() % 1000 * 1000)
 

@@ -16,8 +16,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from bench.shard_view import catalog_shards, day_tables, owner_id, shard_sql
 from router.settings import Settings
-from tests.support import catalog_shards, day_tables, eventually, owner_id, run_cli, shard_sql
+from tests.support import eventually, run_cli
 
 TODAY = datetime.now(UTC).date()
 HOSTILE = 'tab\there, newline\nthere, back\\slash, quote\' "double", ünïcødé ✓'

@@ -13,9 +13,10 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
+from bench.shard_view import catalog_shards, owner_id, shard_sql
 from router.app import create_app
 from router.settings import SearchSettings
-from tests.support import bearer, catalog_shards, owner_id, shard_sql
+from tests.support import bearer
 
 DAY = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=1)
 FROM, TO = DAY.isoformat(), (DAY + timedelta(days=2)).isoformat()

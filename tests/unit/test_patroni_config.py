@@ -48,3 +48,29 @@ def test_passwords_only_when_given() -> None:
     assert "password" not in auth["superuser"]
     given = patroni_config(superuser_password="s3cret")["postgresql"]["authentication"]
     assert given["superuser"]["password"] == "s3cret"
+
+
+def test_tls_required_means_hostssl_and_verified_replication() -> None:
+    plain = patroni_config()["postgresql"]
+    assert all(not line.startswith("hostssl") for line in plain["pg_hba"])
+    assert "sslmode" not in plain["authentication"]["replication"]
+    tls = patroni_config(ssl_required=True, ssl_ca_file="/tls/ca.crt")["postgresql"]
+    tcp_lines = [line for line in tls["pg_hba"] if not line.startswith("local")]
+    assert tcp_lines and all(line.startswith("hostssl ") for line in tcp_lines)
+    for user in ("replication", "rewind"):
+        assert tls["authentication"][user]["sslmode"] == "verify-full"
+        assert tls["authentication"][user]["sslrootcert"] == "/tls/ca.crt"
+
+
+def test_the_shared_templates_turn_tls_on() -> None:
+    conf = render("postgresql.conf.j2", port=5432)
+    assert "ssl = on" not in conf
+    conf = render(
+        "postgresql.conf.j2", port=5432, ssl=True, ssl_cert_file="/c.crt", ssl_key_file="/c.key"
+    )
+    assert "ssl = on" in conf and "ssl_cert_file = '/c.crt'" in conf
+    assert "ssl_min_protocol_version = 'TLSv1.2'" in conf
+    hba = render("pg_hba.conf.j2", ssl_required=True).splitlines()
+    tcp = [line for line in hba if line.startswith("host")]
+    assert tcp and all(line.startswith("hostssl ") for line in tcp)
+    assert not any(line.startswith("hostssl") for line in render("pg_hba.conf.j2").splitlines())

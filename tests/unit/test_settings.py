@@ -4,7 +4,7 @@ import pytest
 from pydantic import ValidationError
 
 from router.db.catalog_login import catalog_dsn
-from router.settings import Settings, with_passfile
+from router.settings import PoolSettings, Settings, with_passfile, with_tls
 
 
 def test_defaults_match_the_local_cluster() -> None:
@@ -104,3 +104,45 @@ def test_the_catalog_login_can_be_the_dsns_user(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("SHARDLOG_METADATA__LOGIN", "superuser")
     with pytest.raises(ValidationError, match="login"):
         Settings()
+
+
+@pytest.mark.parametrize(
+    ("dsn", "expected"),
+    [
+        ("postgresql://u@h/db", "postgresql://u@h/db?sslmode=verify-full&sslrootcert=/tls/ca.crt"),
+        (
+            "postgresql://u@h/db?passfile=/p",
+            "postgresql://u@h/db?passfile=/p&sslmode=verify-full&sslrootcert=/tls/ca.crt",
+        ),
+        ("host=h dbname=db", "host=h dbname=db sslmode='verify-full' sslrootcert='/tls/ca.crt'"),
+        # A DSN that names its own sslmode keeps it.
+        ("postgresql://u@h/db?sslmode=disable", "postgresql://u@h/db?sslmode=disable"),
+        ("host=h sslmode=require", "host=h sslmode=require"),
+    ],
+)
+def test_the_pools_tls_joins_dsns_without_an_sslmode(dsn: str, expected: str) -> None:
+    pools = PoolSettings(tls_mode="verify-full", tls_ca_file=Path("/tls/ca.crt"))
+    assert with_tls(dsn, pools) == expected
+    assert with_tls(dsn, PoolSettings()) == dsn  # unset: libpq's default
+
+
+def test_the_metadata_dsn_gets_the_pools_tls(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SHARDLOG_POOLS__TLS_MODE", "verify-ca")
+    monkeypatch.setenv("SHARDLOG_POOLS__TLS_CA_FILE", "/etc/shardlog/ca.crt")
+    monkeypatch.setenv("SHARDLOG_POOLS__PASSFILE", "/p")
+    assert (
+        Settings()
+        .metadata_dsn()
+        .endswith("/shardlog?passfile=/p&sslmode=verify-ca&sslrootcert=/etc/shardlog/ca.crt")
+    )
+    monkeypatch.setenv("SHARDLOG_POOLS__TLS_MODE", "prefer")
+    with pytest.raises(ValidationError, match="tls_mode"):
+        Settings()
+
+
+def test_the_router_certificate_comes_with_its_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SHARDLOG_SERVER__TLS_CERT_FILE", "/tls/router.crt")
+    with pytest.raises(ValidationError, match="tls_cert_file and tls_key_file"):
+        Settings()
+    monkeypatch.setenv("SHARDLOG_SERVER__TLS_KEY_FILE", "/tls/router.key")
+    assert Settings().server.tls_key_file == Path("/tls/router.key")

@@ -1,17 +1,60 @@
-"""The faults of the HA fault tests and of bench/failover, each run while a load writes: the
-fault is made, checked to have taken effect, then healed; each returns its recovery time in
-seconds. Shared so the benchmark measures exactly what the tests assert on."""
+"""Faults of an HA cluster (services/ha_cluster.py), made while a load writes through the router:
+the fault is made, checked to have taken effect, then healed; each returns its recovery time in
+seconds. The HA fault tests assert on them and bench/failover measures them, so both see the
+same faults."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from services.ha_cluster import HaCluster
 from services.patroni import PatroniNode
-from tests.ha.ingest_load import IngestLoad, wait_until, writable
 
 ETCD_OUTAGE_S = 25.0  # beyond Patroni's ttl (20 s)
 OUTAGE_S = 10.0  # longest a whole shard stays stopped
+
+
+class Load(Protocol):
+    """What a fault needs of the load writing meanwhile (bench/load.py's IngestLoad)."""
+
+    @property
+    def outcomes(self) -> Sequence[object]: ...
+
+    def acknowledged(self) -> list[str]: ...
+
+    def wait_for_batches(self, count: int, timeout: float = ..., required: bool = ...) -> None: ...
+
+
+def wait_until(check: Callable[[], object], timeout: float, what: str) -> float:
+    """Seconds until ``check()`` is true; an AssertionError past ``timeout``."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if check():
+            return time.monotonic() - started
+        time.sleep(0.2)
+    raise AssertionError(f"{what} not within {timeout:.0f}s")
+
+
+def writable(dsn: str) -> bool:
+    """A read-write session opens through the multi-host DSN (the shard has a primary)."""
+    result = subprocess.run(
+        ["psql", "-X", "-qAt", "-d", dsn, "-c", "SELECT pg_is_in_recovery()"],
+        capture_output=True,
+        text=True,
+        timeout=15,
+        check=False,
+        # The cluster's password file, as the caller's environment names it.
+        env={
+            "PGCONNECT_TIMEOUT": "2",
+            "PATH": "/usr/bin:/bin",
+            "PGPASSFILE": os.environ.get("PGPASSFILE", ""),
+        },
+    )
+    return result.returncode == 0 and result.stdout.strip() == "f"
 
 
 def haproxy_answers(cluster: HaCluster, shard: str, read: bool) -> bool:
@@ -21,7 +64,7 @@ def haproxy_answers(cluster: HaCluster, shard: str, read: bool) -> bool:
     return writable(dsn) is (not read)
 
 
-def haproxy_stopped(cluster: HaCluster, load: IngestLoad) -> float:
+def haproxy_stopped(cluster: HaCluster, load: Load) -> float:
     """HAProxy stops while ingest goes on (the router uses multi-host DSNs, not HAProxy);
     recovery: the write port answers again after HAProxy is started."""
     shard = cluster.topology.shards[0].name
@@ -32,7 +75,7 @@ def haproxy_stopped(cluster: HaCluster, load: IngestLoad) -> float:
     return wait_until(lambda: haproxy_answers(cluster, shard, read=False), 30, "HAProxy")
 
 
-def etcd_stopped(cluster: HaCluster, load: IngestLoad) -> float:
+def etcd_stopped(cluster: HaCluster, load: Load) -> float:
     """etcd stops for longer than the ttl: with failsafe mode the primaries stay primaries
     (every member is reachable); recovery: every shard has its leader in etcd again."""
     acknowledged = len(load.acknowledged())
@@ -49,7 +92,7 @@ def etcd_stopped(cluster: HaCluster, load: IngestLoad) -> float:
     )
 
 
-def whole_shard_stopped(cluster: HaCluster, shard: str, load: IngestLoad) -> float:
+def whole_shard_stopped(cluster: HaCluster, shard: str, load: Load) -> float:
     """Both nodes of one shard stop (primary last, so nothing fails over) while ingest goes
     on; recovery: a writable primary after the nodes are started again."""
     nodes = cluster.nodes_of(shard)

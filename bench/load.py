@@ -1,21 +1,25 @@
-"""Continuous audit ingest through the router while a fault happens, and the check that every
-acknowledged row is stored exactly once afterwards."""
+"""Client load for fault experiments, shared by the tests that assert on it (tests/ha,
+tests/compose, tests/hosts) and bench/failover that measures it: writers in background threads
+posting batches through the router while something breaks, and the tally of what the shards hold
+afterwards against what was acknowledged."""
 
 from __future__ import annotations
 
 import itertools
-import os
-import subprocess
+import ssl
 import threading
 import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Self
 
 import httpx
 import orjson
 
-from tests.support import owner_id, query_owner
+from bench.shard_view import owner_id, query_owner
+from services.faults import wait_until
 
 BATCH_ROWS = 200
 
@@ -41,34 +45,124 @@ def auth_of(client: httpx.Client) -> dict[str, str]:
     return {"authorization": client.headers["authorization"]}
 
 
+def window() -> dict[str, str]:
+    """A search window around now."""
+    now = datetime.now(UTC)
+    return {
+        "from": (now - timedelta(hours=1)).isoformat(),
+        "to": (now + timedelta(minutes=10)).isoformat(),
+    }
+
+
+def audit_batch(owner: str, writer: int, number: int) -> tuple[list[str], bytes]:
+    """One NDJSON batch of distinct rows, and their contents."""
+    contents = [f"{owner}-{writer}-{number}-{i}" for i in range(BATCH_ROWS)]
+    body = b"".join(orjson.dumps({"owner": owner, "content": c}) + b"\n" for c in contents)
+    return contents, body
+
+
 @dataclass
-class IngestLoad:
-    """Writers that post batches back to back, without retries of their own (the router's
-    retries are what is under test) and without an Idempotency-Key."""
+class BackgroundWriters:
+    """``writers`` threads each running ``_write(writer)`` until the context exits."""
 
     base_url: str
     headers: dict[str, str] = field(default_factory=dict)  # the token's Authorization
-    owner: str = field(default_factory=lambda: f"ha-{uuid.uuid4().hex[:10]}")
     writers: int = 2
-    outcomes: list[Outcome] = field(default_factory=list)
+    # How an https router's certificate is verified (httpx's verify: a context with its CA).
+    verify: ssl.SSLContext | bool = True
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def _write(self, writer: int) -> None:
-        with httpx.Client(base_url=self.base_url, timeout=180, headers=self.headers) as client:
+        raise NotImplementedError
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.base_url, timeout=180, headers=self.headers, verify=self.verify
+        )
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def __enter__(self) -> Self:
+        for writer in range(self.writers):
+            thread = threading.Thread(target=self._write, args=(writer,), daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=240)
+
+
+@dataclass
+class KeyedLoad(BackgroundWriters):
+    """Audit ingest as a careful client writes it: each batch has an Idempotency-Key and is
+    retried with the same key until acknowledged (where a whole host or container goes away)."""
+
+    owner: str = field(default_factory=lambda: f"kill-{uuid.uuid4().hex[:8]}")
+    acknowledged: list[str] = field(default_factory=list)
+    errors: int = 0
+
+    def _write(self, writer: int) -> None:
+        with self.client() as client:
             number = 0
-            while not self._stop.is_set():
-                contents = [f"{self.owner}-{writer}-{number}-{i}" for i in range(BATCH_ROWS)]
-                body = b"".join(
-                    orjson.dumps({"owner": self.owner, "content": c}) + b"\n" for c in contents
-                )
+            while not self.stopping:
+                contents, body = audit_batch(self.owner, writer, number)
+                headers = {
+                    "content-type": "application/x-ndjson",
+                    "idempotency-key": f"{self.owner}-{writer}-{number}",
+                }
+                deadline = time.monotonic() + 180
+                while time.monotonic() < deadline:
+                    try:
+                        if client.post("/v1/audit", content=body, headers=headers).is_success:
+                            with self._lock:
+                                self.acknowledged += contents
+                            break
+                    except httpx.HTTPError:
+                        pass
+                    with self._lock:
+                        self.errors += 1
+                    time.sleep(0.5)
+                number += 1
+
+    def wait_for(self, rows: int, timeout: float) -> None:
+        wait_until(lambda: len(self.acknowledged) >= rows, timeout, f"{rows} acknowledged rows")
+
+    def assert_stored_exactly_once(self) -> None:
+        """Every acknowledged row is in the owner's export, and none is in it twice."""
+        with self.client() as client:
+            exported = client.get("/v1/audit/export", params={"owner": self.owner, **window()})
+        assert exported.status_code == 200, exported.text
+        stored = Counter(orjson.loads(line)["content"] for line in exported.content.splitlines())
+        doubled = [c for c, n in stored.items() if n > 1]
+        missing = [c for c in self.acknowledged if c not in stored]
+        assert not doubled, f"{len(doubled)} rows stored twice, e.g. {doubled[:3]}"
+        assert not missing, f"{len(missing)} acknowledged rows missing, e.g. {missing[:3]}"
+
+
+@dataclass
+class IngestLoad(BackgroundWriters):
+    """Audit writers that post batches back to back, without retries of their own (the
+    router's retries are what is under test) and without an Idempotency-Key."""
+
+    owner: str = field(default_factory=lambda: f"ha-{uuid.uuid4().hex[:10]}")
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    def _write(self, writer: int) -> None:
+        with self.client() as client:
+            number = 0
+            while not self.stopping:
+                contents, body = audit_batch(self.owner, writer, number)
                 started = time.monotonic()
                 try:
                     response = client.post(
-                        "/v1/audit",
-                        content=body,
-                        headers={"content-type": "application/x-ndjson"},
+                        "/v1/audit", content=body, headers={"content-type": "application/x-ndjson"}
                     )
                     outcome = Outcome(
                         response.status_code,
@@ -81,18 +175,6 @@ class IngestLoad:
                 with self._lock:
                     self.outcomes.append(outcome)
                 number += 1
-
-    def __enter__(self) -> IngestLoad:
-        for writer in range(self.writers):
-            thread = threading.Thread(target=self._write, args=(writer,), daemon=True)
-            thread.start()
-            self._threads.append(thread)
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout=240)
 
     def wait_for_batches(self, count: int, timeout: float = 60.0, required: bool = True) -> None:
         """Until ``count`` batches have completed; past ``timeout`` an AssertionError, or
@@ -139,52 +221,22 @@ class IngestLoad:
         return tally.stored
 
 
-def writable(dsn: str) -> bool:
-    """A read-write session opens through the multi-host DSN (the shard has a primary)."""
-    result = subprocess.run(
-        ["psql", "-X", "-qAt", "-d", dsn, "-c", "SELECT pg_is_in_recovery()"],
-        capture_output=True,
-        text=True,
-        timeout=15,
-        check=False,
-        # The password file the session's cluster wrote (tests/ha/conftest.py).
-        env={
-            "PGCONNECT_TIMEOUT": "2",
-            "PATH": "/usr/bin:/bin",
-            "PGPASSFILE": os.environ.get("PGPASSFILE", ""),
-        },
-    )
-    return result.returncode == 0 and result.stdout.strip() == "f"
-
-
-def wait_until(check: object, timeout: float, what: str) -> float:
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        if check():  # type: ignore[operator]
-            return time.monotonic() - started
-        time.sleep(0.2)
-    raise AssertionError(f"{what} not within {timeout:.0f}s")
-
-
 @dataclass
-class FlowLoad:
+class FlowLoad(BackgroundWriters):
     """One writer posting batches of distinct flows (hash-placed: a batch for a failing shard
     cannot move, so the router waits out the failover)."""
 
-    base_url: str
-    headers: dict[str, str] = field(default_factory=dict)  # the token's Authorization
+    writers: int = 1
     switch: str = field(default_factory=lambda: f"ha-sw-{uuid.uuid4().hex[:8]}")
     outcomes: list[tuple[int, list[str]]] = field(default_factory=list)
     acknowledged_at: list[float] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
 
-    def _write(self) -> None:
-        with httpx.Client(base_url=self.base_url, timeout=180, headers=self.headers) as client:
+    def _write(self, writer: int) -> None:
+        with self.client() as client:
             number = 0
-            while not self._stop.is_set():
-                # A batch's flows differ by source port; batches by source address.
-                source = f"10.{number >> 16 & 255}.{number >> 8 & 255}.{number & 255}"
+            while not self.stopping:
+                # A batch's flows differ by source port; batches by source address (and writer).
+                source = f"10.{writer}.{number >> 8 & 255}.{number & 255}"
                 keys = [f"{source}:{port}" for port in range(1, 51)]
                 flows = [
                     {
@@ -203,20 +255,11 @@ class FlowLoad:
                     status = client.post("/v1/flows", json=flows).status_code
                 except httpx.HTTPError:
                     status = 0
-                self.outcomes.append((status, keys))
-                if status == 200:
-                    self.acknowledged_at.append(time.monotonic())
+                with self._lock:
+                    self.outcomes.append((status, keys))
+                    if status == 200:
+                        self.acknowledged_at.append(time.monotonic())
                 number += 1
-
-    def __enter__(self) -> FlowLoad:
-        self._thread = threading.Thread(target=self._write, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=240)
 
     @property
     def errors(self) -> int:
