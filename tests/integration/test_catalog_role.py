@@ -23,6 +23,7 @@ from router.catalog.snapshot import Shard
 from router.db import catalog_login, pools, roles
 from router.db.migrate import migrate
 from router.db.names import day_table, foreign_table, parent_table
+from router.db.pools import CoordinatorLogin
 from router.search import fdw
 from router.settings import MetadataSettings, Settings
 from services.cluster import LocalCluster
@@ -76,6 +77,10 @@ async def test_the_catalog_role_administers_nothing(catalog: asyncpg.Pool) -> No
             await refused(connection, sql)
 
 
+def _login(shard: Shard, password: str) -> CoordinatorLogin:
+    return CoordinatorLogin(shard.dsn, {"user": roles.READER, "password": password})
+
+
 async def test_the_catalog_role_does_the_routers_work(
     catalog: asyncpg.Pool, cluster: LocalCluster
 ) -> None:
@@ -95,12 +100,10 @@ async def test_the_catalog_role_does_the_routers_work(
             assert await connection.fetchval("SELECT count(*) FROM router_secrets") >= 1
             assert await connection.fetchval("SELECT pg_try_advisory_xact_lock(42)")
             await connection.execute("LISTEN shardlog_catalog")
-            await fdw.attach(connection, table, shard, {"user": roles.READER, "password": "x"})
+            await fdw.attach(connection, table, shard, _login(shard, "x"))
             child = foreign_table(table, name)
             assert await connection.fetchval("SELECT to_regclass($1) IS NOT NULL", child)
-            assert await fdw.refresh_login(
-                connection, name, {"user": roles.READER, "password": "y"}
-            )
+            assert await fdw.refresh_login(connection, name, _login(shard, "y"))
             await fdw.detach(connection, table, name)
             await connection.execute(f"DROP TABLE {parent_table('audit', table.owner_id)}")
         finally:
@@ -166,7 +169,7 @@ async def test_a_catalog_made_before_the_role_works_after_migrate(
         try:
             await migrate(owner, older, "metadata")
             async with owner.transaction():
-                await fdw.attach(owner, table, shard, {"user": roles.READER, "password": "x"})
+                await fdw.attach(owner, table, shard, _login(shard, "x"))
         finally:
             await owner.close()
         report = await bootstrap.migrate_all(scratch)
@@ -174,7 +177,7 @@ async def test_a_catalog_made_before_the_role_works_after_migrate(
         connection = await catalog_login.connect(scratch)
         try:
             async with connection.transaction():
-                login = {"user": roles.READER, "password": "y"}
+                login = _login(shard, "y")
                 assert await fdw.refresh_login(connection, shard.name, login)
                 await fdw.detach(connection, table, shard.name)
                 await fdw.attach(connection, table, shard, login)
