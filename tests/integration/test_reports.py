@@ -12,9 +12,11 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import hypothesis
 import orjson
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import strategies as st
 
 from bench.shard_view import catalog_shards, day_tables, owner_id, shard_sql
 from router.app import create_app
@@ -364,3 +366,28 @@ def report_audit(api, **params: Any) -> dict:
     response = api.get("/v1/audit/report", params={"from": FROM, "to": TO, **params})
     assert response.status_code == 200, response.text
     return response.json()
+
+
+@hypothesis.settings(max_examples=25, deadline=None)
+@hypothesis.given(
+    sizes=st.lists(st.integers(0, 3000), min_size=1, max_size=6), offset=st.integers(0, 10**6)
+)
+def test_the_python_union_of_sketches_equals_hll_union_agg(api, sizes, offset) -> None:
+    """Sketches of overlapping ranges, built by PostgreSQL, unioned here: the estimate equals
+    PostgreSQL's hll_cardinality(hll_union_agg(...)) of the same sketches."""
+    dsn = next(iter(catalog_shards(api).values()))
+    parts = " UNION ALL ".join(
+        f"SELECT {n} AS part, hll_add_agg(hll_hash_text(g::text), {hll.SQL_PARAMETERS}) AS s "
+        f"FROM generate_series({offset + n * 500}, {offset + n * 500 + size - 1}) AS g"
+        for n, size in enumerate(sizes)
+    )
+    out = shard_sql(
+        dsn,
+        f"WITH p AS ({parts}) SELECT coalesce(s::text, '') FROM p UNION ALL "
+        "SELECT coalesce(hll_cardinality(hll_union_agg(s)), 0)::text FROM p",
+    ).splitlines()
+    sketches, expected = out[:-1], float(out[-1])
+    union = hll.empty()
+    for text in sketches:
+        union = union.union(hll.decode(text or None))
+    assert union.cardinality() == pytest.approx(expected, rel=1e-12, abs=1e-9)
