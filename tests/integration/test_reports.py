@@ -22,7 +22,7 @@ from bench.shard_view import catalog_shards, day_tables, owner_id, shard_sql
 from router.app import create_app
 from router.reports import hll
 from router.settings import ReportSettings
-from tests.support import bearer
+from tests.support import bearer, run_cli
 
 DAY = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=1)
 FROM, TO = DAY.isoformat(), (DAY + timedelta(days=2)).isoformat()
@@ -391,3 +391,17 @@ def test_the_python_union_of_sketches_equals_hll_union_agg(api, sizes, offset) -
     for text in sketches:
         union = union.union(hll.decode(text or None))
     assert union.cardinality() == pytest.approx(expected, rel=1e-12, abs=1e-9)
+
+
+def test_the_cli_prints_a_table(settings, api_token, switches) -> None:
+    def cli(*grouping: str) -> Any:
+        window = ("--from", FROM, "--to", TO, "--token", api_token)
+        return run_cli(settings, "report", "flows", *switches, *window, *grouping)
+
+    printed = cli("--group-by", "proto", "--metrics", "rows,bytes")
+    assert printed.returncode == 0, printed.stderr
+    lines = printed.stdout.splitlines()
+    assert lines[0].split() == ["PROTO", "ROWS", "BYTES"]
+    assert {line.split()[0] for line in lines[1:]} == {"6", "17"}
+    refused = cli("--group-by", "colour")
+    assert refused.returncode == 1 and "400 (group_by)" in refused.stderr
