@@ -13,7 +13,7 @@ from typing import Any
 
 import asyncpg
 
-from router import bootstrap, cli_auth, cli_lifecycle, local_tls
+from router import bootstrap, cli_auth, cli_lifecycle, cli_report, local_tls
 from router.auth import bootstrap as auth_bootstrap
 from router.catalog import shards as shard_admin
 from router.catalog import store
@@ -455,6 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
     catalog.add_parser("show", help="print the catalog as JSON").set_defaults(run=cmd_catalog_show)
     cli_lifecycle.add_parsers(commands)
     cli_auth.add_parsers(commands)
+    cli_report.add_parsers(commands)
     return parser
 
 

@@ -26,6 +26,7 @@ from router.ingest.idempotency import IdempotencyStore
 from router.ingest.service import IngestService
 from router.ingest.writer import PartWriter
 from router.metrics import Metrics
+from router.reports.service import ReportService
 from router.retention.job import RetentionJob
 from router.retention.runner import RetentionRunner, RunReport
 from router.search import fdw
@@ -53,6 +54,7 @@ class Runtime:
     flow_deletion: FlowDeletion
     housekeeping: Housekeeping
     search: SearchService
+    reports: ReportService
     retention: RetentionRunner
     retention_job: RetentionJob
     auth: TokenRegistry
@@ -82,6 +84,7 @@ class Runtime:
         async def observe(report: RunReport) -> bool:
             return await record_run(self_audit, job_actor(), report, always=False)
 
+        search = SearchService(metadata, catalog, owners, pools, settings.search)
         runtime = cls(
             settings,
             metadata,
@@ -93,7 +96,8 @@ class Runtime:
             ByteBudget(ingest.inflight_budget_bytes),
             FlowDeletion(catalog, owners, pools, ingest.retry_after_s),
             Housekeeping(idempotency, catalog, pools, ingest.idempotency_keep_hours),
-            SearchService(metadata, catalog, owners, pools, settings.search),
+            search,
+            ReportService(metadata, catalog, owners, pools, search, settings.report),
             retention,
             RetentionJob(retention, catalog, settings.retention.interval_s, observe),
             TokenRegistry(metadata, settings.auth),

@@ -210,6 +210,34 @@ class SearchSettings(Section):
     export_page_rows: int = Field(2_000, ge=1, description="Rows fetched per step of an export.")
 
 
+class ReportSettings(Section):
+    max_range_days: int = Field(
+        400, ge=1, description="Widest from..to range of a report, in days."
+    )
+    max_buckets: int = Field(
+        100_000, ge=1, description="Most time buckets a report may group by (window / bucket)."
+    )
+    max_keys: int = Field(64, ge=1, description="Most owners or switches one report names.")
+    shard_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="Deadline of one shard's partial aggregate (until its first rows); past it "
+        "the shard counts as failed (partial answer) or the report is a 504.",
+    )
+    fetch_rows: int = Field(
+        5_000, ge=1, description="Partial groups read from a shard per step of the merge."
+    )
+    memory_budget_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=1,
+        description="Memory for sorting merged groups by a metric without a limit; past it "
+        "sorted runs spill to temporary files and are merged from disk.",
+    )
+    spill_dir: Path | None = Field(
+        None, description="Where spilled runs go; default: the system's temporary directory."
+    )
+
+
 class RetentionSettings(Section):
     enabled: bool = Field(True, description="Run the retention job in the router.")
     interval_s: float = Field(3600.0, gt=0, description="Seconds between the router's runs.")
@@ -315,6 +343,7 @@ class Settings(BaseSettings):
     health: HealthSettings = HealthSettings()
     ingest: IngestSettings = IngestSettings()
     search: SearchSettings = SearchSettings()
+    report: ReportSettings = ReportSettings()
     retention: RetentionSettings = RetentionSettings()
     auth: AuthSettings = AuthSettings()
     cluster: ClusterSettings = ClusterSettings()

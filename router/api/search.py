@@ -93,11 +93,12 @@ def audit_query(
     q: list[str],
     match: queries.Match,
     order: queries.Order,
+    max_days: int | None = None,
 ) -> queries.AuditQuery:
     settings = runtime.settings.search
     return queries.AuditQuery(
         owner=check_search_key(owner, "owner"),
-        window=queries.window(start, end, settings.max_range_days),
+        window=queries.window(start, end, max_days or settings.max_range_days),
         patterns=queries.check_patterns(q, settings.max_patterns, settings.max_pattern_chars),
         match=match,
         order=order,
@@ -117,10 +118,11 @@ def flow_query(
     proto: int | None,
     either_direction: bool,
     order: queries.Order,
+    max_days: int | None = None,
 ) -> queries.FlowQuery:
     query = queries.FlowQuery(
         switch=check_search_key(switch, "switch"),
-        window=queries.window(start, end, runtime.settings.search.max_range_days),
+        window=queries.window(start, end, max_days or runtime.settings.search.max_range_days),
         src_ip=queries.IpFilter.parse(src_ip, "src_ip") if src_ip else None,
         dst_ip=queries.IpFilter.parse(dst_ip, "dst_ip") if dst_ip else None,
         src_port=queries.PortFilter.parse(src_port, "src_port") if src_port else None,

@@ -1,5 +1,6 @@
 """The one dependency every /v1 route declares, as Annotated aliases: ``AuditWrite``,
-``AuditRead``, ``FlowsWrite``, ``FlowsRead``, ``Reports``, ``Tail``, ``Admin``. Each takes
+``AuditRead``, ``FlowsWrite``, ``FlowsRead``, ``AuditReport``, ``FlowsReport`` (``reports``
+plus the read scope), ``Reports``, ``Tail``, ``Admin``. Each takes
 the caller the authentication middleware found (router/auth/middleware.py: 401 before the
 body is read; authenticated here when a request did not pass it), checks the token's request
 rate (429) and the scope (403 naming it), and hands the route the ``Caller``; routes pass
@@ -90,6 +91,26 @@ async def reports(request: Request) -> Caller:
     return _caller(request, scopes.REPORTS)
 
 
+def _reporter(request: Request, read_scope: str) -> Caller:
+    """A report needs ``reports`` and the read scope of its data: it reveals what a search of
+    the same data would, summed."""
+    caller = _caller(request, scopes.REPORTS)
+    scopes.check_scope(caller.grant, read_scope)
+    return caller
+
+
+async def audit_report(request: Request) -> AsyncIterator[Caller]:
+    caller = _reporter(request, scopes.AUDIT_READ)
+    with _search_slot(caller):
+        yield caller
+
+
+async def flows_report(request: Request) -> AsyncIterator[Caller]:
+    caller = _reporter(request, scopes.FLOWS_READ)
+    with _search_slot(caller):
+        yield caller
+
+
 async def tail(request: Request) -> Caller:
     return _caller(request, scopes.TAIL)
 
@@ -103,5 +124,7 @@ AuditRead = Annotated[Caller, Depends(audit_read)]
 FlowsWrite = Annotated[Caller, Depends(flows_write)]
 FlowsRead = Annotated[Caller, Depends(flows_read)]
 Reports = Annotated[Caller, Depends(reports)]
+AuditReport = Annotated[Caller, Depends(audit_report)]
+FlowsReport = Annotated[Caller, Depends(flows_report)]
 Tail = Annotated[Caller, Depends(tail)]
 Admin = Annotated[Caller, Depends(admin)]

@@ -50,6 +50,15 @@ class Outcome:
     failures: list[ShardFailure] = field(default_factory=list)
 
 
+def refuse_partial(failures: list[ShardFailure], what: str) -> None:
+    """The answer when shards failed and the caller asked for no partial one: 504 if one was
+    late, else 503."""
+    detail = "; ".join(f"{f.shard}: {f.reason}" for f in failures)
+    if any(f.timed_out for f in failures):
+        raise GatewayTimeout(f"shards did not answer in time: {detail}")
+    raise Unavailable(f"shards could not be {what}: {detail}", retry_after_s=1)
+
+
 def _owner_of(query: Query) -> tuple[Literal["audit", "flow"], str]:
     return ("audit", query.owner) if isinstance(query, AuditQuery) else ("flow", query.switch)
 
@@ -126,13 +135,15 @@ class SearchService:
                 # A table dropped since it was planned (retention): forget it and go on. The
                 # primary decides; a standby may only not have replayed a new table yet, so
                 # the second attempt reads from the primary.
-                tables = await self._existing(target.shard, tables)
+                tables = await self.existing_tables(target.shard, tables)
                 if not tables:
                     return []
                 pool = self._pools.reader(target.shard, primary=True)
         return []
 
-    async def _existing(self, shard: str, tables: list[Any]) -> list[Any]:
+    async def existing_tables(self, shard: str, tables: list[Any]) -> list[Any]:
+        """Those of ``tables`` still on the shard; the others leave the catalog (retention
+        dropped them since they were planned)."""
         names = {
             r["relname"]
             for r in await self._pools.reader(shard, primary=True).fetch(
@@ -180,12 +191,7 @@ class SearchService:
                 answers.append((target.shard, result))
         return answers, outcome
 
-    @staticmethod
-    def _refuse_partial(failures: list[ShardFailure]) -> None:
-        detail = "; ".join(f"{f.shard}: {f.reason}" for f in failures)
-        if any(f.timed_out for f in failures):
-            raise GatewayTimeout(f"shards did not answer in time: {detail}")
-        raise Unavailable(f"shards could not be searched: {detail}", retry_after_s=1)
+    _refuse_partial = staticmethod(lambda failures: refuse_partial(failures, "searched"))
 
     # --- a page ------------------------------------------------------------------------
 

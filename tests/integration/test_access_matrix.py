@@ -25,6 +25,7 @@ from router.auth.scopes import (
     DATA_SCOPES,
     FLOWS_READ,
     FLOWS_WRITE,
+    REPORTS,
     SCOPES,
 )
 from router.settings import Settings
@@ -130,7 +131,9 @@ def world(
         admin = scope == ADMIN
         home = "system" if admin else tenant_a
         all_of_home = list(SCOPES) if admin else everything
-        w.tokens[f"right_scope:{scope}"] = issue_token(settings, home, [scope])
+        # A report needs `reports` and the read scope of its data (router/auth/dependency.py).
+        granted = [REPORTS, AUDIT_READ, FLOWS_READ] if scope == REPORTS else [scope]
+        w.tokens[f"right_scope:{scope}"] = issue_token(settings, home, granted)
         w.tokens[f"missing_scope:{scope}"] = issue_token(
             settings, home, [s for s in all_of_home if s != scope]
         )
@@ -302,6 +305,14 @@ def unclaimed(w: World, caller: str, response: httpx.Response) -> None:
     assert found.status_code == (200 if caller == "right_scope" else 404)
 
 
+def reported(caller: str, response: httpx.Response, rows: int) -> None:
+    """The right token sees tenant A's rows (at least those written at set-up: other calls of
+    the matrix add some)."""
+    if caller == "right_scope":
+        [total] = response.json()["groups"]
+        assert total["rows"] >= rows
+
+
 CALLS: dict[str, Call] = {
     "write audit": Call(
         "POST", "/v1/audit", AUDIT_WRITE, audit_write, "records[0].owner", after=audit_written
@@ -341,6 +352,22 @@ CALLS: dict[str, Call] = {
         FLOWS_READ,
         lambda w, _c: {"params": {"switch": w.switch, **WINDOW}},
         "switch",
+    ),
+    "report audit": Call(
+        "GET",
+        "/v1/audit/report",
+        REPORTS,
+        lambda w, _c: {"params": {"owner": w.owner, **WINDOW}},
+        "owner",
+        after=lambda w, c, r: reported(c, r, 3),
+    ),
+    "report flows": Call(
+        "GET",
+        "/v1/flows/report",
+        REPORTS,
+        lambda w, _c: {"params": {"switch": w.switch, **WINDOW, "metrics": "rows"}},
+        "switch",
+        after=lambda w, c, r: reported(c, r, 1),
     ),
     "catalog": Call("GET", "/v1/admin/catalog", ADMIN, plain()),
     "list groups": Call("GET", "/v1/admin/groups", ADMIN, plain()),
@@ -496,3 +523,19 @@ def test_nothing_of_tenant_a_changed_but_by_its_own_tokens(world: World) -> None
     assert owners.json()["tenant"] == world.tenant_a
     tenants = {t["name"]: t for t in world.api.get("/v1/admin/tenants").json()}
     assert tenants[world.tenant_b]["owners"] == 0  # B claimed nothing
+
+
+@pytest.mark.parametrize(
+    ("path", "key", "read"),
+    [("/v1/audit/report", "owner", AUDIT_READ), ("/v1/flows/report", "switch", FLOWS_READ)],
+)
+def test_a_report_also_needs_the_read_scope(
+    world: World, settings: Settings, path, key, read
+) -> None:
+    token = issue_token(settings, world.tenant_a, [REPORTS])
+    params = {key: world.owner if key == "owner" else world.switch, **WINDOW}
+    with httpx.Client(base_url=world.url, timeout=60, headers=bearer(token)) as client:
+        response = client.get(path, params=params)
+    assert response.status_code == 403, response.text
+    assert repr(read) in response.json()["error"]["message"]
+    assert world.marker not in response.text

@@ -1,0 +1,241 @@
+"""Reports: roll-ups of audit rows or flows over a window, grouped and ordered by the caller's
+choice, computed on the shards and merged here (router/reports). The search filters apply."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
+
+import orjson
+from fastapi import APIRouter, Query
+from fastapi.responses import StreamingResponse
+
+from router.api.deps import RuntimeDep
+from router.api.responses import ERROR_DESCRIPTIONS, described, ref
+from router.api.search import (
+    BackendParam,
+    From,
+    IpVersionParam,
+    Partial,
+    To,
+    audit_query,
+    flow_query,
+)
+from router.auth.dependency import AuditReport, FlowsReport
+from router.errors import BadRequest, ShardlogError
+from router.models.errors import Error
+from router.models.report import Report
+from router.reports.service import Answer
+from router.reports.spec import BUCKETS, Format, Kind, build_spec
+from router.runtime import Runtime
+from router.search import query as queries
+from router.search.query import AuditQuery, FlowQuery
+
+router = APIRouter(prefix="/v1", tags=["reports"])
+
+REPORT_ERRORS: dict[int | str, dict[str, Any]] = described(
+    {
+        400: "A parameter is invalid: an unknown group_by or metric, a prefix length out of "
+        "range, too many buckets (the error names the parameter)",
+        401: ERROR_DESCRIPTIONS[401],
+        403: "The token lacks `reports` or the read scope of the data, or a key belongs to "
+        "another tenant or lies outside the token's prefixes",
+        422: "A parameter is missing or of the wrong type (the error names it)",
+        429: ERROR_DESCRIPTIONS[429],
+        503: "A shard failed and partial=false, or the fdw path failed",
+        504: "A shard did not answer in time and partial=false",
+    }
+)
+ANSWER: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "The report: one JSON document (format=json); or its groups, one JSON "
+        "object per line (ndjson) or a CSV table with a header line (csv), the header's "
+        "partial and failed shards then in X-Shardlog-Partial and X-Shardlog-Failed-Shards",
+        "content": {
+            "application/json": {"schema": ref(Report)},
+            "application/x-ndjson": {"schema": {"anyOf": [{"type": "object"}, ref(Error)]}},
+            "text/csv": {"schema": {"type": "string"}},
+        },
+    }
+}
+GroupBy = Annotated[
+    list[str],
+    Query(
+        description="Repeated or comma-separated: bucket, owner/switch, src_ip, dst_ip "
+        "(or a prefix: src_ip/24, dst_ip/64), src_port, dst_port, proto, ip_version; none: one "
+        "total row"
+    ),
+]
+Metrics = Annotated[
+    list[str],
+    Query(
+        description="Repeated or comma-separated: rows, flows, bytes, packets, "
+        "distinct(src_ip), distinct(dst_ip), min(first_seen), max(last_seen); audit: rows, "
+        "distinct(owner). Default rows"
+    ),
+]
+Bucket = Annotated[
+    Literal["1m", "5m", "15m", "1h", "1d"] | None,
+    Query(description="Width of the time buckets of group_by=bucket, aligned to UTC midnight"),
+]
+OrderBy = Annotated[str | None, Query(description="A metric; none: groups in key order")]
+Order = Annotated[Literal["asc", "desc"], Query(description="Direction of order_by")]
+Limit = Annotated[int | None, Query(ge=1, description="The first (top) N groups")]
+FormatParam = Annotated[Format, Query(description="json, ndjson or csv")]
+Keys = Annotated[list[str], Query(min_length=1, description="One or more (repeated)")]
+assert set(BUCKETS) == {"1m", "5m", "15m", "1h", "1d"}
+
+
+def _keys(runtime: Runtime, values: list[str], field: str) -> list[str]:
+    most = runtime.settings.report.max_keys
+    if len(values) > most:
+        raise BadRequest(f"at most {most} (SHARDLOG_REPORT__MAX_KEYS)", field)
+    return values
+
+
+async def _answer(
+    runtime: Runtime,
+    kind: Kind,
+    keys: list[str],
+    filters: AuditQuery | FlowQuery,
+    choice: dict[str, Any],
+    partial: bool,
+    backend: Any,
+    caller: Any,
+) -> StreamingResponse:
+    spec = build_spec(
+        kind, keys, filters, max_buckets=runtime.settings.report.max_buckets, **choice
+    )
+    answer = await runtime.reports.report(spec, partial, backend, grant=caller.grant)
+    headers = {
+        "X-Shardlog-Partial": "true" if answer.failures else "false",
+        "X-Shardlog-Failed-Shards": ",".join(f.shard for f in answer.failures),
+    }
+    if spec.format == "json":
+        return StreamingResponse(_json(answer), media_type="application/json", headers=headers)
+    if spec.format == "ndjson":
+        return StreamingResponse(
+            _ndjson(answer), media_type="application/x-ndjson", headers=headers
+        )
+    return StreamingResponse(_csv(answer), media_type="text/csv", headers=headers)
+
+
+async def _json(answer: Answer) -> AsyncIterator[bytes]:
+    yield orjson.dumps(answer.header())[:-1] + b',"groups":['
+    separator = b""
+    async for row in answer.rows:
+        yield separator + orjson.dumps(row)
+        separator = b","
+    yield b'],"spilled_runs":' + str(answer.spilled[0]).encode() + b"}"
+
+
+async def _ndjson(answer: Answer) -> AsyncIterator[bytes]:
+    try:
+        async for row in answer.rows:
+            yield orjson.dumps(row) + b"\n"
+    except ShardlogError as exc:
+        yield orjson.dumps(exc.body()) + b"\n"
+
+
+async def _csv(answer: Answer) -> AsyncIterator[bytes]:
+    columns = [k.name for k in answer.spec.group_by] + [m.name for m in answer.spec.metrics]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    async for row in answer.rows:
+        writer.writerow(["" if row[c] is None else row[c] for c in columns])
+        if buffer.tell() > 64 * 1024:
+            yield buffer.getvalue().encode()
+            buffer.seek(0)
+            buffer.truncate()
+    yield buffer.getvalue().encode()
+
+
+@router.get(
+    "/audit/report",
+    summary="Audit rows of owners in a window, grouped and counted",
+    response_class=StreamingResponse,
+    responses={**ANSWER, **REPORT_ERRORS},
+)
+async def report_audit(
+    caller: AuditReport,
+    runtime: RuntimeDep,
+    owner: Keys,
+    start: From,
+    to: To,
+    q: Annotated[list[str], Query(description="Patterns, all must match")] = [],  # noqa: B006
+    match: Annotated[queries.Match, Query()] = "substring",
+    group_by: GroupBy = [],  # noqa: B006
+    metrics: Metrics = [],  # noqa: B006
+    bucket: Bucket = None,
+    order_by: OrderBy = None,
+    order: Order = "desc",
+    limit: Limit = None,
+    format: FormatParam = "json",
+    partial: Partial = True,
+    backend: BackendParam = "fanout",
+) -> StreamingResponse:
+    keys = _keys(runtime, owner, "owner")
+    days = runtime.settings.report.max_range_days
+    filters = audit_query(runtime, keys[0], start, to, q, match, "asc", max_days=days)
+    for key in keys[1:]:
+        audit_query(runtime, key, start, to, q, match, "asc", max_days=days)
+    choice = {
+        "group_by": group_by,
+        "metrics": metrics,
+        "bucket": bucket,
+        "order_by": order_by,
+        "order": order,
+        "limit": limit,
+        "format": format,
+    }
+    return await _answer(runtime, "audit", keys, filters, choice, partial, backend, caller)
+
+
+@router.get(
+    "/flows/report",
+    summary="Flows of switches in a window, grouped and summed (top talkers, histograms)",
+    response_class=StreamingResponse,
+    responses={**ANSWER, **REPORT_ERRORS},
+)
+async def report_flows(
+    caller: FlowsReport,
+    runtime: RuntimeDep,
+    switch: Keys,
+    start: From,
+    to: To,
+    src_ip: Annotated[str | None, Query(description="Address or CIDR prefix")] = None,
+    dst_ip: Annotated[str | None, Query(description="Address or CIDR prefix")] = None,
+    src_port: Annotated[str | None, Query(description="Port or range 1000-2000")] = None,
+    dst_port: Annotated[str | None, Query(description="Port or range 1000-2000")] = None,
+    ip_version: IpVersionParam = None,
+    proto: Annotated[int | None, Query(ge=0, le=255)] = None,
+    either_direction: Annotated[bool, Query(description="Also match dst->src")] = False,
+    group_by: GroupBy = [],  # noqa: B006
+    metrics: Metrics = [],  # noqa: B006
+    bucket: Bucket = None,
+    order_by: OrderBy = None,
+    order: Order = "desc",
+    limit: Limit = None,
+    format: FormatParam = "json",
+    partial: Partial = True,
+    backend: BackendParam = "fanout",
+) -> StreamingResponse:
+    keys = _keys(runtime, switch, "switch")
+    days = runtime.settings.report.max_range_days
+    filter_args = (src_ip, dst_ip, src_port, dst_port, ip_version, proto, either_direction, "asc")
+    filters = flow_query(runtime, keys[0], start, to, *filter_args, max_days=days)  # type: ignore[arg-type]
+    for key in keys[1:]:
+        flow_query(runtime, key, start, to, *filter_args, max_days=days)  # type: ignore[arg-type]
+    choice = {
+        "group_by": group_by,
+        "metrics": metrics,
+        "bucket": bucket,
+        "order_by": order_by,
+        "order": order,
+        "limit": limit,
+        "format": format,
+    }
+    return await _answer(runtime, "flow", keys, filters, choice, partial, backend, caller)

@@ -1,0 +1,1 @@
+"""Reports: roll-ups over a window, computed as partial aggregates per shard and merged."""

@@ -1,0 +1,46 @@
+"""Which (shard, day tables) a report reads and the statement each shard runs, as a value.
+Pure: the caller supplies where the owners' day tables are and the shards' states."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+from router.db.names import DayTable
+from router.reports.spec import ReportSpec
+from router.reports.sql import partial_sql
+from router.routing.search_plan import SearchPlan, ShardTarget, plan_search
+
+
+@dataclass(frozen=True)
+class ReportPlan:
+    spec: ReportSpec
+    tables: SearchPlan
+    # owner id -> the owner's or switch's key, for the tag each table's rows carry
+    keys: tuple[tuple[int, str], ...]
+
+    @property
+    def unavailable(self) -> tuple[str, ...]:
+        return self.tables.unavailable
+
+    @property
+    def targets(self) -> tuple[ShardTarget, ...]:
+        return self.tables.targets
+
+    def statement(self, tables: Iterable[DayTable]) -> tuple[str, list[Any]]:
+        """A shard's statement over ``tables`` (its target's, or those still there)."""
+        key_of = dict(self.keys)
+        return partial_sql(self.spec, [(key_of[t.owner_id], t.quoted) for t in tables])
+
+
+def plan_report(
+    spec: ReportSpec,
+    located: Iterable[tuple[str, DayTable]],
+    owners: Mapping[int, str],
+    days: Iterable[date],
+    states: Mapping[str, str],
+) -> ReportPlan:
+    """``located``: (shard, day table) of every owner in ``owners`` (id -> key)."""
+    return ReportPlan(spec, plan_search(located, days, states), tuple(sorted(owners.items())))

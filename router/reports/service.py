@@ -1,0 +1,323 @@
+"""Runs a report: plan the shards' statements, open them all in parallel under a per-shard
+deadline (a shard that fails or is late makes the answer partial, or a 503/504), stream their
+sorted partials through the k-way merge, then order and cut the complete groups."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import asyncpg
+
+from router.auth.scopes import KEY_NAME, Grant, check_key
+from router.catalog import tables as day_tables
+from router.catalog.cache import CatalogCache
+from router.catalog.owners import OwnerDirectory
+from router.db.failures import DRIVER_ERRORS, describe, is_transient
+from router.db.names import DayTable, parent_table
+from router.db.pools import ShardPools
+from router.errors import BadRequest, Unavailable
+from router.reports import hll
+from router.reports.merge import Partial, combine_groups, finish, identity, merge_sorted, partial_of
+from router.reports.order import ExternalSort, Row, spill_directory, top
+from router.reports.plan import ReportPlan, plan_report
+from router.reports.spec import ReportSpec
+from router.reports.sql import partial_sql
+from router.routing.search_plan import ShardTarget
+from router.search.service import GatewayTimeout, SearchService, ShardFailure, refuse_partial
+from router.settings import ReportSettings
+
+Backend = Literal["fanout", "fdw"]
+RETRY_PAUSE_S = 0.2
+
+
+@dataclass
+class Answer:
+    """A report under way: its header (known before the first group) and its groups."""
+
+    spec: ReportSpec
+    failures: list[ShardFailure]
+    rows: AsyncIterator[Row]
+    spilled: list[int] = field(default_factory=lambda: [0])
+
+    def header(self) -> dict[str, Any]:
+        return {
+            "group_by": [k.name for k in self.spec.group_by],
+            "metrics": [m.name for m in self.spec.metrics],
+            "exactness": exactness(self.spec),
+            "partial": bool(self.failures),
+            "failed_shards": [{"shard": f.shard, "reason": f.reason} for f in self.failures],
+        }
+
+
+def exactness(spec: ReportSpec) -> dict[str, Any]:
+    metrics: dict[str, Any] = {}
+    for metric in spec.metrics:
+        if metric.kind == "distinct":
+            metrics[metric.name] = {
+                "exact": False,
+                "method": f"HyperLogLog (hll, log2m={hll.LOG2M}), sketches unioned across shards",
+                "relative_standard_error": round(hll.RELATIVE_STANDARD_ERROR, 5),
+            }
+        else:
+            metrics[metric.name] = {"exact": True}
+    order = None
+    if spec.order_by is not None:
+        order = {
+            "exact": spec.order_by.kind != "distinct",
+            "method": "every group complete before ordering (partials merged by key), then "
+            + ("a heap of the top limit" if spec.limit else "a full sort"),
+        }
+    return {"metrics": metrics, "order": order}
+
+
+class ReportService:
+    def __init__(
+        self,
+        metadata: asyncpg.Pool,
+        catalog: CatalogCache,
+        owners: OwnerDirectory,
+        pools: ShardPools,
+        search: SearchService,
+        settings: ReportSettings,
+    ) -> None:
+        self._metadata = metadata
+        self._catalog = catalog
+        self._owners = owners
+        self._pools = pools
+        self._search = search
+        self._settings = settings
+
+    async def plan(self, spec: ReportSpec, grant: Grant) -> ReportPlan:
+        kind = spec.kind
+        field_name = KEY_NAME[kind]
+        days = spec.filters.window.days()
+        owners: dict[int, str] = {}
+        located: list[tuple[str, DayTable]] = []
+        for key in spec.keys:
+            check_key(grant, kind, key, None, field_name)
+            mapping = await self._owners.lookup(kind, key)
+            if mapping is None:
+                continue
+            check_key(grant, kind, key, mapping.tenant, field_name)
+            owners[mapping.id] = key
+            located += await day_tables.located(self._metadata, kind, mapping.id, days[0], days[-1])
+        states = {s.name: s.state for s in self._catalog.snapshot.shards.values()}
+        return plan_report(spec, located, owners, days, states)
+
+    async def report(
+        self, spec: ReportSpec, partial_ok: bool, backend: Backend, *, grant: Grant
+    ) -> Answer:
+        plan = await self.plan(spec, grant)
+        stack = contextlib.AsyncExitStack()
+        try:
+            failures: list[ShardFailure] = []
+            if backend == "fdw":
+                streams = [await self._coordinator(plan, stack)]
+            else:
+                streams, failures = await self._open_all(plan, stack)
+            if failures and not partial_ok:
+                refuse(failures)
+        except BaseException:
+            await stack.aclose()
+            raise
+        answer = Answer(spec, failures, _empty())
+        answer.rows = self._ordered(spec, streams, stack, answer)
+        return answer
+
+    # --- the groups ------------------------------------------------------------------
+
+    async def _ordered(
+        self,
+        spec: ReportSpec,
+        streams: Sequence[AsyncIterator[Partial]],
+        stack: contextlib.AsyncExitStack,
+        answer: Answer,
+    ) -> AsyncIterator[Row]:
+        async with stack:
+            groups = self._complete(spec, streams)
+            if spec.order_by is None:
+                count = 0
+                async for row in groups:
+                    if spec.limit is not None and count >= spec.limit:
+                        break
+                    count += 1
+                    yield row
+            elif spec.limit is not None:
+                for row in await top(groups, spec.order_by, spec.descending, spec.limit):
+                    yield row
+            else:
+                sorter = ExternalSort(
+                    spec.order_by,
+                    spec.descending,
+                    self._settings.memory_budget_bytes,
+                    spill_directory(self._settings.spill_dir),
+                )
+                try:
+                    async for row in groups:
+                        sorter.add(row)
+                    answer.spilled[0] = sorter.spilled_runs
+                    for row in sorter.sorted():
+                        yield row
+                finally:
+                    sorter.close()
+
+    async def _complete(
+        self, spec: ReportSpec, streams: Sequence[AsyncIterator[Partial]]
+    ) -> AsyncIterator[Row]:
+        merged = combine_groups(merge_sorted(streams), spec.metrics)
+        seen = False
+        async for group in merged:
+            seen = True
+            yield finish(spec, group)
+        if not seen and not spec.group_by:
+            yield finish(spec, ((), identity(spec.metrics)))
+
+    # --- the shards ------------------------------------------------------------------
+
+    async def _open_all(
+        self, plan: ReportPlan, stack: contextlib.AsyncExitStack
+    ) -> tuple[list[AsyncIterator[Partial]], list[ShardFailure]]:
+        failures = [ShardFailure(s, "marked down") for s in plan.unavailable]
+        opened = await asyncio.gather(
+            *(self._open_retrying(plan, target) for target in plan.targets),
+            return_exceptions=True,
+        )
+        streams: list[AsyncIterator[Partial]] = []
+        problem: BaseException | None = None
+        for target, result in zip(plan.targets, opened, strict=True):
+            if isinstance(result, tuple):
+                exits, stream = result
+                stack.push_async_callback(exits.aclose)
+                streams.append(stream)
+            elif isinstance(result, TimeoutError | asyncpg.QueryCanceledError):
+                failures.append(
+                    ShardFailure(
+                        target.shard,
+                        f"no answer within {self._settings.shard_timeout_s:g}s "
+                        "(SHARDLOG_REPORT__SHARD_TIMEOUT_S)",
+                        timed_out=True,
+                    )
+                )
+            elif isinstance(result, DRIVER_ERRORS) and is_transient(result):
+                failures.append(ShardFailure(target.shard, describe(result)))
+            else:
+                problem = problem or result
+        if problem is not None:
+            if isinstance(problem, asyncpg.InvalidRegularExpressionError):
+                raise BadRequest(f"invalid regular expression: {problem}", "q")
+            raise problem
+        return streams, failures
+
+    async def _open_retrying(
+        self, plan: ReportPlan, target: ShardTarget
+    ) -> tuple[contextlib.AsyncExitStack, AsyncIterator[Partial]]:
+        """One retry on a broken connection (a shard in a failover), and one on a day table
+        dropped since it was planned (retention): without it, as search does."""
+        tables = list(target.tables)
+        for attempt in range(3):
+            try:
+                return await self._open(plan, target.shard, tables, primary=attempt > 0)
+            except asyncpg.UndefinedTableError:
+                if attempt == 2:
+                    raise
+                tables = await self._search.existing_tables(target.shard, tables)
+            except DRIVER_ERRORS as exc:
+                late = isinstance(exc, asyncpg.QueryCanceledError | TimeoutError)
+                if late or not is_transient(exc) or attempt == 2:
+                    raise
+                await asyncio.sleep(RETRY_PAUSE_S)
+        raise AssertionError("unreachable")
+
+    async def _open(
+        self, plan: ReportPlan, shard: str, tables: list[DayTable], primary: bool
+    ) -> tuple[contextlib.AsyncExitStack, AsyncIterator[Partial]]:
+        """The shard's statement under a cursor; its first step under the deadline (the
+        aggregate is computed by then: partials come sorted)."""
+        exits = contextlib.AsyncExitStack()
+        try:
+            if not tables:
+                return exits, _empty()
+            timeout = self._settings.shard_timeout_s
+            pool = self._pools.reader(shard, primary=primary)
+            connection = await exits.enter_async_context(pool.acquire(timeout=timeout))
+            await exits.enter_async_context(connection.transaction(readonly=True))
+            text, params = plan.statement(tables)
+            return exits, await self._stream(connection, plan.spec, text, params)
+        except BaseException:
+            await exits.aclose()
+            raise
+
+    async def _stream(
+        self,
+        connection: Any,
+        spec: ReportSpec,
+        text: str,
+        params: list[Any],
+    ) -> AsyncIterator[Partial]:
+        timeout = self._settings.shard_timeout_s
+        cursor = await connection.cursor(text, *params, timeout=timeout)
+        step = self._settings.fetch_rows
+        first = await cursor.fetch(step, timeout=timeout)
+        return _batches(cursor, first, spec, step)
+
+    async def _coordinator(
+        self, plan: ReportPlan, stack: contextlib.AsyncExitStack
+    ) -> AsyncIterator[Partial]:
+        """The same aggregate through the owners' parent tables on the coordinator: one
+        statement, all or nothing (a failing shard fails it: 503 or 504)."""
+        owners = {t.owner_id for target in plan.targets for t in target.tables}
+        if plan.unavailable:
+            refuse([ShardFailure(s, "marked down") for s in plan.unavailable])
+        if not owners:
+            return _empty()
+        parents = [
+            (key, parent_table(plan.spec.kind, ident))
+            for ident, key in plan.keys
+            if ident in owners
+        ]
+        text, params = partial_sql(plan.spec, parents)
+        timeout = self._settings.shard_timeout_s
+        try:
+            connection = await stack.enter_async_context(self._metadata.acquire(timeout=timeout))
+            await stack.enter_async_context(connection.transaction(readonly=True))
+            return await self._stream(connection, plan.spec, text, params)
+        except asyncpg.InvalidRegularExpressionError as exc:
+            raise BadRequest(f"invalid regular expression: {exc}", "q") from exc
+        except (TimeoutError, asyncpg.QueryCanceledError) as exc:
+            raise GatewayTimeout(
+                f"the coordinator did not answer within {timeout:g}s "
+                "(SHARDLOG_REPORT__SHARD_TIMEOUT_S)"
+            ) from exc
+        except DRIVER_ERRORS as exc:
+            if (
+                isinstance(exc, asyncpg.UndefinedTableError)
+                or is_transient(exc)
+                or (getattr(exc, "sqlstate", "") or "").startswith("HV")
+            ):
+                raise Unavailable(f"the fdw path failed: {describe(exc)}", retry_after_s=1) from exc
+            raise
+
+
+def refuse(failures: list[ShardFailure]) -> None:
+    refuse_partial(failures, "read")
+
+
+async def _empty() -> AsyncIterator[Any]:
+    return
+    yield
+
+
+async def _batches(
+    cursor: Any, first: list[Any], spec: ReportSpec, step: int
+) -> AsyncIterator[Partial]:
+    batch = first
+    while batch:
+        for record in batch:
+            yield partial_of(spec, record)
+        if len(batch) < step:
+            return
+        batch = await cursor.fetch(step)

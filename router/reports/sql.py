@@ -1,0 +1,100 @@
+"""The partial-aggregate statement of a report: per shard, one statement over the shard's day
+tables in range (a UNION ALL of the matching rows of each, tagged with its owner or switch),
+grouped by the report's key and ORDERED BY it, so the router merges the shards as streams.
+The fdw path runs the same statement over the owners' parent tables on the coordinator.
+Filters come from the search's SQL; values travel as parameters."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from router.reports import hll
+from router.reports.spec import GroupKey, Metric, ReportSpec
+from router.search.sql import Params, where
+
+# Buckets are aligned to this origin (UTC midnight), the same on every shard.
+BUCKET_ORIGIN = "TIMESTAMPTZ '2000-01-01 00:00:00+00'"
+# The owner or switch of a row, as the UNION ALL tags it.
+TAG = "report_key"
+
+
+def _time_column(spec: ReportSpec) -> str:
+    return "ts" if spec.kind == "audit" else "first_seen"
+
+
+def _column(spec: ReportSpec, name: str) -> str:
+    return TAG if name in ("owner", "switch") else name
+
+
+def _key_sql(spec: ReportSpec, key: GroupKey, params: Params) -> str:
+    if key.column == "bucket":
+        return (
+            f"date_bin({params.add(spec.bucket)}::interval, {_time_column(spec)}, {BUCKET_ORIGIN})"
+        )
+    if key.column in ("owner", "switch"):
+        return f'{TAG} COLLATE "C"'
+    if key.column in ("src_ip", "dst_ip"):
+        # Every address as its network (a whole address: /32 or /128), so keys of one family
+        # share a mask length and PostgreSQL's inet order is the address order.
+        length = key.prefix
+        v4 = 32 if length is None else min(length, 32)
+        v6 = 128 if length is None else length
+        return (
+            f"network(set_masklen({key.column}, "
+            f"CASE WHEN family({key.column}) = 4 THEN {v4} ELSE {v6} END))"
+        )
+    if key.column == "proto":
+        return "COALESCE(proto, -1)"  # a flow without a protocol sorts first, as -1
+    return key.column
+
+
+def _metric_sql(metric: Metric) -> str:
+    if metric.kind == "count":
+        return "count(*)"
+    column = _column_of(metric)
+    if metric.kind == "sum":
+        return f"sum({column})"
+    if metric.kind == "distinct":
+        return f"hll_add_agg(hll_hash_text({column}::text), {hll.SQL_PARAMETERS})::text"
+    return f"{metric.kind}({column})"
+
+
+def _column_of(metric: Metric) -> str:
+    assert metric.column is not None
+    return TAG if metric.column in ("owner", "switch") else metric.column
+
+
+def _needed(spec: ReportSpec) -> list[str]:
+    """The columns of a day table the grouping and the metrics read."""
+    columns: list[str] = []
+    for name in [k.column for k in spec.group_by] + [m.column or "" for m in spec.metrics]:
+        if name == "bucket":
+            name = _time_column(spec)
+        if name and name not in ("owner", "switch") and name not in columns:
+            columns.append(name)
+    return columns
+
+
+def _aggregate(spec: ReportSpec, sources: Sequence[tuple[str, str]], params: Params) -> str:
+    """``sources``: (owner or switch key, quoted table) pairs."""
+    condition = where(spec.filters, params)
+    inner = ", ".join([TAG, *_needed(spec)])
+    branches = [
+        f"SELECT {params.add(key)}::text AS {inner} FROM {table} WHERE {condition}"
+        for key, table in sources
+    ]
+    keys = [_key_sql(spec, k, params) for k in spec.group_by]
+    metrics = [_metric_sql(m) for m in spec.metrics]
+    positions = ", ".join(str(n + 1) for n in range(len(keys)))
+    text = f"SELECT {', '.join(keys + metrics)} FROM ({' UNION ALL '.join(branches)}) AS rows"
+    if keys:
+        text += f" GROUP BY {positions} ORDER BY {positions}"
+    return text
+
+
+def partial_sql(spec: ReportSpec, sources: Sequence[tuple[str, str]]) -> tuple[str, list[Any]]:
+    """One shard's statement over its day tables of the report's owners in range, or the
+    coordinator's over the owners' parent tables (``sources`` are then those)."""
+    params = Params()
+    return _aggregate(spec, sources, params), params.values
