@@ -158,7 +158,9 @@ async def test_a_catalog_made_before_the_role_works_after_migrate(
     instance.psql("postgres", f"CREATE DATABASE {database}")
     older = tmp_path / "schema"
     shutil.copytree(settings.schema_dir, older)
-    (older / "metadata" / "0009_catalog_role.sql").unlink()
+    for later in (older / "metadata").glob("*.sql"):
+        if later.name >= "0009":
+            later.unlink()
     shard = Shard("old", "g", cluster.shards[0].spec.dsn(), "active")
     table = day_table("flow", 123_456_789, date(2020, 1, 3))
     scratch = settings.model_copy(
@@ -173,7 +175,7 @@ async def test_a_catalog_made_before_the_role_works_after_migrate(
         finally:
             await owner.close()
         report = await bootstrap.migrate_all(scratch)
-        assert report.metadata == ["0009_catalog_role"]
+        assert report.metadata[0] == "0009_catalog_role"
         connection = await catalog_login.connect(scratch)
         try:
             async with connection.transaction():
