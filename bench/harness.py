@@ -24,7 +24,7 @@ import httpx
 from router import bootstrap
 from router.auth import store as auth_store
 from router.auth.scopes import SCOPES, SYSTEM_TENANT
-from router.cli import local_cluster
+from router.cli.cluster import local_cluster
 from router.db import catalog_login
 from router.settings import ClusterSettings, ServerSettings, Settings
 from services.router_process import RouterProcess

@@ -26,9 +26,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from router.cluster_defaults import DATABASE, DEFAULT_BIN_DIR, SUPERUSER
 from services.credentials import CATALOG_ROLE, ROUTER_ROLES, SecretStore
 from services.ha_topology import HaTopology, NodeSpec, build_ha_topology
-from services.postgres import DATABASE, DEFAULT_BIN_DIR, SUPERUSER
 from services.templates import render
 
 HOME = Path("/var/lib/shardlog")

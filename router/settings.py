@@ -12,8 +12,13 @@ from urllib.parse import quote
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from services.postgres import DEFAULT_BIN_DIR, SUPERUSER
-from services.topology import DEFAULT_BASE_PORT, DEFAULT_GROUPS, DEFAULT_SHARDS
+from router.cluster_defaults import (
+    DEFAULT_BASE_PORT,
+    DEFAULT_BIN_DIR,
+    DEFAULT_GROUPS,
+    DEFAULT_SHARDS,
+    SUPERUSER,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

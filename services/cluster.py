@@ -7,8 +7,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from router.cluster_defaults import DEFAULT_BIN_DIR, SUPERUSER
 from services.credentials import CATALOG_ROLE, ROUTER_ROLES, SecretStore
-from services.postgres import DEFAULT_BIN_DIR, SUPERUSER, PostgresInstance, StartOutcome
+from services.postgres import PostgresInstance, StartOutcome
 from services.process import OsUser
 from services.topology import Topology
 

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from router.cluster_defaults import DATABASE, DEFAULT_BIN_DIR, SUPERUSER
 from services import process
 from services.credentials import CATALOG_ROLE, REPLICATION_USER, ROUTER_ROLES, SecretStore
 from services.daemon import StartOutcome
@@ -16,7 +17,7 @@ from services.etcd import EtcdServer
 from services.ha_topology import HaShardSpec, HaTopology
 from services.haproxy import HAProxyServer
 from services.patroni import PatroniNode
-from services.postgres import DATABASE, DEFAULT_BIN_DIR, SUPERUSER, PostgresInstance
+from services.postgres import PostgresInstance
 from services.process import OsUser, ServiceError
 
 T = TypeVar("T")

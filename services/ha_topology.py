@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.postgres import DATABASE, SUPERUSER, InstanceSpec
-from services.topology import DEFAULT_BASE_PORT, group_name
+from router.cluster_defaults import DATABASE, DEFAULT_BASE_PORT, SUPERUSER
+from services.postgres import InstanceSpec
+from services.topology import group_name
 
 DEFAULT_HA_SHARDS = 4
 DEFAULT_HA_GROUPS = 2

@@ -12,11 +12,11 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from router.cluster_defaults import DEFAULT_BIN_DIR, SUPERUSER
 from services import process
 from services.credentials import REPLICATION_USER, SecretStore
 from services.daemon import Daemon, StartOutcome, http_ok
 from services.ha_topology import NodeSpec
-from services.postgres import DEFAULT_BIN_DIR, SUPERUSER
 from services.process import OsUser, ServiceError
 from services.templates import render
 

@@ -14,14 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from router.cluster_defaults import DATABASE, DEFAULT_BIN_DIR, SUPERUSER
 from services import process
 from services.credentials import SecretStore
 from services.process import OsUser, ServiceError
 from services.templates import render
-
-DEFAULT_BIN_DIR = Path("/usr/lib/postgresql/15/bin")
-SUPERUSER = "shardlog"
-DATABASE = "shardlog"
 
 StartOutcome = Literal["started", "reused"]
 

@@ -31,13 +31,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from router.cluster_defaults import DEFAULT_BIN_DIR
 from services import process
 from services.credentials import SecretStore
 from services.daemon import Daemon
 from services.etcd import ETCD_BINARY, EtcdServer
 from services.ha_topology import EtcdSpec, NodeSpec
 from services.patroni import PATRONI_BINARY, PatroniNode
-from services.postgres import DEFAULT_BIN_DIR, InstanceSpec, PostgresInstance
+from services.postgres import InstanceSpec, PostgresInstance
 from services.process import OsUser, ServiceError
 from services.router_process import RouterProcess
 

@@ -4,12 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from router.cluster_defaults import DEFAULT_BASE_PORT, DEFAULT_GROUPS, DEFAULT_SHARDS
 from services.postgres import InstanceSpec
-
-DEFAULT_SHARDS = 12
-DEFAULT_GROUPS = 2
-# Below Linux's ephemeral port range (32768-60999), so outgoing connections never hold it.
-DEFAULT_BASE_PORT = 25432
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,9 @@ import jinja2
 import markupsafe
 import pytest
 
+import router
 import services
+from router import cluster_defaults
 from services.postgres import InstanceSpec, PostgresInstance
 from services.process import ServiceError, free_port, is_alive, make_owned_dir, server_user
 
@@ -106,11 +108,15 @@ def test_launcher_works_for_an_ordinary_user(tmp_path: Path) -> None:
     assert user is not None
     home = make_owned_dir(tmp_path / "ordinary", user)
     # The checkout may sit in a directory the ordinary user cannot read (a 0700 clone), so the
-    # launcher and its one dependency are copied where it can.
+    # launcher, the defaults it shares with the router and its one dependency are copied where
+    # it can.
     code = tmp_path / "code"
     for package in (services, jinja2, markupsafe):
         source = Path(package.__file__).parent
         shutil.copytree(source, code / source.name, ignore=shutil.ignore_patterns("__pycache__"))
+    (code / "router").mkdir()
+    for module in (router, cluster_defaults):
+        shutil.copy(Path(module.__file__), code / "router")
     script = (
         "import sys; from pathlib import Path;"
         "from services.postgres import InstanceSpec, PostgresInstance;"

@@ -19,7 +19,7 @@ import httpx
 import orjson
 import pytest
 
-from router import local_tls
+from router.cli import local_tls
 from router.errors import BUG_MARKER
 from router.settings import (
     AuthSettings,

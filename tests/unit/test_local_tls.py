@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from router import local_tls
+from router.cli import local_tls
 from router.settings import ClusterSettings, PoolSettings, ServerSettings, Settings
 
 

@@ -12,8 +12,8 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from router import local_tls
-from router.cli_output import output, print_table
+from router.cli import local_tls
+from router.cli.output import output, print_table
 from router.settings import Settings
 
 

@@ -4,10 +4,8 @@ CLI talks to the catalog itself: whoever can reach the metadata database is an a
 from __future__ import annotations
 
 import argparse
-import asyncio
 import getpass
 import sys
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -17,8 +15,8 @@ import asyncpg
 from router.auth import self_audit, store
 from router.auth.bootstrap import write_secret
 from router.auth.scopes import SCOPES
-from router.cli_output import output, print_table
-from router.db import catalog_login
+from router.cli.catalog_session import with_catalog
+from router.cli.output import output, print_table
 from router.errors import Invalid
 from router.settings import Settings
 from router.timestamps import TimestampError, parse_rfc3339
@@ -42,24 +40,6 @@ async def record(settings: Settings, action: str, target: str, **details: Any) -
             f"shardlog: warning: the audit row of {action} {target} was not written",
             file=sys.stderr,
         )
-
-
-Action = Callable[[Settings, argparse.Namespace, asyncpg.Connection], Awaitable[None]]
-
-
-def with_catalog(action: Action) -> Callable[[Settings, argparse.Namespace], int]:
-    def run(settings: Settings, args: argparse.Namespace) -> int:
-        async def go() -> None:
-            connection = await catalog_login.connect(settings)
-            try:
-                await action(settings, args, connection)
-            finally:
-                await connection.close()
-
-        asyncio.run(go())
-        return 0
-
-    return run
 
 
 # --- tenants ---------------------------------------------------------------------------------

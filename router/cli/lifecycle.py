@@ -15,14 +15,14 @@ from typing import Any
 
 import asyncpg
 
-from router import cli_auth
 from router.auth import self_audit
 from router.catalog import store
 from router.catalog import tables as day_tables
 from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
 from router.catalog.snapshot import OWNER_KINDS, CatalogSnapshot
-from router.cli_output import output, print_table
+from router.cli import auth as cli_auth
+from router.cli.output import output, print_table
 from router.db import catalog_login, pools
 from router.errors import BadRequest
 from router.retention import history, inventory, lifecycle, owner_export, policies
