@@ -92,6 +92,11 @@ class Unavailable(ShardlogError):
     code = "unavailable"
 
 
+class GatewayTimeout(ShardlogError):
+    status = 504
+    code = "timeout"
+
+
 def error_body(code: str, message: str, field: str | None = None) -> dict[str, Any]:
     if len(message) > MAX_MESSAGE_CHARS:
         message = message[: MAX_MESSAGE_CHARS - 1] + "…"

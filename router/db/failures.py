@@ -8,7 +8,7 @@ from contextlib import contextmanager
 
 import asyncpg
 
-from router.errors import Unavailable
+from router.errors import BadRequest, GatewayTimeout, ShardlogError, Unavailable
 
 # 08 connection exception, 53 insufficient resources, 57 operator intervention (admin shutdown,
 # cannot connect now, statement timeout), 40 transaction rollback (serialization, deadlock),
@@ -53,3 +53,21 @@ def unavailable_when_unreachable(what: str, retry_after_s: int) -> Iterator[None
         raise Unavailable(
             f"{what} unreachable: {describe(exc)}", retry_after_s=retry_after_s
         ) from exc
+
+
+def coordinator_error(exc: BaseException, timeout_s: float, setting: str) -> ShardlogError | None:
+    """What a client is told when a statement through the postgres_fdw coordinator failed with
+    ``exc``; None: not the coordinator's or a shard's doing (let it be a bug)."""
+    if isinstance(exc, asyncpg.InvalidRegularExpressionError):
+        return BadRequest(f"invalid regular expression: {exc}", "q")
+    if isinstance(exc, TimeoutError | asyncpg.QueryCanceledError):
+        return GatewayTimeout(f"the coordinator did not answer within {timeout_s:g}s ({setting})")
+    if isinstance(exc, DRIVER_ERRORS) and (
+        # A day table dropped meanwhile; no user mapping for the router's login yet (fdw objects
+        # made by another login until the router's next catalog refresh); a shard unreachable.
+        isinstance(exc, asyncpg.UndefinedTableError | asyncpg.UndefinedObjectError)
+        or is_transient(exc)
+        or (getattr(exc, "sqlstate", "") or "").startswith("HV")
+    ):
+        return Unavailable(f"the fdw path failed: {describe(exc)}", retry_after_s=1)
+    return None

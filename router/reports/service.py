@@ -16,10 +16,10 @@ from router.auth.scopes import KEY_NAME, Grant, check_key
 from router.catalog import tables as day_tables
 from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
-from router.db.failures import DRIVER_ERRORS, describe, is_transient
+from router.db.failures import DRIVER_ERRORS, coordinator_error, describe, is_transient
 from router.db.names import DayTable, parent_table
 from router.db.pools import ShardPools
-from router.errors import BadRequest, Unavailable
+from router.errors import BadRequest
 from router.reports import hll
 from router.reports.merge import Partial, combine_groups, finish, identity, merge_sorted, partial_of
 from router.reports.order import ExternalSort, Row, spill_directory, top
@@ -27,7 +27,7 @@ from router.reports.plan import ReportPlan, plan_report
 from router.reports.spec import ReportSpec
 from router.reports.sql import partial_sql
 from router.routing.search_plan import ShardTarget
-from router.search.service import GatewayTimeout, SearchService, ShardFailure, refuse_partial
+from router.search.service import SearchService, ShardFailure, refuse_partial
 from router.settings import ReportSettings
 
 Backend = Literal["fanout", "fdw"]
@@ -285,21 +285,11 @@ class ReportService:
             connection = await stack.enter_async_context(self._metadata.acquire(timeout=timeout))
             await stack.enter_async_context(connection.transaction(readonly=True))
             return await self._stream(connection, plan.spec, text, params)
-        except asyncpg.InvalidRegularExpressionError as exc:
-            raise BadRequest(f"invalid regular expression: {exc}", "q") from exc
-        except (TimeoutError, asyncpg.QueryCanceledError) as exc:
-            raise GatewayTimeout(
-                f"the coordinator did not answer within {timeout:g}s "
-                "(SHARDLOG_REPORT__SHARD_TIMEOUT_S)"
-            ) from exc
-        except DRIVER_ERRORS as exc:
-            if (
-                isinstance(exc, asyncpg.UndefinedTableError)
-                or is_transient(exc)
-                or (getattr(exc, "sqlstate", "") or "").startswith("HV")
-            ):
-                raise Unavailable(f"the fdw path failed: {describe(exc)}", retry_after_s=1) from exc
-            raise
+        except (TimeoutError, *DRIVER_ERRORS) as exc:
+            error = coordinator_error(exc, timeout, "SHARDLOG_REPORT__SHARD_TIMEOUT_S")
+            if error is None:
+                raise
+            raise error from exc
 
 
 def refuse(failures: list[ShardFailure]) -> None:

@@ -15,10 +15,10 @@ from router.auth.scopes import KEY_NAME, Grant, check_key
 from router.catalog import tables as day_tables
 from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
-from router.db.failures import DRIVER_ERRORS, describe, is_transient
+from router.db.failures import DRIVER_ERRORS, coordinator_error, describe, is_transient
 from router.db.names import parent_table
 from router.db.pools import ShardPools
-from router.errors import BadRequest, ShardlogError, Unavailable
+from router.errors import BadRequest, GatewayTimeout, Unavailable
 from router.routing.search_plan import SearchPlan, ShardTarget, plan_search
 from router.search import sql
 from router.search.cursor import Cursor, CursorCodec, Position, query_digest
@@ -30,11 +30,6 @@ CountMode = Literal["none", "estimate", "exact"]
 Backend = Literal["fanout", "fdw"]
 Query = AuditQuery | FlowQuery
 SEARCH_RETRY_PAUSE_S = 0.2
-
-
-class GatewayTimeout(ShardlogError):
-    status = 504
-    code = "timeout"
 
 
 @dataclass
@@ -301,21 +296,13 @@ class SearchService:
             return list(
                 await self._metadata.fetch(text, *params, timeout=self._settings.shard_timeout_s)
             )
-        except asyncpg.InvalidRegularExpressionError as exc:
-            raise BadRequest(f"invalid regular expression: {exc}", "q") from exc
-        except (TimeoutError, asyncpg.QueryCanceledError) as exc:
-            raise GatewayTimeout(
-                f"the coordinator did not answer within {self._settings.shard_timeout_s:g}s "
-                "(SHARDLOG_SEARCH__SHARD_TIMEOUT_S)"
-            ) from exc
-        except DRIVER_ERRORS as exc:
-            if (
-                isinstance(exc, asyncpg.UndefinedTableError)
-                or is_transient(exc)
-                or (getattr(exc, "sqlstate", "") or "").startswith("HV")
-            ):
-                raise Unavailable(f"the fdw path failed: {describe(exc)}", retry_after_s=1) from exc
-            raise
+        except (TimeoutError, *DRIVER_ERRORS) as exc:
+            error = coordinator_error(
+                exc, self._settings.shard_timeout_s, "SHARDLOG_SEARCH__SHARD_TIMEOUT_S"
+            )
+            if error is None:
+                raise
+            raise error from exc
 
     async def _fdw_count(
         self, query: Query, plan: SearchPlan, mode: CountMode
