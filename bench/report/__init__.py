@@ -1,0 +1,1 @@
+"""bench/report: reports against the fdw parent and the parallel-partials floor."""
