@@ -337,9 +337,14 @@ def flow(switch: str, n: int, **extra) -> dict:
 
 def test_repeated_flows_merge(api, cluster) -> None:
     switch = new_key("sw")
-    early = (TODAY - timedelta(minutes=10)).isoformat()
+    # The three writes of flow 1 on one day (flows merge per day), the first ten minutes early.
+    now = datetime.now(UTC)
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    late = now if now - midnight > timedelta(minutes=11) else midnight - timedelta(minutes=1)
+    early = (late - timedelta(minutes=10)).isoformat()
     assert post_flows(api, [flow(switch, 1, ts=early), flow(switch, 2)]).status_code == 200
-    assert post_flows(api, [flow(switch, 1), flow(switch, 1, bytes=50)]).status_code == 200
+    again = [flow(switch, 1, ts=late.isoformat()), flow(switch, 1, bytes=50, ts=late.isoformat())]
+    assert post_flows(api, again).status_code == 200
     rows = flow_rows(api, cluster, switch)
     assert [r[:2] + r[5:] for r in rows] == [
         ["10.1.0.1", "192.0.2.1", "250", "6", "3", "4"],

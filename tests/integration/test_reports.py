@@ -24,7 +24,9 @@ from router.reports import hll
 from router.settings import ReportSettings
 from tests.support import bearer, run_cli
 
-DAY = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=1)
+# Two days back: rows up to 47 h after DAY are in the past at any time of day (one day back
+# put rows of "tomorrow" in the future in the early hours UTC, refused as such).
+DAY = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=2)
 FROM, TO = DAY.isoformat(), (DAY + timedelta(days=2)).isoformat()
 FLOW_COLUMNS = (
     "src_ip, dst_ip, src_port, dst_port, ip_version, proto, bytes, packets, flow_count, "

@@ -18,7 +18,9 @@ from router.app import create_app
 from router.settings import SearchSettings
 from tests.support import bearer
 
-DAY = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=1)
+# Two days back: rows up to 47 h after DAY are in the past at any time of day (one day back
+# put rows of "tomorrow" in the future in the early hours UTC, refused as such).
+DAY = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=2)
 FROM, TO = DAY.isoformat(), (DAY + timedelta(days=2)).isoformat()
 WORDS = ["abc", "bcd", "cde", "fed", "ABC"]
 
