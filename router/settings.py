@@ -213,6 +213,30 @@ class SearchSettings(Section):
         None, description="Key that signs cursors; default: one shared through the catalog."
     )
     export_page_rows: int = Field(2_000, ge=1, description="Rows fetched per step of an export.")
+    estimate_sample_fraction: float = Field(
+        0.004,
+        gt=0,
+        le=1,
+        description="count=estimate of audit patterns: the share of each day table's pages "
+        "the first sample reads (0.4 %: 4,000 matches, 1.6 % error, from 1M matching rows).",
+    )
+    estimate_target_hits: int = Field(
+        4_000,
+        ge=1,
+        description="count=estimate: matches in a sample that make it the answer (the relative "
+        "error is about 1/sqrt of them); with fewer, one larger sample aims at this many.",
+    )
+    estimate_max_sample_rows: int = Field(
+        200_000,
+        ge=1,
+        description="count=estimate: most rows the larger sample may read over all shards.",
+    )
+    estimate_count_below_rows: int = Field(
+        50_000,
+        ge=0,
+        description="count=estimate: a range holding no more rows than this (by the first "
+        "sample) is counted exactly instead of sampled again.",
+    )
 
 
 class ReportSettings(Section):

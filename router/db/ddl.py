@@ -32,6 +32,15 @@ FLOW_STAGE_COLUMNS = (
 )
 FLOW_KEY = ("src_ip", "dst_ip", "src_port", "dst_port", "proto")
 FLOW_STAGE = "flow_stage"
+# count=estimate samples flows through a small covering index (router/search/estimate.py): the
+# rows whose id is a multiple of the stride, keyed by id % classes, so that a query reads 1, 2
+# ... 16 of the 256 classes (1/256 ... 1/16 of the rows) without touching the table. A query
+# must spell the predicate and the key as written here for the planner to use the index.
+FLOW_SAMPLE_CLASSES = 256
+FLOW_SAMPLE_STRIDE = 16
+FLOW_SAMPLE_PREDICATE = f"id % {FLOW_SAMPLE_STRIDE} = 0"
+FLOW_SAMPLE_KEY = f"id % {FLOW_SAMPLE_CLASSES}"
+FLOW_SAMPLE_COLUMNS = ("id", "src_ip", "dst_ip", "src_port", "dst_port", "ip_version", "proto")
 
 
 def _time_index(table: DayTable, column: str, kind: IndexKind) -> str:
@@ -40,6 +49,14 @@ def _time_index(table: DayTable, column: str, kind: IndexKind) -> str:
     return (
         f"CREATE INDEX {table.index_name(column + '_brin')} ON {table.quoted} "
         f"USING brin ({column}) WITH (pages_per_range = 32)"
+    )
+
+
+def flow_sample_index(table: DayTable) -> str:
+    return (
+        f"CREATE INDEX {table.index_name('sample')} ON {table.quoted} "
+        f"(({FLOW_SAMPLE_KEY}), first_seen) INCLUDE ({', '.join(FLOW_SAMPLE_COLUMNS)}) "
+        f"WHERE {FLOW_SAMPLE_PREDICATE}"
     )
 
 
@@ -72,6 +89,7 @@ def table_ddl(table: DayTable, index: IndexKind) -> list[str]:
                 UNIQUE NULLS NOT DISTINCT (src_ip, dst_ip, src_port, dst_port, proto)
         )""",
         _time_index(table, "first_seen", index),
+        flow_sample_index(table),
     ]
 
 

@@ -3,7 +3,7 @@ strings the service renders (Python's isoformat of a timestamptz, RFC 3339 with 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -40,7 +40,11 @@ class FlowItem(Out):
 
 class Count(Out):
     value: int
-    exact: bool = Field(description="false: the planner's estimate, or some shard failed")
+    exact: bool = Field(description="false: an estimate, or some shard failed")
+    method: Literal["count", "sample", "planner"] = Field(
+        description="count: the rows were counted; sample: matches in a sample of the range, "
+        "scaled; planner: the planner's row estimate (a time range alone)"
+    )
 
 
 class FailedShard(Out):

@@ -20,7 +20,7 @@ from router.db.names import parent_table
 from router.db.pools import ShardPools
 from router.errors import BadRequest, GatewayTimeout, Unavailable
 from router.routing.search_plan import SearchPlan, ShardTarget, plan_search
-from router.search import sql
+from router.search import estimate, sql
 from router.search.cursor import Cursor, CursorCodec, Position, query_digest
 from router.search.merge import Row, merge
 from router.search.query import AuditQuery, FlowQuery
@@ -52,6 +52,12 @@ def refuse_partial(failures: list[ShardFailure], what: str) -> None:
     if any(f.timed_out for f in failures):
         raise GatewayTimeout(f"shards did not answer in time: {detail}")
     raise Unavailable(f"shards could not be {what}: {detail}", retry_after_s=1)
+
+
+def _new_failures(known: list[ShardFailure], more: list[ShardFailure]) -> list[ShardFailure]:
+    """Those of ``more`` whose shard ``known`` does not name yet."""
+    names = {f.shard for f in known}
+    return [f for f in more if f.shard not in names]
 
 
 def _owner_of(query: Query) -> tuple[Literal["audit", "flow"], str]:
@@ -244,10 +250,15 @@ class SearchService:
             else:
                 prev_cursor = self.codec.encode(Cursor(first, "prev"), digest)
                 next_cursor = self.codec.encode(Cursor(last, "next"), digest) if more else None
-        if backend == "fdw":
-            counted = await self._fdw_count(query, plan, count)
+        counted: dict[str, Any] | None
+        if backend == "fdw" and count == "exact":
+            counted = await self._fdw_count(query, plan)
         else:
-            counted = await self._count(query, plan, count, partial_ok, outcome)
+            # Estimates are made on the shards for either backend; the coordinator cannot
+            # sample them. Like every fdw answer, an fdw estimate is never partial.
+            counted = await self._count(
+                query, plan, count, partial_ok and backend == "fanout", outcome
+            )
         return {
             "items": [self._public(row) for row in page],
             "next_cursor": next_cursor,
@@ -263,22 +274,77 @@ class SearchService:
         if mode == "none":
             return None
         if mode == "exact":
-            answers, counted = await self._fan_out(
-                plan, lambda _shard, tables: sql.count_sql(query, tables)
-            )
-            value = sum(int(records[0][0] or 0) for _, records in answers)
+            value, failures = await self._exact_count(query, plan)
+            method = "count"
         else:
-            answers, counted = await self._fan_out(
+            value, method, failures = await self._estimate(query, plan)
+        if failures and not partial_ok:
+            self._refuse_partial(failures)
+        outcome.failures += _new_failures(outcome.failures, failures)
+        return {"value": value, "exact": method == "count" and not failures, "method": method}
+
+    async def _exact_count(self, query: Query, plan: SearchPlan) -> tuple[int, list[ShardFailure]]:
+        answers, outcome = await self._fan_out(
+            plan, lambda _shard, tables: sql.count_sql(query, tables)
+        )
+        return sum(int(records[0][0] or 0) for _, records in answers), outcome.failures
+
+    async def _estimate(
+        self, query: Query, plan: SearchPlan
+    ) -> tuple[int, str, list[ShardFailure]]:
+        """The planner's estimate for a time range alone; otherwise a sample of the range, a
+        larger one when it held few matches, or a count when sampling would not pay
+        (router/search/estimate.py)."""
+        if sql.filter_parts(query, sql.Params())[1] == "true":
+            answers, outcome = await self._fan_out(
                 plan, lambda _shard, tables: sql.estimate_sql(query, tables)
             )
             value = sum(
                 int(orjson.loads(records[0][0])[0]["Plan"]["Plan Rows"]) for _, records in answers
             )
-        if counted.failures and not partial_ok:
-            self._refuse_partial(counted.failures)
-        known = {f.shard for f in outcome.failures}
-        outcome.failures += [f for f in counted.failures if f.shard not in known]
-        return {"value": value, "exact": mode == "exact" and not counted.failures}
+            return value, "planner", outcome.failures
+        limits = estimate.Limits.of(self._settings)
+        audit = isinstance(query, AuditQuery)
+        first = limits.first_fraction if audit else estimate.FLOW_FRACTIONS[0]
+        found, failures = await self._sample(query, plan, first)
+        step = estimate.next_step(found, 1.0 if audit else estimate.FLOW_FRACTIONS[1], limits)
+        if step.action == "count":
+            value, more = await self._exact_count(query, plan)
+            return value, "count", failures + _new_failures(failures, more)
+        if step.action == "sample":
+            found, more = await self._sample(query, plan, step.fraction)
+            failures += _new_failures(failures, more)
+        return round(found.value), "sample", failures
+
+    async def _sample(
+        self, query: Query, plan: SearchPlan, fraction: float
+    ) -> tuple[estimate.Tally, list[ShardFailure]]:
+        if isinstance(query, AuditQuery):
+            audit_query = query
+            answers, outcome = await self._fan_out(
+                plan,
+                lambda _shard, tables: sql.audit_sample_sql(
+                    audit_query, tables, fraction, estimate.MIN_PAGES
+                ),
+            )
+            parts = [
+                estimate.audit_part(
+                    r["pages"], r["percent"], r["hits"], r["in_range"], r["read"], r["pages_read"]
+                )
+                for _, records in answers
+                for r in records
+            ]
+        else:
+            flow_query, classes = query, estimate.flow_classes(fraction)
+            answers, outcome = await self._fan_out(
+                plan, lambda _shard, tables: sql.flow_sample_sql(flow_query, tables, classes)
+            )
+            parts = [
+                estimate.flow_part(r["hits"], r["in_range"], classes)
+                for _, records in answers
+                for r in records
+            ]
+        return estimate.tally(parts), outcome.failures
 
     # --- the coordinator (postgres_fdw) ----------------------------------------------
 
@@ -304,22 +370,11 @@ class SearchService:
                 raise
             raise error from exc
 
-    async def _fdw_count(
-        self, query: Query, plan: SearchPlan, mode: CountMode
-    ) -> dict[str, Any] | None:
-        if mode == "none":
-            return None
-        estimate = mode == "estimate"
+    async def _fdw_count(self, query: Query, plan: SearchPlan) -> dict[str, Any]:
         records = await self._coordinator(
-            query, plan, lambda parent: sql.fdw_count_sql(query, parent, estimate)
+            query, plan, lambda parent: sql.fdw_count_sql(query, parent)
         )
-        if not records:
-            return {"value": 0, "exact": not estimate}
-        if estimate:
-            value = int(orjson.loads(records[0][0])[0]["Plan"]["Plan Rows"])
-        else:
-            value = int(records[0][0])
-        return {"value": value, "exact": not estimate}
+        return {"value": int(records[0][0]) if records else 0, "exact": True, "method": "count"}
 
     # --- rows --------------------------------------------------------------------------
 

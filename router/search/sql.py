@@ -4,9 +4,11 @@ continues after the cursor. Values travel as parameters; identifiers come from d
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from router.db import ddl
 from router.db.names import DayTable
 from router.search.cursor import Position
 from router.search.query import AuditQuery, FlowQuery, IpFilter, PortFilter
@@ -44,17 +46,21 @@ def keyset(
     return f"{column} {forward}= {ts}" if shard_is_later else f"{column} {forward} {ts}"
 
 
-def _audit_filter(query: AuditQuery, params: Params) -> str:
-    parts = [f"ts >= {params.add(query.window.start)}", f"ts < {params.add(query.window.end)}"]
+def _audit_parts(query: AuditQuery, params: Params) -> tuple[str, str]:
+    """(the time range, the patterns): apart for the estimate's sample, which counts both."""
+    in_range = f"ts >= {params.add(query.window.start)} AND ts < {params.add(query.window.end)}"
+    parts = []
     for pattern in query.patterns:
         value = params.add(pattern)
         if query.match == "substring":
+            # Not LIKE: the planner would multiply LIKE selectivities of correlated patterns and
+            # then sort the whole range instead of walking the (ts, id) index (docs/benchmarks.md).
             parts.append(f"strpos(content, {value}) > 0")
         elif query.match == "regex":
             parts.append(f"content ~ {value}")
         else:
             parts.append(f"content ~* {value}")
-    return " AND ".join(parts)
+    return in_range, " AND ".join(parts) or "true"
 
 
 def _ip(column: str, value: IpFilter, params: Params) -> str:
@@ -84,11 +90,12 @@ def _direction(query: FlowQuery, params: Params, swap: bool) -> str:
     return " AND ".join(parts) or "true"
 
 
-def _flow_filter(query: FlowQuery, params: Params) -> str:
-    parts = [
-        f"first_seen >= {params.add(query.window.start)}",
-        f"first_seen < {params.add(query.window.end)}",
-    ]
+def _flow_parts(query: FlowQuery, params: Params) -> tuple[str, str]:
+    in_range = (
+        f"first_seen >= {params.add(query.window.start)} "
+        f"AND first_seen < {params.add(query.window.end)}"
+    )
+    parts = []
     if query.ip_version is not None:
         parts.append(f"ip_version = {params.add(query.ip_version)}")
     if query.proto is not None:
@@ -96,17 +103,21 @@ def _flow_filter(query: FlowQuery, params: Params) -> str:
     forward = _direction(query, params, swap=False)
     if query.either_direction:
         parts.append(f"(({forward}) OR ({_direction(query, params, swap=True)}))")
-    else:
+    elif forward != "true":
         parts.append(forward)
-    return " AND ".join(parts)
+    return in_range, " AND ".join(parts) or "true"
+
+
+def filter_parts(query: AuditQuery | FlowQuery, params: Params) -> tuple[str, str]:
+    """(the time range, everything else) of a query's condition; "true" when nothing else."""
+    if isinstance(query, AuditQuery):
+        return _audit_parts(query, params)
+    return _flow_parts(query, params)
 
 
 def where(query: AuditQuery | FlowQuery, params: Params) -> str:
-    return (
-        _audit_filter(query, params)
-        if isinstance(query, AuditQuery)
-        else _flow_filter(query, params)
-    )
+    in_range, matches = filter_parts(query, params)
+    return in_range if matches == "true" else f"{in_range} AND {matches}"
 
 
 def page_sql(
@@ -152,6 +163,61 @@ def estimate_sql(query: AuditQuery | FlowQuery, tables: list[DayTable]) -> tuple
     return f"EXPLAIN (FORMAT JSON) {' UNION ALL '.join(branches)}", params.values
 
 
+def table_seed(table: DayTable) -> int:
+    """A REPEATABLE seed of its own for each day table, the same for every estimate: pages of
+    equal number in two tables are not drawn together, and one query's estimate is stable."""
+    return zlib.crc32(table.name.encode())
+
+
+def audit_sample_sql(
+    query: AuditQuery, tables: list[DayTable], fraction: float, min_pages: int
+) -> tuple[str, list[Any]]:
+    """One row per day table from a TABLESAMPLE SYSTEM of ``fraction`` of its pages (at least
+    ``min_pages``, all of a smaller table): the table's pages, the percentage drawn, and of the
+    sampled rows those matching, those in the range, all of them, and the pages they came
+    from. A larger fraction with the same seed draws a superset of the pages."""
+    params = Params()
+    in_range, matches = filter_parts(query, params)
+    percent = params.add(fraction * 100)
+    floor = params.add(min_pages * 100)
+    branches = []
+    for table in tables:
+        size = (
+            f"pg_relation_size({params.add(table.quoted)}::regclass) "
+            "/ current_setting('block_size')::int"
+        )
+        branches.append(
+            f"SELECT z.pages, z.percent, s.* FROM "
+            f"(SELECT pages, least(100, greatest({percent}::float8, "
+            f"{floor}::float8 / greatest(pages, 1))) AS percent "
+            f"FROM (SELECT {size} AS pages) AS p) AS z, LATERAL ("
+            f"SELECT count(*) FILTER (WHERE {in_range} AND {matches}) AS hits, "
+            f"count(*) FILTER (WHERE {in_range}) AS in_range, count(*) AS read, "
+            f"count(DISTINCT (ctid::text::point)[0]) AS pages_read "
+            f"FROM {table.quoted} TABLESAMPLE SYSTEM (z.percent) "
+            f"REPEATABLE ({params.add(table_seed(table))}::float8)) AS s"
+        )
+    return " UNION ALL ".join(branches), params.values
+
+
+def flow_sample_sql(
+    query: FlowQuery, tables: list[DayTable], classes: int
+) -> tuple[str, list[Any]]:
+    """One row per day table from ``classes`` of the 256 sample classes of its rows, read by
+    an index-only scan of the sample index (router/db/ddl.py): the rows that match and those in
+    the range."""
+    params = Params()
+    in_range, matches = filter_parts(query, params)
+    chosen = params.add([n * ddl.FLOW_SAMPLE_STRIDE for n in range(classes)])
+    branches = [
+        f"SELECT count(*) FILTER (WHERE {matches}) AS hits, count(*) AS in_range "
+        f"FROM {table.quoted} WHERE {ddl.FLOW_SAMPLE_PREDICATE} "
+        f"AND {ddl.FLOW_SAMPLE_KEY} = ANY({chosen}::bigint[]) AND {in_range}"
+        for table in tables
+    ]
+    return " UNION ALL ".join(branches), params.values
+
+
 def _fdw_columns(query: AuditQuery | FlowQuery) -> str:
     if isinstance(query, AuditQuery):
         return "p.ts, p.id, p.content, p.attrs"
@@ -189,11 +255,7 @@ def fdw_page_sql(
     )
 
 
-def fdw_count_sql(
-    query: AuditQuery | FlowQuery, parent: str, estimate: bool
-) -> tuple[str, list[Any]]:
+def fdw_count_sql(query: AuditQuery | FlowQuery, parent: str) -> tuple[str, list[Any]]:
     params = Params()
     condition = where(query, params)
-    if estimate:
-        return f"EXPLAIN (FORMAT JSON) SELECT 1 FROM {parent} WHERE {condition}", params.values
     return f"SELECT count(*) FROM {parent} WHERE {condition}", params.values
