@@ -182,6 +182,18 @@ async def send(url: str, path: str, bodies: list[bytes], clients: int) -> None:
     await asyncio.gather(*(client(bodies[i::clients]) for i in range(clients)))
 
 
+async def timed_get(
+    http: httpx.AsyncClient, params: dict[str, Any], path: str = "/v1/audit/search"
+) -> tuple[float, dict[str, Any]]:
+    """Milliseconds of one GET, and its JSON answer (anything but 200 ends the run)."""
+    started = time.perf_counter()
+    response = await http.get(path, params=params)
+    elapsed = (time.perf_counter() - started) * 1000
+    if response.status_code != 200:
+        raise RuntimeError(f"{response.status_code}: {response.text[:300]}")
+    return elapsed, response.json()
+
+
 def timed(
     run: Callable[[], Awaitable[None]],
     repeats: int,
@@ -209,6 +221,15 @@ def timed(
                 await teardown()
 
     return asyncio.run(go())
+
+
+def grouped_bars(axes: Any, labels: list[str], series: dict[str, list[float]]) -> None:
+    """One group of bars per label, one bar per series (its name in the legend), ticks under
+    the middle of each group."""
+    width = 0.8 / max(len(series), 1)
+    for offset, (name, values) in enumerate(series.items()):
+        axes.bar([i + offset * width for i in range(len(labels))], values, width=width, label=name)
+    axes.set_xticks([i + width * (len(series) - 1) / 2 for i in range(len(labels))], labels)
 
 
 def write_results(

@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 import orjson
 
-from bench.harness import auth_for, bench_cluster, bench_settings, write_results
+from bench.harness import auth_for, bench_cluster, bench_settings, grouped_bars, write_results
 
 MIB = 2**20
 RECORD = orjson.dumps(
@@ -247,15 +247,10 @@ def plot(results: dict[str, Any]) -> Any:
         left.legend()
         live = results["liveness"]
         names = ["idle", "two_64mib_arrays"]
-        for offset, metric in enumerate(("p50_ms", "p99_ms", "max_ms")):
-            right.bar(
-                [i + offset * 0.27 for i in range(len(names))],
-                [live[n][metric] for n in names],
-                width=0.27,
-                label=metric,
-            )
+        metrics = ("p50_ms", "p99_ms", "max_ms")
+        series = {metric: [live[n][metric] for n in names] for metric in metrics}
+        grouped_bars(right, ["idle", "two 64 MiB arrays"], series)
         right.axhline(100, color="red", linestyle="--", label="target p99")
-        right.set_xticks([i + 0.27 for i in range(len(names))], ["idle", "two 64 MiB arrays"])
         right.set_ylabel("/health/live latency (ms)")
         right.set_title("Liveness while large bodies are parsed")
         right.legend()

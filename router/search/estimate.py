@@ -14,7 +14,7 @@ the planner cannot do (it multiplies their selectivities):
 The relative standard error is about 1/sqrt(matches in the sample): a first sample holding
 ``target_hits`` matches is the answer. Fewer matches mean a rare condition: one larger sample
 aims at the target within ``max_sample_rows``, and the rows are counted instead when the
-range holds few rows or the sample would read half of everything.
+range holds few rows or the sample would read half as many rows as the count.
 """
 
 from __future__ import annotations
@@ -27,8 +27,10 @@ from typing import Literal
 from router.db.ddl import FLOW_SAMPLE_CLASSES, FLOW_SAMPLE_STRIDE
 from router.settings import SearchSettings
 
-# Beyond this fraction a sample costs about what the count does.
-COUNT_ABOVE_FRACTION = 0.5
+# A sample that reads this share of the rows a count would read (those in the range) costs
+# about what the count does: the count is made instead. Sampled pages outside the range cost
+# little each, but a narrow range of a large table is cheaper to count than to sample.
+COUNT_ABOVE_SHARE = 0.5
 # The second sample aims a little past the target, as its matches are themselves a guess.
 GROWTH_MARGIN = 1.25
 # Audit samples draw at least this many pages of each day table (all of a smaller one), so
@@ -130,7 +132,7 @@ def next_step(found: Tally, ceiling: float, limits: Limits) -> Step:
     wanted = found.fraction * GROWTH_MARGIN * limits.target_hits / max(found.hits, 1)
     affordable = limits.max_sample_rows / max(found.readable, 1.0)
     fraction = min(wanted, ceiling, affordable)
-    if fraction >= COUNT_ABOVE_FRACTION:
+    if fraction * found.readable >= COUNT_ABOVE_SHARE * found.in_range:
         return Step("count")
     if fraction <= found.fraction:
         return Step("done")

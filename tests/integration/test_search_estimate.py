@@ -87,7 +87,7 @@ PATTERN_SETS = {
 
 
 @pytest.mark.parametrize("name", PATTERN_SETS)
-@pytest.mark.parametrize("hours", [48, 30])
+@pytest.mark.parametrize("hours", [48, 36])
 def test_pattern_estimates_are_within_five_per_cent(api, text_owner, name, hours) -> None:
     params = {
         "owner": text_owner,

@@ -58,6 +58,14 @@ def test_a_sample_nearly_as_large_as_the_range_is_a_count() -> None:
     assert estimate.next_step(found, 1.0, LIMITS).action == "count"
 
 
+def test_a_narrow_range_of_a_large_table_is_counted_rather_than_sampled_widely() -> None:
+    """Most pages of a day hold no row of an hour: sampling enough of them to find the hour's
+    matches would read more rows than counting the hour."""
+    found = tally_of(300, 100_000, 2_400_000, 0.004)
+    assert estimate.next_step(found, 1.0, LIMITS).action == "count"
+    assert estimate.next_step(tally_of(300, 1e6, 1.2e6, 0.004), 1.0, LIMITS).action == "sample"
+
+
 def test_a_sample_that_cannot_grow_is_the_answer() -> None:
     found = tally_of(100, 1e6, 1e6, estimate.FLOW_FRACTIONS[1])
     step = estimate.next_step(found, estimate.FLOW_FRACTIONS[1], LIMITS)
