@@ -33,6 +33,7 @@ FLOW_BATCH = 5_000
 CORPUS = TextCorpus(seed=5)
 TOPIC = CORPUS.topic_word
 PATTERN_SETS: dict[str, dict[str, Any]] = {
+    "time range alone": {},
     "1 word": {"q": [CORPUS.words[12]]},
     "1 topic word": {"q": [TOPIC(0, 0)]},
     "2 words of a topic": {"q": [TOPIC(0, 0), TOPIC(0, 1)]},
@@ -43,6 +44,7 @@ PATTERN_SETS: dict[str, dict[str, Any]] = {
     "2 regexes of a topic": {"q": [f"{TOPIC(0, 0)} ", f"^.*{TOPIC(0, 2)}"], "match": "regex"},
 }
 FLOW_FILTERS: dict[str, dict[str, Any]] = {
+    "time range alone": {},
     "clients + tcp": {"src_ip": "10.0.0.0/8", "proto": 6},
     "clients + https": {"src_ip": "10.0.0.0/8", "dst_port": "443"},
     "service /22 + ports 1-1024": {"dst_ip": "192.0.0.0/22", "dst_port": "1-1024"},
@@ -82,16 +84,21 @@ def text_batches(rows: int, day: datetime) -> Iterator[Rows]:
 
 
 def flow_batches(rows: int, day: datetime) -> Iterator[Rows]:
-    """Flows in ddl.FLOW_STAGE_COLUMNS order, a collector's batch covering a slice of the day."""
+    """Flows in ddl.FLOW_STAGE_COLUMNS order, a collector's batch covering a slice of the day;
+    a batch holds one row per 5-tuple, as ingest stages it."""
     corpus, rng = FlowCorpus(seed=5), random.Random(3)
     batches = -(-rows // FLOW_BATCH)
     for number in range(batches):
         flows = corpus.rows(min(FLOW_BATCH, rows - number * FLOW_BATCH), seed=number)
-        times = _in_order(day, number, batches, len(flows), rng)
-        yield [
-            (src, dst, sport, dport, 4, proto, 1000, 4, 1, ts, ts)
-            for (src, dst, sport, dport, proto), ts in zip(flows, times, strict=True)
-        ]
+        merged: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        for flow, ts in zip(flows, _in_order(day, number, batches, len(flows), rng), strict=True):
+            src, dst, sport, dport, proto = flow
+            if flow in merged:  # the same 5-tuple again: one more record of the flow
+                first = merged[flow]
+                merged[flow] = (*first[:8], first[8] + 1, first[9], ts)
+            else:
+                merged[flow] = (src, dst, sport, dport, 4, proto, 1000, 4, 1, ts, ts)
+        yield list(merged.values())
 
 
 @dataclass(frozen=True)
@@ -126,7 +133,7 @@ async def load(
 def as_query(loaded: Loaded, window: Window, params: dict[str, Any]) -> AuditQuery | FlowQuery:
     if not loaded.flows:
         match = params.get("match", "substring")
-        return AuditQuery(loaded.key, window, tuple(params["q"]), match, "asc")
+        return AuditQuery(loaded.key, window, tuple(params.get("q", ())), match, "asc")
 
     def ip(name: str) -> IpFilter | None:
         return IpFilter.parse(params[name], name) if name in params else None
