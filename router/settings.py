@@ -218,13 +218,14 @@ class SearchSettings(Section):
         gt=0,
         le=1,
         description="count=estimate of audit patterns: the share of each day table's pages "
-        "the first sample reads (0.4 %: 4,000 matches, 1.6 % error, from 1M matching rows).",
+        "the first sample reads (0.4 %: from 1M matching rows on, 4,000 matches or more).",
     )
-    estimate_target_hits: int = Field(
-        4_000,
-        ge=1,
-        description="count=estimate: matches in a sample that make it the answer (the relative "
-        "error is about 1/sqrt of them); with fewer, one larger sample aims at this many.",
+    estimate_target_error: float = Field(
+        0.016,
+        gt=0,
+        description="count=estimate: the relative standard error at which a sample is the "
+        "answer (1.6 %: 99.8 % of such estimates are within 5 %); above it, one larger sample "
+        "aims at it.",
     )
     estimate_max_sample_rows: int = Field(
         200_000,

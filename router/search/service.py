@@ -289,32 +289,47 @@ class SearchService:
         )
         return sum(int(records[0][0] or 0) for _, records in answers), outcome.failures
 
+    async def _planner_rows(self, plan: SearchPlan, build: Any) -> tuple[int, list[ShardFailure]]:
+        """The planner's row estimates of an EXPLAIN per shard, summed."""
+        answers, outcome = await self._fan_out(plan, build)
+        value = sum(
+            int(orjson.loads(records[0][0])[0]["Plan"]["Plan Rows"]) for _, records in answers
+        )
+        return value, outcome.failures
+
     async def _estimate(
         self, query: Query, plan: SearchPlan
     ) -> tuple[int, str, list[ShardFailure]]:
         """The planner's estimate for a time range alone; otherwise a sample of the range, a
-        larger one when it held few matches, or a count when sampling would not pay
-        (router/search/estimate.py)."""
+        larger one when the first was not sure enough, or a count when sampling would not
+        pay (router/search/estimate.py)."""
         if sql.filter_parts(query, sql.Params())[1] == "true":
-            answers, outcome = await self._fan_out(
+            value, failures = await self._planner_rows(
                 plan, lambda _shard, tables: sql.estimate_sql(query, tables)
             )
-            value = sum(
-                int(orjson.loads(records[0][0])[0]["Plan"]["Plan Rows"]) for _, records in answers
-            )
-            return value, "planner", outcome.failures
+            return value, "planner", failures
         limits = estimate.Limits.of(self._settings)
-        audit = isinstance(query, AuditQuery)
-        first = limits.first_fraction if audit else estimate.FLOW_FRACTIONS[0]
-        found, failures = await self._sample(query, plan, first)
-        step = estimate.next_step(found, 1.0 if audit else estimate.FLOW_FRACTIONS[1], limits)
+        planner_range: int | None = None
+        if isinstance(query, AuditQuery):
+            first, ceiling = limits.first_fraction, 1.0
+            (planner_range, failures), (found, more) = await asyncio.gather(
+                self._planner_rows(plan, lambda _s, tables: sql.range_estimate_sql(query, tables)),
+                self._sample(query, plan, first),
+            )
+            failures += _new_failures(failures, more)
+        else:
+            ceiling = estimate.FLOW_FRACTIONS[1]
+            found, failures = await self._sample(query, plan, estimate.FLOW_FRACTIONS[0])
+        guess = estimate.estimate(found, planner_range)
+        step = estimate.next_step(found, guess, ceiling, limits)
         if step.action == "count":
             value, more = await self._exact_count(query, plan)
             return value, "count", failures + _new_failures(failures, more)
         if step.action == "sample":
             found, more = await self._sample(query, plan, step.fraction)
             failures += _new_failures(failures, more)
-        return round(found.value), "sample", failures
+            guess = estimate.estimate(found, planner_range)
+        return round(guess.value), "sample", failures
 
     async def _sample(
         self, query: Query, plan: SearchPlan, fraction: float
@@ -327,24 +342,14 @@ class SearchService:
                     audit_query, tables, fraction, estimate.MIN_PAGES
                 ),
             )
-            parts = [
-                estimate.audit_part(
-                    r["pages"], r["percent"], r["hits"], r["in_range"], r["read"], r["pages_read"]
-                )
-                for _, records in answers
-                for r in records
-            ]
-        else:
-            flow_query, classes = query, estimate.flow_classes(fraction)
-            answers, outcome = await self._fan_out(
-                plan, lambda _shard, tables: sql.flow_sample_sql(flow_query, tables, classes)
-            )
-            parts = [
-                estimate.flow_part(r["hits"], r["in_range"], classes)
-                for _, records in answers
-                for r in records
-            ]
-        return estimate.tally(parts), outcome.failures
+            sums = [estimate.PageSums(*r) for _, records in answers for r in records]
+            return estimate.audit_tally(sums), outcome.failures
+        flow_query, classes = query, estimate.flow_classes(fraction)
+        answers, outcome = await self._fan_out(
+            plan, lambda _shard, tables: sql.flow_sample_sql(flow_query, tables, classes)
+        )
+        counts = [(r["hits"], r["in_range"]) for _, records in answers for r in records]
+        return estimate.flow_tally(counts, classes), outcome.failures
 
     # --- the coordinator (postgres_fdw) ----------------------------------------------
 

@@ -46,9 +46,17 @@ def keyset(
     return f"{column} {forward}= {ts}" if shard_is_later else f"{column} {forward} {ts}"
 
 
+def time_range(query: AuditQuery | FlowQuery, params: Params) -> str:
+    column = "ts" if isinstance(query, AuditQuery) else "first_seen"
+    return (
+        f"{column} >= {params.add(query.window.start)} "
+        f"AND {column} < {params.add(query.window.end)}"
+    )
+
+
 def _audit_parts(query: AuditQuery, params: Params) -> tuple[str, str]:
     """(the time range, the patterns): apart for the estimate's sample, which counts both."""
-    in_range = f"ts >= {params.add(query.window.start)} AND ts < {params.add(query.window.end)}"
+    in_range = time_range(query, params)
     parts = []
     for pattern in query.patterns:
         value = params.add(pattern)
@@ -91,10 +99,7 @@ def _direction(query: FlowQuery, params: Params, swap: bool) -> str:
 
 
 def _flow_parts(query: FlowQuery, params: Params) -> tuple[str, str]:
-    in_range = (
-        f"first_seen >= {params.add(query.window.start)} "
-        f"AND first_seen < {params.add(query.window.end)}"
-    )
+    in_range = time_range(query, params)
     parts = []
     if query.ip_version is not None:
         parts.append(f"ip_version = {params.add(query.ip_version)}")
@@ -169,13 +174,37 @@ def table_seed(table: DayTable) -> int:
     return zlib.crc32(table.name.encode())
 
 
+# estimate.PageSums, in its order: sums over the sampled pages of per-page counts.
+_PAGE_SUMS = ", ".join(
+    f"coalesce(sum({expression}), 0)::float8 AS {name}"
+    for name, expression in (
+        ("hits", "p.h"),
+        ("hits_sq", "p.h * p.h"),
+        ("in_range", "p.r"),
+        ("in_range_sq", "p.r * p.r"),
+        ("cross_sum", "p.h * p.r"),
+    )
+)
+
+
+def range_estimate_sql(
+    query: AuditQuery | FlowQuery, tables: list[DayTable]
+) -> tuple[str, list[Any]]:
+    """EXPLAIN of the rows in the time range alone: the planner's row estimate, no rows read."""
+    params = Params()
+    in_range = time_range(query, params)
+    branches = [f"SELECT 1 FROM {table.quoted} WHERE {in_range}" for table in tables]
+    return f"EXPLAIN (FORMAT JSON) {' UNION ALL '.join(branches)}", params.values
+
+
 def audit_sample_sql(
     query: AuditQuery, tables: list[DayTable], fraction: float, min_pages: int
 ) -> tuple[str, list[Any]]:
     """One row per day table from a TABLESAMPLE SYSTEM of ``fraction`` of its pages (at least
-    ``min_pages``, all of a smaller table): the table's pages, the percentage drawn, and of the
-    sampled rows those matching, those in the range, all of them, and the pages they came
-    from. A larger fraction with the same seed draws a superset of the pages."""
+    ``min_pages``, all of a smaller table): the table's pages, the percentage drawn, the pages
+    read, and sums over them of each page's matching rows (h) and rows in the range (r), of
+    their squares and of their product, and the rows read (router/search/estimate.py). A
+    larger fraction with the same seed draws a superset of the pages."""
     params = Params()
     in_range, matches = filter_parts(query, params)
     percent = params.add(fraction * 100)
@@ -187,15 +216,18 @@ def audit_sample_sql(
             "/ current_setting('block_size')::int"
         )
         branches.append(
-            f"SELECT z.pages, z.percent, s.* FROM "
-            f"(SELECT pages, least(100, greatest({percent}::float8, "
+            f"SELECT z.pages, z.percent, count(p.n) AS pages_read, {_PAGE_SUMS}, "
+            "coalesce(sum(p.n), 0)::bigint AS read "
+            f"FROM (SELECT pages, least(100, greatest({percent}::float8, "
             f"{floor}::float8 / greatest(pages, 1))) AS percent "
-            f"FROM (SELECT {size} AS pages) AS p) AS z, LATERAL ("
-            f"SELECT count(*) FILTER (WHERE {in_range} AND {matches}) AS hits, "
-            f"count(*) FILTER (WHERE {in_range}) AS in_range, count(*) AS read, "
-            f"count(DISTINCT (ctid::text::point)[0]) AS pages_read "
+            f"FROM (SELECT {size} AS pages) AS s) AS z "
+            "LEFT JOIN LATERAL ("
+            f"SELECT count(*) FILTER (WHERE {in_range} AND {matches}) AS h, "
+            f"count(*) FILTER (WHERE {in_range}) AS r, count(*) AS n "
             f"FROM {table.quoted} TABLESAMPLE SYSTEM (z.percent) "
-            f"REPEATABLE ({params.add(table_seed(table))}::float8)) AS s"
+            f"REPEATABLE ({params.add(table_seed(table))}::float8) "
+            "GROUP BY (ctid::text::point)[0]) AS p ON true "
+            "GROUP BY z.pages, z.percent"
         )
     return " UNION ALL ".join(branches), params.values
 

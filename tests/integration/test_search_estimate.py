@@ -225,5 +225,6 @@ def test_wildcards_and_backslashes_match_literally(api, pattern) -> None:
             body = api.get(
                 "/v1/audit/search", params={**params, "count": mode, "backend": backend}
             ).json()
+            assert "items" in body, body
             assert sorted(item["content"] for item in body["items"]) == expected
             assert body["count"]["value"] == len(expected)

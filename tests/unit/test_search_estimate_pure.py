@@ -1,9 +1,12 @@
-"""count=estimate's decisions and arithmetic (router/search/estimate.py), and the flow sample
-index that new day tables and the shard migration both build."""
+"""count=estimate's arithmetic and decisions (router/search/estimate.py), checked against
+simulated samples of known populations; and the flow sample index that new day tables and the
+shard migration both build."""
 
+import math
 import re
 from datetime import date
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -17,59 +20,135 @@ from router.settings import REPO_ROOT, SearchSettings
 LIMITS = estimate.Limits.of(SearchSettings())
 
 
-def tally_of(hits: int, in_range: float, readable: float, fraction: float) -> estimate.Tally:
-    read = round(readable * fraction)
-    return estimate.Tally(hits, read, hits / fraction, in_range, readable)
+def population(pages: int, in_range_share: float, hit_rate: float, seed: int) -> np.ndarray:
+    """Per page (matching, in range, rows) of a day table of 13-row pages in time order: the
+    range is the first ``in_range_share`` of its pages, where rows match at ``hit_rate``."""
+    rng = np.random.default_rng(seed)
+    rows = np.full(pages, 13)
+    in_range = np.where(np.arange(pages) < pages * in_range_share, rows, 0)
+    hits = rng.binomial(in_range, hit_rate)
+    return np.stack([hits, in_range, rows], axis=1)
 
 
-def test_a_sample_with_enough_matches_is_the_answer() -> None:
-    found = tally_of(LIMITS.target_hits, 5e6, 5e6, 0.004)
-    assert estimate.next_step(found, 1.0, LIMITS) == estimate.Step("done")
+def sample(table: np.ndarray, share: float, rng: np.random.Generator) -> estimate.PageSums:
+    """What audit_sample_sql answers for a TABLESAMPLE SYSTEM of ``share`` of the pages."""
+    drawn = table[rng.random(len(table)) < share]
+    h, r, n = drawn[:, 0].astype(float), drawn[:, 1].astype(float), drawn[:, 2]
+    return estimate.PageSums(
+        len(table),
+        share * 100,
+        len(drawn),
+        h.sum(),
+        (h * h).sum(),
+        r.sum(),
+        (r * r).sum(),
+        (h * r).sum(),
+        int(n.sum()),
+    )
+
+
+@pytest.mark.parametrize("in_range_share", [1.0, 0.5, 0.1])
+def test_the_stated_error_is_the_error_of_repeated_samples(in_range_share) -> None:
+    """Over 400 samples of three tables, the estimates' spread is what each one states, and
+    the ratio estimate on the true rows in range beats scaling by pages for a part of a day."""
+    tables = [population(40_000, in_range_share, 0.2, seed) for seed in range(3)]
+    truth = sum(int(t[:, 0].sum()) for t in tables)
+    rows_in_range = sum(int(t[:, 1].sum()) for t in tables)
+    rng = np.random.default_rng(9)
+    by_pages, by_ratio, stated_pages, stated_ratio = [], [], [], []
+    for _ in range(400):
+        found = estimate.audit_tally([sample(t, 0.01, rng) for t in tables])
+        scaled = estimate.estimate(found, None)
+        ratio = estimate.estimate(found, rows_in_range)
+        by_pages.append(scaled.value / truth - 1)
+        by_ratio.append(ratio.value / truth - 1)
+        stated_pages.append(scaled.error)
+        stated_ratio.append(ratio.error)
+    for errors, stated in ((by_pages, stated_pages), (by_ratio, stated_ratio)):
+        assert abs(np.mean(errors)) < 0.2 * np.std(errors) + 0.002  # no bias
+        assert np.std(errors) == pytest.approx(np.mean(stated), rel=0.2)
+    if in_range_share < 1:
+        assert np.std(by_ratio) < 0.7 * np.std(by_pages)
+
+
+def test_a_table_read_whole_is_exact() -> None:
+    table = population(10, 1.0, 0.3, 1)
+    found = estimate.audit_tally([sample(table, 1.0, np.random.default_rng(1))])
+    guess = estimate.estimate(found, None)
+    assert (guess.value, guess.error) == (table[:, 0].sum(), 0.0)
+
+
+def test_the_planner_is_set_aside_when_the_sample_contradicts_it() -> None:
+    """A table that grew since its last ANALYZE: the planner sees a tenth of the rows."""
+    table = population(40_000, 0.2, 0.2, 2)
+    found = estimate.audit_tally([sample(table, 0.01, np.random.default_rng(3))])
+    rows_in_range = int(table[:, 1].sum())
+    assert estimate.estimate(found, rows_in_range / 10).value == found.matches.value
+    close = estimate.estimate(found, rows_in_range)
+    assert close.value == pytest.approx(rows_in_range * found.matches.value / found.in_range.value)
+
+
+def test_no_match_sampled_is_unsure_unless_everything_was_read() -> None:
+    nothing = population(1_000, 1.0, 0.0, 4)
+    found = estimate.audit_tally([sample(nothing, 0.05, np.random.default_rng(4))])
+    assert estimate.estimate(found, None) == estimate.Estimate(0.0, math.inf, 13_000)
+    whole = estimate.audit_tally([sample(nothing, 1.0, np.random.default_rng(4))])
+    assert estimate.estimate(whole, None).error == 0.0
+
+
+def test_flow_samples_are_binomial() -> None:
+    found = estimate.flow_tally([(3_000, 10_000), (1_000, 5_000)], classes=2)
+    guess = estimate.estimate(found, None)
+    share = 2 / ddl.FLOW_SAMPLE_CLASSES
+    assert guess.value == pytest.approx(4_000 / share)
+    assert guess.error == pytest.approx(math.sqrt((1 - share) / 4_000))
+    assert found.fraction == pytest.approx(share)
+
+
+def tally(read: int, readable: float) -> estimate.Tally:
+    nothing = estimate.Total(0.0, 0.0)
+    return estimate.Tally(0, read, nothing, nothing, readable)
+
+
+def test_a_sure_enough_estimate_is_the_answer() -> None:
+    guess = estimate.Estimate(1e6, LIMITS.target_error, 5e6)
+    assert estimate.next_step(tally(20_000, 5e6), guess, 1.0, LIMITS) == estimate.Step("done")
 
 
 def test_a_range_of_few_rows_is_counted() -> None:
-    found = tally_of(10, LIMITS.count_below_rows, 1e7, 0.004)
-    assert estimate.next_step(found, 1.0, LIMITS).action == "count"
+    guess = estimate.Estimate(1e3, 0.2, LIMITS.count_below_rows)
+    assert estimate.next_step(tally(4_000, 1e7), guess, 1.0, LIMITS).action == "count"
 
 
-def test_few_matches_ask_for_a_sample_aimed_past_the_target() -> None:
-    found = tally_of(1_000, 1e6, 1e6, 0.004)
-    step = estimate.next_step(found, 1.0, LIMITS)
-    assert step.action == "sample"
-    expected_hits = found.hits * step.fraction / found.fraction
-    assert expected_hits == pytest.approx(LIMITS.target_hits * estimate.GROWTH_MARGIN)
+def test_the_larger_sample_aims_past_the_target_error() -> None:
+    guess = estimate.Estimate(2e5, 2 * LIMITS.target_error, 1e6)
+    step = estimate.next_step(tally(4_000, 1e6), guess, 1.0, LIMITS)
+    assert step == estimate.Step("sample", 0.004 * estimate.GROWTH_MARGIN * 4)
 
 
 def test_the_larger_sample_stays_within_the_rows_it_may_read() -> None:
-    found = tally_of(3, 1e8, 1e8, 0.0005)
-    step = estimate.next_step(found, 1.0, LIMITS)
+    guess = estimate.Estimate(100, 0.5, 1e8)
+    step = estimate.next_step(tally(50_000, 1e8), guess, 1.0, LIMITS)
     assert step == estimate.Step("sample", LIMITS.max_sample_rows / 1e8)
 
 
 def test_flows_grow_no_further_than_the_sample_index_reaches() -> None:
-    found = tally_of(100, 1e6, 1e6, estimate.FLOW_FRACTIONS[0])
-    step = estimate.next_step(found, estimate.FLOW_FRACTIONS[1], LIMITS)
-    assert step == estimate.Step("sample", estimate.FLOW_FRACTIONS[1])
-    assert estimate.flow_classes(step.fraction) == ddl.FLOW_SAMPLE_STRIDE
-
-
-def test_a_sample_nearly_as_large_as_the_range_is_a_count() -> None:
-    found = tally_of(200, 80_000, 100_000, 0.05)
-    assert estimate.next_step(found, 1.0, LIMITS).action == "count"
+    guess = estimate.Estimate(1e4, 0.1, 1e6)
+    found = tally(4_000, 1e6 + 0.0)
+    ceiling = estimate.FLOW_FRACTIONS[1]
+    assert estimate.next_step(found, guess, ceiling, LIMITS) == estimate.Step("sample", ceiling)
+    assert estimate.flow_classes(ceiling) == ddl.FLOW_SAMPLE_STRIDE
+    saturated = tally(round(1e6 * ceiling), 1e6)
+    assert estimate.next_step(saturated, guess, ceiling, LIMITS) == estimate.Step("done")
 
 
 def test_a_narrow_range_of_a_large_table_is_counted_rather_than_sampled_widely() -> None:
-    """Most pages of a day hold no row of an hour: sampling enough of them to find the hour's
-    matches would read more rows than counting the hour."""
-    found = tally_of(300, 100_000, 2_400_000, 0.004)
-    assert estimate.next_step(found, 1.0, LIMITS).action == "count"
-    assert estimate.next_step(tally_of(300, 1e6, 1.2e6, 0.004), 1.0, LIMITS).action == "sample"
-
-
-def test_a_sample_that_cannot_grow_is_the_answer() -> None:
-    found = tally_of(100, 1e6, 1e6, estimate.FLOW_FRACTIONS[1])
-    step = estimate.next_step(found, estimate.FLOW_FRACTIONS[1], LIMITS)
-    assert step == estimate.Step("done")
+    """Most pages of a day hold no row of its hour: a sample that finds enough of the hour's
+    matches reads more rows than counting the hour does."""
+    guess = estimate.Estimate(8e4, 0.05, 1e5)
+    assert estimate.next_step(tally(9_600, 2.4e6), guess, 1.0, LIMITS).action == "count"
+    wide = estimate.Estimate(8e5, 0.05, 1e6)
+    assert estimate.next_step(tally(4_800, 1.2e6), wide, 1.0, LIMITS).action == "sample"
 
 
 @given(st.floats(1e-6, 1.0))
@@ -77,26 +156,6 @@ def test_flow_classes_read_at_least_the_fraction_asked_within_the_index(fraction
     classes = estimate.flow_classes(fraction)
     assert 1 <= classes <= ddl.FLOW_SAMPLE_STRIDE
     assert classes / ddl.FLOW_SAMPLE_CLASSES >= min(fraction, 1 / ddl.FLOW_SAMPLE_STRIDE) - 1e-12
-
-
-def test_audit_parts_scale_by_pages_over_pages_read() -> None:
-    part = estimate.audit_part(1000, 0.4, hits=30, in_range=50, read=52, pages_read=4)
-    assert (part.hits, part.weight) == (30, 250.0)
-    whole = estimate.audit_part(12, 100.0, hits=7, in_range=9, read=150, pages_read=12)
-    assert whole.weight == 1.0
-    assert estimate.audit_part(5000, 0.4, 0, 0, 0, 0).weight == 0.0
-
-
-@given(
-    st.lists(st.tuples(st.integers(0, 500), st.integers(0, 500), st.integers(1, 64)), max_size=12)
-)
-def test_a_tally_adds_up_its_parts(raw) -> None:
-    parts = [estimate.flow_part(min(h, r), r, classes) for h, r, classes in raw]
-    found = estimate.tally(parts)
-    assert found.hits == sum(p.hits for p in parts)
-    assert found.value == pytest.approx(sum(p.hits * p.weight for p in parts))
-    assert found.value <= found.in_range + 1e-6
-    assert 0 < found.fraction <= 1
 
 
 def test_the_migration_builds_the_sample_index_new_flow_tables_get() -> None:
