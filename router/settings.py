@@ -214,17 +214,17 @@ class SearchSettings(Section):
     )
     export_page_rows: int = Field(2_000, ge=1, description="Rows fetched per step of an export.")
     estimate_sample_fraction: float = Field(
-        0.004,
+        0.003,
         gt=0,
         le=1,
         description="count=estimate of audit patterns: the share of each day table's pages "
-        "the first sample reads (0.4 %: from 1M matching rows on, 4,000 matches or more).",
+        "the first sample reads (0.3 %: from 1M matching rows on, 3,000 matches or more).",
     )
     estimate_target_error: float = Field(
-        0.016,
+        0.0167,
         gt=0,
         description="count=estimate: the relative standard error at which a sample is the "
-        "answer (1.6 %: 99.8 % of such estimates are within 5 %); above it, one larger sample "
+        "answer (1.67 %: 99.7 % of such estimates are within 5 %); above it, one larger sample "
         "aims at it.",
     )
     estimate_max_sample_rows: int = Field(

@@ -319,7 +319,7 @@ def main() -> int:
     )
     parser.add_argument("--estimate-text-rows", type=int, default=6_000_000)
     parser.add_argument("--estimate-flow-rows", type=int, default=6_000_000)
-    parser.add_argument("--estimate-repeats", type=int, default=5)
+    parser.add_argument("--estimate-repeats", type=int, default=9)
     parser.add_argument("--base-port", type=int, default=BENCH_BASE_PORT)
     parser.add_argument("--router-port", type=int, default=BENCH_ROUTER_PORT)
     parser.add_argument("--data-dir", type=Path, default=Path("var/bench-search"))
