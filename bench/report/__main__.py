@@ -40,7 +40,7 @@ from router.db import catalog_login, ddl, pools
 from router.db.names import day_table
 from router.reports import sql
 from router.reports.spec import build_spec
-from router.search.query import FlowQuery, Window
+from router.search.query import FlowQuery, Keys, Window
 from router.settings import Settings
 from services.router_process import RouterProcess
 
@@ -197,7 +197,7 @@ class Floor:
             datetime.fromisoformat(params["from"]), datetime.fromisoformat(params["to"])
         )
         filters = FlowQuery(
-            switch=self.switches[0],
+            switches=Keys.of(self.switches),
             window=window,
             src_ip=None,
             dst_ip=None,
@@ -232,7 +232,7 @@ class Floor:
                     "SELECT id FROM owners WHERE kind = 'flow' AND key = $1", switch
                 )
                 for shard, table in await day_tables.located(
-                    metadata, "flow", ident, days[0], days[-1]
+                    metadata, "flow", [ident], days[0], days[-1]
                 ):
                     tables[shard].append((switch, table.quoted))
         finally:

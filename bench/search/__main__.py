@@ -30,7 +30,7 @@ from router.catalog import tables as day_tables
 from router.db import catalog_login, ddl, pools, roles
 from router.db.names import day_table
 from router.search import sql
-from router.search.query import AuditQuery, Window
+from router.search.query import AuditQuery, Keys, Window
 from services.credentials import SecretStore
 from services.postgres import InstanceSpec, PostgresInstance
 from services.process import server_user
@@ -251,7 +251,7 @@ async def measure(
     samples = []
     for owner, (a, b) in zip(pick, spans, strict=True):
         query = AuditQuery(
-            owner,
+            Keys.of([owner]),
             Window(datetime.fromisoformat(a), datetime.fromisoformat(b)),
             ("abc", "bcd"),
             "substring",

@@ -192,9 +192,7 @@ async def report_audit(
 ) -> StreamingResponse:
     keys = _keys(runtime, owner, "owner")
     days = runtime.settings.report.max_range_days
-    filters = audit_query(runtime, keys[0], start, to, q, match, "asc", max_days=days)
-    for key in keys[1:]:
-        audit_query(runtime, key, start, to, q, match, "asc", max_days=days)
+    filters = audit_query(runtime, queries.Keys.of(keys), start, to, q, match, "asc", max_days=days)
     choice = {
         "group_by": group_by,
         "metrics": metrics,
@@ -239,9 +237,7 @@ async def report_flows(
     keys = _keys(runtime, switch, "switch")
     days = runtime.settings.report.max_range_days
     filter_args = (src_ip, dst_ip, src_port, dst_port, ip_version, proto, either_direction, "asc")
-    filters = flow_query(runtime, keys[0], start, to, *filter_args, max_days=days)  # type: ignore[arg-type]
-    for key in keys[1:]:
-        flow_query(runtime, key, start, to, *filter_args, max_days=days)  # type: ignore[arg-type]
+    filters = flow_query(runtime, queries.Keys.of(keys), start, to, *filter_args, max_days=days)  # type: ignore[arg-type]
     choice = {
         "group_by": group_by,
         "metrics": metrics,

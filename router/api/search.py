@@ -22,14 +22,44 @@ from router.search.service import Backend, CountMode
 
 router = APIRouter(prefix="/v1", tags=["search"])
 
-Owner = Annotated[str, Query(min_length=1, max_length=256, description="The owner")]
-Switch = Annotated[str, Query(min_length=1, max_length=256, description="The switch")]
+Owners = Annotated[
+    list[str],
+    Query(
+        description="An owner; repeat it for several (up to SHARDLOG_SEARCH__MAX_OWNERS). "
+        "Neither owner nor owner_prefix: every owner the token reaches"
+    ),
+]
+OwnerPrefix = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=256,
+        description="Also every owner whose key starts with this text (literally: no wildcards)",
+    ),
+]
+Switches = Annotated[
+    list[str],
+    Query(
+        description="A switch; repeat it for several (up to SHARDLOG_SEARCH__MAX_OWNERS). "
+        "Neither switch nor switch_prefix: every switch the token reaches"
+    ),
+]
+SwitchPrefix = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=256,
+        description="Also every switch whose key starts with this text (literally: no wildcards)",
+    ),
+]
 RFC3339 = {"format": "date-time"}
 From = Annotated[
     str, Query(alias="from", description="RFC 3339, inclusive", json_schema_extra=RFC3339)
 ]
 To = Annotated[str, Query(description="RFC 3339, exclusive", json_schema_extra=RFC3339)]
-Order = Annotated[Literal["asc", "desc"], Query(description="By time, then shard, then id")]
+Order = Annotated[
+    Literal["asc", "desc"], Query(description="By time, then shard, then owner or switch, then id")
+]
 Limit = Annotated[int | None, Query(ge=1, description="Rows per page")]
 CursorText = Annotated[str | None, Query(max_length=2048, description="From a previous page")]
 Count = Annotated[CountMode, Query(description="none, estimate (planner) or exact")]
@@ -58,10 +88,11 @@ class IpVersion(IntEnum):
 IpVersionParam = Annotated[IpVersion | None, Query(description="4 or 6")]
 SEARCH_ERRORS: dict[int | str, dict[str, Any]] = described(
     {
-        400: "A parameter is invalid (the error names it)",
+        400: "A parameter is invalid, or a prefix or no key at all covers too many owners or "
+        "switches (the error names the parameter)",
         401: ERROR_DESCRIPTIONS[401],
-        403: "The token lacks the read scope, or the owner or switch belongs to another tenant "
-        "or lies outside the token's prefixes",
+        403: "The token lacks the read scope, or a named owner or switch belongs to another "
+        "tenant or lies outside the token's prefixes (or the prefix does)",
         429: "Over the token's request rate or concurrent searches; see Retry-After",
         422: "A parameter is missing or of the wrong type, or holds a NUL (the error names it)",
         503: "A shard failed and partial=false, or the metadata database is unavailable",
@@ -85,9 +116,26 @@ def check_search_key(value: str, field: str) -> str:
     return value
 
 
+def named_keys(runtime: Runtime, listed: list[str], prefix: str | None, field: str) -> queries.Keys:
+    """The ``field`` values of a search (at most SHARDLOG_SEARCH__MAX_OWNERS) and its
+    ``<field>_prefix``."""
+    most = runtime.settings.search.max_owners
+    if len(listed) > most:
+        raise BadRequest(f"at most {most} {field} values (SHARDLOG_SEARCH__MAX_OWNERS)", field)
+    return queries.Keys.of(listed, prefix)
+
+
+def _checked(keys: queries.Keys, field: str) -> queries.Keys:
+    for key in keys.listed:
+        check_search_key(key, field)
+    if keys.prefix is not None:
+        check_search_key(keys.prefix, f"{field}_prefix")
+    return keys
+
+
 def audit_query(
     runtime: Runtime,
-    owner: str,
+    owners: queries.Keys,
     start: str,
     end: str,
     q: list[str],
@@ -97,7 +145,7 @@ def audit_query(
 ) -> queries.AuditQuery:
     settings = runtime.settings.search
     return queries.AuditQuery(
-        owner=check_search_key(owner, "owner"),
+        owners=_checked(owners, "owner"),
         window=queries.window(start, end, max_days or settings.max_range_days),
         patterns=queries.check_patterns(q, settings.max_patterns, settings.max_pattern_chars),
         match=match,
@@ -107,7 +155,7 @@ def audit_query(
 
 def flow_query(
     runtime: Runtime,
-    switch: str,
+    switches: queries.Keys,
     start: str,
     end: str,
     src_ip: str | None,
@@ -121,7 +169,7 @@ def flow_query(
     max_days: int | None = None,
 ) -> queries.FlowQuery:
     query = queries.FlowQuery(
-        switch=check_search_key(switch, "switch"),
+        switches=_checked(switches, "switch"),
         window=queries.window(start, end, max_days or runtime.settings.search.max_range_days),
         src_ip=queries.IpFilter.parse(src_ip, "src_ip") if src_ip else None,
         dst_ip=queries.IpFilter.parse(dst_ip, "dst_ip") if dst_ip else None,
@@ -138,16 +186,17 @@ def flow_query(
 
 @router.get(
     "/audit/search",
-    summary="Audit rows of one owner in a time range, by pattern",
+    summary="Audit rows of owners in a time range, by pattern",
     response_model=AuditPage,
     responses=SEARCH_ERRORS,
 )
 async def search_audit(
     caller: AuditRead,
     runtime: RuntimeDep,
-    owner: Owner,
     start: From,
     to: To,
+    owner: Owners = [],  # noqa: B006
+    owner_prefix: OwnerPrefix = None,
     q: Annotated[list[str], Query(description="Patterns, all must match")] = [],  # noqa: B006
     match: Annotated[queries.Match, Query()] = "substring",
     order: Order = "asc",
@@ -157,7 +206,8 @@ async def search_audit(
     partial: Partial = True,
     backend: BackendParam = "fanout",
 ) -> dict[str, Any]:
-    query = audit_query(runtime, owner, start, to, q, match, order)
+    owners = named_keys(runtime, owner, owner_prefix, "owner")
+    query = audit_query(runtime, owners, start, to, q, match, order)
     return await runtime.search.search(
         query, _limit(runtime, limit), cursor, count, partial, backend, grant=caller.grant
     )
@@ -165,16 +215,17 @@ async def search_audit(
 
 @router.get(
     "/flows/search",
-    summary="Flows of one switch by any part of the 5-tuple",
+    summary="Flows of switches by any part of the 5-tuple",
     response_model=FlowPage,
     responses=SEARCH_ERRORS,
 )
 async def search_flows(
     caller: FlowsRead,
     runtime: RuntimeDep,
-    switch: Switch,
     start: From,
     to: To,
+    switch: Switches = [],  # noqa: B006
+    switch_prefix: SwitchPrefix = None,
     src_ip: Annotated[str | None, Query(description="Address or CIDR prefix")] = None,
     dst_ip: Annotated[str | None, Query(description="Address or CIDR prefix")] = None,
     src_port: Annotated[str | None, Query(description="Port or range 1000-2000")] = None,
@@ -191,7 +242,7 @@ async def search_flows(
 ) -> dict[str, Any]:
     query = flow_query(
         runtime,
-        switch,
+        named_keys(runtime, switch, switch_prefix, "switch"),
         start,
         to,
         src_ip,
@@ -217,14 +268,16 @@ async def search_flows(
 async def export_audit(
     caller: AuditRead,
     runtime: RuntimeDep,
-    owner: Owner,
     start: From,
     to: To,
+    owner: Owners = [],  # noqa: B006
+    owner_prefix: OwnerPrefix = None,
     q: Annotated[list[str], Query()] = [],  # noqa: B006
     match: Annotated[queries.Match, Query()] = "substring",
     order: Order = "asc",
 ) -> StreamingResponse:
-    query = audit_query(runtime, owner, start, to, q, match, order)
+    owners = named_keys(runtime, owner, owner_prefix, "owner")
+    query = audit_query(runtime, owners, start, to, q, match, order)
     return await _stream(runtime, query, caller.grant)
 
 
@@ -237,9 +290,10 @@ async def export_audit(
 async def export_flows(
     caller: FlowsRead,
     runtime: RuntimeDep,
-    switch: Switch,
     start: From,
     to: To,
+    switch: Switches = [],  # noqa: B006
+    switch_prefix: SwitchPrefix = None,
     src_ip: str | None = None,
     dst_ip: str | None = None,
     src_port: str | None = None,
@@ -251,7 +305,7 @@ async def export_flows(
 ) -> StreamingResponse:
     query = flow_query(
         runtime,
-        switch,
+        named_keys(runtime, switch, switch_prefix, "switch"),
         start,
         to,
         src_ip,

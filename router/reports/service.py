@@ -104,7 +104,9 @@ class ReportService:
                 continue
             check_key(grant, kind, key, mapping.tenant, field_name)
             owners[mapping.id] = key
-            located += await day_tables.located(self._metadata, kind, mapping.id, days[0], days[-1])
+            located += await day_tables.located(
+                self._metadata, kind, [mapping.id], days[0], days[-1]
+            )
         states = {s.name: s.state for s in self._catalog.snapshot.shards.values()}
         return plan_report(spec, located, owners, days, states)
 

@@ -15,7 +15,7 @@ import orjson
 
 from router.auth.scopes import SYSTEM
 from router.errors import BadRequest, excerpt
-from router.search.query import AuditQuery, FlowQuery, Window
+from router.search.query import AuditQuery, FlowQuery, Keys, Window
 from router.search.service import SearchService
 from router.timestamps import TimestampError, parse_rfc3339
 
@@ -63,8 +63,8 @@ def parse_bound(value: str, field: str, end: bool) -> datetime:
 
 def query_for(kind: str, key: str, window: Window) -> AuditQuery | FlowQuery:
     if kind == "audit":
-        return AuditQuery(key, window, (), "substring", "asc")
-    return FlowQuery(key, window, None, None, None, None, None, None, False, "asc")
+        return AuditQuery(Keys.of([key]), window, (), "substring", "asc")
+    return FlowQuery(Keys.of([key]), window, None, None, None, None, None, None, False, "asc")
 
 
 def _csv_line(values: list[Any]) -> bytes:

@@ -1,5 +1,5 @@
-"""Opaque page cursors: a position (ts, shard, id) and a direction, bound to the query they
-came from and signed, so a tampered cursor or one from another query is refused."""
+"""Opaque page cursors: a position (ts, shard, owner id, id) and a direction, bound to the query
+they came from and signed, so a tampered cursor or one from another query is refused."""
 
 from __future__ import annotations
 
@@ -16,16 +16,23 @@ from router.errors import BadRequest
 
 Direction = Literal["next", "prev"]
 _SIGNATURE_BYTES = 16
+# 2: positions carry the owner id (1 had none; its cursors are refused as not issued here).
+_VERSION = 2
 
 
 @dataclass(frozen=True)
 class Position:
+    """A row's place in the order of every search. ``owner_id`` (the catalog id of its owner or
+    switch) breaks ties between owners: two owners' day tables on one shard number their rows
+    independently, so (ts, shard, id) alone may repeat."""
+
     ts: datetime
     shard: str
+    owner_id: int
     id: int
 
-    def key(self) -> tuple[datetime, str, int]:
-        return (self.ts, self.shard, self.id)
+    def key(self) -> tuple[datetime, str, int, int]:
+        return (self.ts, self.shard, self.owner_id, self.id)
 
 
 @dataclass(frozen=True)
@@ -52,11 +59,12 @@ class CursorCodec:
     def encode(self, cursor: Cursor, digest: str) -> str:
         body = json.dumps(
             {
-                "v": 1,
+                "v": _VERSION,
                 "q": digest,
                 "d": cursor.direction,
                 "t": cursor.position.ts.isoformat(),
                 "s": cursor.position.shard,
+                "o": cursor.position.owner_id,
                 "i": cursor.position.id,
             },
             separators=(",", ":"),
@@ -75,8 +83,13 @@ class CursorCodec:
             raise BadRequest("cursor is not a cursor this service issued", "cursor")
         try:
             fields = json.loads(body)
+            if fields["v"] != _VERSION:
+                raise ValueError("a cursor of an earlier version")
             position = Position(
-                datetime.fromisoformat(fields["t"]), str(fields["s"]), int(fields["i"])
+                datetime.fromisoformat(fields["t"]),
+                str(fields["s"]),
+                int(fields["o"]),
+                int(fields["i"]),
             )
             direction: Direction = "prev" if fields["d"] == "prev" else "next"
             bound_to = fields["q"]

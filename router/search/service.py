@@ -4,14 +4,14 @@ and cut the page with its cursors."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import asyncpg
 import orjson
 
-from router.auth.scopes import KEY_NAME, Grant, check_key
+from router.auth.scopes import KEY_NAME, Grant
 from router.catalog import tables as day_tables
 from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
@@ -20,15 +20,17 @@ from router.db.names import parent_table
 from router.db.pools import ShardPools
 from router.errors import BadRequest, GatewayTimeout, Unavailable
 from router.routing.search_plan import SearchPlan, ShardTarget, plan_search
-from router.search import sql
+from router.search import coverage, sql
 from router.search.cursor import Cursor, CursorCodec, Position, query_digest
 from router.search.merge import Row, merge
-from router.search.query import AuditQuery, FlowQuery
+from router.search.query import AuditQuery, FlowQuery, covered_keys
 from router.settings import SearchSettings
 
 CountMode = Literal["none", "estimate", "exact"]
 Backend = Literal["fanout", "fdw"]
 Query = AuditQuery | FlowQuery
+# How a shard's answers to its statements add up: a page keeps its first rows, a count all.
+Combine = Callable[[list[Any], list[Any]], list[Any]]
 SEARCH_RETRY_PAUSE_S = 0.2
 
 
@@ -54,8 +56,13 @@ def refuse_partial(failures: list[ShardFailure], what: str) -> None:
     raise Unavailable(f"shards could not be {what}: {detail}", retry_after_s=1)
 
 
-def _owner_of(query: Query) -> tuple[Literal["audit", "flow"], str]:
-    return ("audit", query.owner) if isinstance(query, AuditQuery) else ("flow", query.switch)
+def _within_shard(record: asyncpg.Record) -> tuple[Any, int, int]:
+    """The order of one shard's rows (the shard is the same for all)."""
+    return (record["ts"], record["owner_id"], record["id"])
+
+
+def _concatenate(kept: list[asyncpg.Record], more: list[asyncpg.Record]) -> list[asyncpg.Record]:
+    return kept + more
 
 
 class SearchService:
@@ -85,22 +92,36 @@ class SearchService:
 
     # --- planning ----------------------------------------------------------------------
 
-    async def plan(self, query: Query, grant: Grant) -> tuple[SearchPlan, str]:
-        kind, key = _owner_of(query)
-        check_key(grant, kind, key, None, KEY_NAME[kind])
-        mapping = await self._owners.lookup(kind, key)
-        if mapping is not None:
-            check_key(grant, kind, key, mapping.tenant, KEY_NAME[kind])
-        if mapping is None:
-            return SearchPlan(()), key
+    async def plan(self, query: Query, grant: Grant) -> tuple[SearchPlan, dict[int, str]]:
+        """The targets, and the key of every owner (or switch) covered, by catalog id."""
+        kind, keys = covered_keys(query)
         days = query.window.days()
-        located = await day_tables.located(self._metadata, kind, mapping.id, days[0], days[-1])
+        owners = await coverage.covered(
+            self._metadata,
+            self._owners,
+            kind,
+            keys,
+            grant,
+            (days[0], days[-1]),
+            self._settings.max_matched_owners,
+        )
+        if not owners:
+            return SearchPlan(()), owners
+        located = await day_tables.located(self._metadata, kind, owners, days[0], days[-1])
         states = {s.name: s.state for s in self._catalog.snapshot.shards.values()}
-        return plan_search(located, days, states), key
+        return plan_search(located, days, states), owners
 
     # --- one shard ---------------------------------------------------------------------
 
-    async def _fetch(self, target: ShardTarget, build: Any) -> list[asyncpg.Record]:
+    async def _fetch(self, target: ShardTarget, build: Any, combine: Combine) -> list[Any]:
+        """A shard's answer: one statement per batch of its tables, one after the other, each
+        answer combined with those before it (a page keeps only its first rows)."""
+        kept: list[asyncpg.Record] = []
+        for batch in target.batches():
+            kept = combine(kept, await self._fetch_retrying(batch, build))
+        return kept
+
+    async def _fetch_retrying(self, target: ShardTarget, build: Any) -> list[asyncpg.Record]:
         """One retry on a connection that broke (a pooled connection to a server that
         restarted, a shard in the middle of a failover); a second failure goes up and the
         answer is partial."""
@@ -158,11 +179,16 @@ class SearchService:
                 )
         return [t for t in tables if t.name in names]
 
-    async def _fan_out(self, plan: SearchPlan, build: Any) -> tuple[list[Any], Outcome]:
+    async def _fan_out(
+        self, plan: SearchPlan, build: Any, combine: Combine = _concatenate
+    ) -> tuple[list[Any], Outcome]:
         outcome = Outcome()
         outcome.failures += [ShardFailure(s, "marked down") for s in plan.unavailable]
         results = await asyncio.gather(
-            *(self._fetch(t, lambda tables, t=t: build(t.shard, tables)) for t in plan.targets),
+            *(
+                self._fetch(t, lambda tables, t=t: build(t.shard, tables), combine)
+                for t in plan.targets
+            ),
             return_exceptions=True,
         )
         answers: list[Any] = []
@@ -202,9 +228,10 @@ class SearchService:
         grant: Grant,
     ) -> dict[str, Any]:
         assert self.codec is not None
-        digest = query_digest(query.binding())
+        kind, keys = covered_keys(query)
+        digest = query_digest({**query.binding(), **coverage.visibility(kind, keys, grant)})
         cursor = self.codec.decode(cursor_text, digest) if cursor_text else None
-        plan, key = await self.plan(query, grant)
+        plan, owners = await self.plan(query, grant)
         backwards = cursor is not None and cursor.direction == "prev"
         descending = (query.order == "desc") != backwards
         after = cursor.position if cursor else None
@@ -212,20 +239,25 @@ class SearchService:
         def build(shard: str, tables: list[Any]) -> tuple[str, list[Any]]:
             return sql.page_sql(query, tables, shard, after, descending, limit + 1)
 
+        def first_rows(kept: list[Any], more: list[Any]) -> list[Any]:
+            if not kept:
+                return more
+            return merge([kept, more], descending, limit + 1, key=_within_shard)
+
         if backend == "fdw":
             records = await self._coordinator(
                 query,
                 plan,
-                lambda parent: sql.fdw_page_sql(query, parent, after, descending, limit + 1),
+                lambda parents: sql.fdw_page_sql(query, parents, after, descending, limit + 1),
             )
             outcome = Outcome()
-            rows = [self._row(record, record["shard"], key, query) for record in records]
+            rows = [self._row(record, record["shard"], owners, kind) for record in records]
         else:
-            answers, outcome = await self._fan_out(plan, build)
+            answers, outcome = await self._fan_out(plan, build, first_rows)
             if outcome.failures and not partial_ok:
                 self._refuse_partial(outcome.failures)
             streams = [
-                [self._row(record, shard, key, query) for record in records]
+                [self._row(record, shard, owners, kind) for record in records]
                 for shard, records in answers
             ]
             rows = merge(streams, descending, limit + 1)
@@ -266,13 +298,15 @@ class SearchService:
             answers, counted = await self._fan_out(
                 plan, lambda _shard, tables: sql.count_sql(query, tables)
             )
-            value = sum(int(records[0][0] or 0) for _, records in answers)
+            value = sum(int(r[0] or 0) for _, records in answers for r in records)
         else:
             answers, counted = await self._fan_out(
                 plan, lambda _shard, tables: sql.estimate_sql(query, tables)
             )
             value = sum(
-                int(orjson.loads(records[0][0])[0]["Plan"]["Plan Rows"]) for _, records in answers
+                int(orjson.loads(r[0])[0]["Plan"]["Plan Rows"])
+                for _, records in answers
+                for r in records
             )
         if counted.failures and not partial_ok:
             self._refuse_partial(counted.failures)
@@ -285,13 +319,21 @@ class SearchService:
     async def _coordinator(
         self, query: Query, plan: SearchPlan, build: Any
     ) -> list[asyncpg.Record]:
-        """One query through the owner's parent table on the coordinator. It cannot answer
-        for some shards only: a failing shard fails the query (503 or 504)."""
+        """One query through the covered owners' parent tables on the coordinator. It cannot
+        answer for some shards only: a failing shard fails the query (503 or 504)."""
         if plan.empty:
             return []
-        kind, _ = _owner_of(query)
-        owner = plan.targets[0].tables[0].owner_id
-        text, params = build(parent_table(kind, owner))
+        kind, _ = covered_keys(query)
+        owner_ids = sorted({t.owner_id for target in plan.targets for t in target.tables})
+        most = self._settings.max_owners
+        if len(owner_ids) > most:
+            name = coverage.PLURAL[KEY_NAME[kind]]
+            raise BadRequest(
+                f"backend=fdw reads at most {most} {name} (SHARDLOG_SEARCH__MAX_OWNERS) and "
+                f"{len(owner_ids)} hold rows in the window: use backend=fanout",
+                "backend",
+            )
+        text, params = build([parent_table(kind, owner) for owner in owner_ids])
         try:
             return list(
                 await self._metadata.fetch(text, *params, timeout=self._settings.shard_timeout_s)
@@ -311,7 +353,7 @@ class SearchService:
             return None
         estimate = mode == "estimate"
         records = await self._coordinator(
-            query, plan, lambda parent: sql.fdw_count_sql(query, parent, estimate)
+            query, plan, lambda parents: sql.fdw_count_sql(query, parents, estimate)
         )
         if not records:
             return {"value": 0, "exact": not estimate}
@@ -324,22 +366,20 @@ class SearchService:
     # --- rows --------------------------------------------------------------------------
 
     @staticmethod
-    def _row(record: asyncpg.Record, shard: str, key: str, query: Query) -> Row:
+    def _row(record: asyncpg.Record, shard: str, owners: dict[int, str], kind: str) -> Row:
         row = dict(record)
         row["shard"] = shard
-        if isinstance(query, AuditQuery):
-            row["owner"] = key
-        else:
-            row["switch"] = key
+        row[KEY_NAME[kind]] = owners[row["owner_id"]]
         return row
 
     @staticmethod
     def _position(row: Row) -> Position:
-        return Position(row["ts"], row["shard"], row["id"])
+        return Position(row["ts"], row["shard"], row["owner_id"], row["id"])
 
     @staticmethod
     def _public(row: Row) -> dict[str, Any]:
         out = dict(row)
+        del out["owner_id"]
         if "attrs" in out:
             out["attrs"] = orjson.loads(out["attrs"]) if out["attrs"] is not None else None
         if "last_seen" in out:

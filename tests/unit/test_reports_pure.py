@@ -19,14 +19,16 @@ from router.reports.merge import Partial, combine_groups, merge_sorted
 from router.reports.order import ExternalSort, top
 from router.reports.spec import METRICS, build_spec
 from router.reports.sql import partial_sql
-from router.search.query import FlowQuery, Window
+from router.search.query import FlowQuery, Keys, Window
 
 START = datetime(2025, 1, 1, tzinfo=UTC)
 
 
 def flows(days: int = 1, ip_version: int | None = None) -> FlowQuery:
     window = Window(START, START + timedelta(days=days))
-    return FlowQuery("sw", window, None, None, None, None, ip_version, None, False, "asc")
+    return FlowQuery(
+        Keys.of(["sw"]), window, None, None, None, None, ip_version, None, False, "asc"
+    )
 
 
 def spec(**choice: Any) -> Any:

@@ -1,28 +1,42 @@
-"""Merge, cursors, plans and query parsing: the pure parts of search."""
+"""Merge, cursors, keyset conditions, plans and query parsing: the pure parts of search."""
 
+import base64
+import re
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from router.auth.scopes import Grant
 from router.db.names import day_table
 from router.errors import BadRequest
-from router.routing.search_plan import plan_search
+from router.routing.search_plan import ShardTarget, plan_search
+from router.search.coverage import visibility
 from router.search.cursor import Cursor, CursorCodec, Position, query_digest
 from router.search.merge import merge, sort_key
-from router.search.query import IpFilter, PortFilter, Window, window
+from router.search.query import IpFilter, Keys, PortFilter, Window, window
+from router.search.sql import Params, keyset
 
 BASE = datetime(2026, 11, 23, tzinfo=UTC)
+# Several owners per shard: their tables number rows independently, so ids repeat.
 rows_strategy = st.lists(
-    st.tuples(st.integers(0, 5), st.sampled_from(["s1", "s2", "s3"]), st.integers(1, 10_000)),
+    st.tuples(
+        st.integers(0, 5),
+        st.sampled_from(["s1", "s2", "s3"]),
+        st.integers(1, 3),
+        st.integers(1, 20),
+    ),
     max_size=60,
-    unique_by=lambda r: (r[1], r[2]),
+    unique_by=lambda r: (r[1], r[2], r[3]),
 )
 
 
 def as_rows(raw):
-    return [{"ts": BASE + timedelta(seconds=t), "shard": s, "id": i} for t, s, i in raw]
+    return [
+        {"ts": BASE + timedelta(seconds=t), "shard": s, "owner_id": o, "id": i}
+        for t, s, o, i in raw
+    ]
 
 
 @given(rows_strategy, st.booleans(), st.integers(1, 70))
@@ -41,13 +55,13 @@ def test_merge_reads_no_further_than_it_must() -> None:
         n = 0
         while True:
             n += 1
-            yield {"ts": BASE + timedelta(seconds=n), "shard": shard, "id": n}
+            yield {"ts": BASE + timedelta(seconds=n), "shard": shard, "owner_id": 1, "id": n}
 
     assert len(merge([endless("a"), endless("b")], False, 5)) == 5
 
 
 CODEC = CursorCodec(b"k" * 32)
-POSITION = Position(BASE, "shard01", 42)
+POSITION = Position(BASE, "shard01", 7, 42)
 
 
 def test_cursor_round_trip_and_binding() -> None:
@@ -77,6 +91,14 @@ def test_tampered_cursors_are_refused(tamper) -> None:
 def test_cursor_from_another_secret_is_refused() -> None:
     text = CursorCodec(b"x" * 32).encode(Cursor(POSITION, "next"), "d")
     with pytest.raises(BadRequest):
+        CODEC.decode(text, "d")
+
+
+def test_a_cursor_without_an_owner_is_refused() -> None:
+    """Version 1 cursors (before positions carried the owner) are not taken for version 2."""
+    body = b'{"v":1,"q":"d","d":"next","t":"2026-11-23T00:00:00+00:00","s":"shard01","i":42}'
+    text = base64.urlsafe_b64encode(CODEC._sign(body) + body).decode().rstrip("=")
+    with pytest.raises(BadRequest, match="not a cursor this service issued"):
         CODEC.decode(text, "d")
 
 
@@ -137,3 +159,67 @@ def test_ip_and_port_filters() -> None:
     ):
         with pytest.raises(BadRequest):
             parse(bad, "f")
+
+
+def _predicate(condition: str, values: list, table_ts):
+    """The keyset condition as a Python test of one row of the table, by its (ts, id)."""
+    if condition == "true":
+        return lambda ts, ident: True
+    pair = re.fullmatch(r"\(ts, id\) ([<>]) \(\$1, \$2\)", condition)
+    if pair:
+        op = pair.group(1)
+        return lambda ts, ident: (
+            (ts, ident) > tuple(values) if op == ">" else (ts, ident) < tuple(values)
+        )
+    single = re.fullmatch(r"ts ([<>]=?) \$1", condition)
+    assert single, condition
+    compare = {
+        ">": lambda a, b: a > b,
+        ">=": lambda a, b: a >= b,
+        "<": lambda a, b: a < b,
+        "<=": lambda a, b: a <= b,
+    }[single.group(1)]
+    return lambda ts, ident: compare(ts, values[0])
+
+
+@given(rows_strategy, st.integers(0, 59), st.booleans())
+def test_keyset_keeps_exactly_the_rows_after_the_cursor(raw, pick, descending) -> None:
+    """Folded per table (one shard, one owner), the condition keeps the rows that follow the
+    cursor in (ts, shard, owner id, id) order, whichever table the cursor's row came from."""
+    rows = as_rows(raw)
+    if not rows:
+        return
+    cursor_row = rows[pick % len(rows)]
+    after = Position(
+        cursor_row["ts"], cursor_row["shard"], cursor_row["owner_id"], cursor_row["id"]
+    )
+    for row in rows:
+        params = Params()
+        condition = keyset(after, row["shard"], row["owner_id"], "ts", descending, params)
+        kept = _predicate(condition, params.values, row["ts"])(row["ts"], row["id"])
+        follows = sort_key(row) < after.key() if descending else sort_key(row) > after.key()
+        assert kept == follows, (row, after, condition)
+
+
+def test_a_target_is_cut_into_batches_in_order() -> None:
+    tables = tuple(day_table("flow", owner, date(2026, 11, 23)) for owner in range(1, 11))
+    batches = ShardTarget("s1", tables).batches(4)
+    assert [len(b.tables) for b in batches] == [4, 4, 2]
+    assert {b.shard for b in batches} == {"s1"}
+    assert tuple(t for b in batches for t in b.tables) == tables
+    assert ShardTarget("s1", tables).batches() == (ShardTarget("s1", tables),)
+
+
+def test_keys_are_a_set_and_expand_without_a_list() -> None:
+    assert Keys.of(["b", "a", "b"]) == Keys(("a", "b"))
+    assert not Keys.of(["a"]).expands
+    assert Keys.of().expands and Keys.of(["a"], "x").expands
+
+
+def test_the_reach_of_the_token_binds_only_expanding_searches() -> None:
+    acme = Grant.of("acme", ["flows:read", "switch:edge-"])
+    other = Grant.of("other", ["flows:read"])
+    assert visibility("flow", Keys.of(["a"]), acme) == visibility("flow", Keys.of(["a"]), other)
+    for keys in (Keys.of(), Keys.of(prefix="e")):
+        assert visibility("flow", keys, acme) != visibility("flow", keys, other)
+        assert visibility("flow", keys, acme)["reached_by"]["prefixes"] == ["edge-"]
