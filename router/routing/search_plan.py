@@ -21,8 +21,10 @@ class ShardTarget:
     shard: str
     tables: tuple[DayTable, ...]
 
-    def batches(self, size: int = TABLES_PER_STATEMENT) -> tuple[ShardTarget, ...]:
-        """The target cut into targets of at most ``size`` tables each, one per statement."""
+    def batches(self, size: int | None = None) -> tuple[ShardTarget, ...]:
+        """The target cut into targets of at most ``size`` (TABLES_PER_STATEMENT) tables
+        each, one per statement."""
+        size = size or TABLES_PER_STATEMENT
         return tuple(
             ShardTarget(self.shard, self.tables[start : start + size])
             for start in range(0, len(self.tables), size)

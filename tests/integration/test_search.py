@@ -13,7 +13,7 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
-from bench.shard_view import catalog_shards, owner_id, shard_sql
+from bench.shard_view import catalog_shards, ordered_rows, owner_id, shard_sql
 from router.app import create_app
 from router.settings import SearchSettings
 from tests.support import bearer
@@ -36,25 +36,8 @@ def post(api, path, records):
 
 def oracle(api, kind: str, key: str, columns: str) -> list[list[str]]:
     """Every row of the owner from every shard, sorted by (ts, shard, id) in one place."""
-    ident = owner_id(api, kind, key)
-    prefix = {"audit": "audit_o", "flow": "flow_s"}[kind] + f"{ident}\\_%"
-    time_column = "ts" if kind == "audit" else "first_seen"
-    rows = []
-    for shard, dsn in catalog_shards(api).items():
-        tables = shard_sql(
-            dsn, f"SELECT relname FROM pg_class WHERE relname LIKE '{prefix}' AND relkind = 'r'"
-        ).split()
-        for table in tables:
-            out = shard_sql(
-                dsn,
-                f"SELECT to_char({time_column} AT TIME ZONE 'UTC', "
-                f"'YYYY-MM-DD HH24:MI:SS.US'), id, {columns} FROM {table}",
-            )
-            rows += [
-                [line.split("|")[0], shard, int(line.split("|")[1]), *line.split("|")[2:]]
-                for line in out.splitlines()
-            ]
-    return sorted(rows, key=lambda r: (r[0], r[1], r[2]))
+    rows = ordered_rows(api, kind, [owner_id(api, kind, key)], columns)
+    return [[ts, shard, ident, *rest] for ts, shard, _, ident, *rest in rows]
 
 
 def key_of(item) -> tuple[str, str, int]:
