@@ -21,7 +21,7 @@ from router.db.names import DayTable, parent_table
 from router.db.pools import ShardPools
 from router.errors import BadRequest
 from router.reports import hll
-from router.reports.merge import Partial, combine_groups, finish, identity, merge_sorted, partial_of
+from router.reports.merge import Batches, Group, Layout, finish, identity, merge_complete
 from router.reports.order import ExternalSort, Row, spill_directory, top
 from router.reports.plan import ReportPlan, plan_report
 from router.reports.spec import ReportSpec
@@ -135,7 +135,7 @@ class ReportService:
     async def _ordered(
         self,
         spec: ReportSpec,
-        streams: Sequence[AsyncIterator[Partial]],
+        streams: Sequence[Batches],
         stack: contextlib.AsyncExitStack,
         answer: Answer,
     ) -> AsyncIterator[Row]:
@@ -143,14 +143,17 @@ class ReportService:
             groups = self._complete(spec, streams)
             if spec.order_by is None:
                 count = 0
-                async for row in groups:
-                    if spec.limit is not None and count >= spec.limit:
-                        break
-                    count += 1
-                    yield row
+                async for batch in groups:
+                    for group in batch:
+                        if spec.limit is not None and count >= spec.limit:
+                            return
+                        count += 1
+                        yield finish(spec, group)
             elif spec.limit is not None:
-                for row in await top(groups, spec.order_by, spec.descending, spec.limit):
-                    yield row
+                index = spec.metrics.index(spec.order_by)
+                best = await top(groups, index, spec.order_by, spec.descending, spec.limit)
+                for group in best:
+                    yield finish(spec, group)
             else:
                 sorter = ExternalSort(
                     spec.order_by,
@@ -159,8 +162,9 @@ class ReportService:
                     spill_directory(self._settings.spill_dir),
                 )
                 try:
-                    async for row in groups:
-                        sorter.add(row)
+                    async for batch in groups:
+                        for group in batch:
+                            sorter.add(finish(spec, group))
                     answer.spilled[0] = sorter.spilled_runs
                     for row in sorter.sorted():
                         yield row
@@ -168,27 +172,26 @@ class ReportService:
                     sorter.close()
 
     async def _complete(
-        self, spec: ReportSpec, streams: Sequence[AsyncIterator[Partial]]
-    ) -> AsyncIterator[Row]:
-        merged = combine_groups(merge_sorted(streams), spec.metrics)
+        self, spec: ReportSpec, streams: Sequence[Batches]
+    ) -> AsyncIterator[list[Group]]:
         seen = False
-        async for group in merged:
-            seen = True
-            yield finish(spec, group)
+        async for batch in merge_complete(streams, Layout.of(spec)):
+            seen = seen or bool(batch)
+            yield batch
         if not seen and not spec.group_by:
-            yield finish(spec, ((), identity(spec.metrics)))
+            yield [((), identity(spec.metrics))]
 
     # --- the shards ------------------------------------------------------------------
 
     async def _open_all(
         self, plan: ReportPlan, stack: contextlib.AsyncExitStack
-    ) -> tuple[list[AsyncIterator[Partial]], list[ShardFailure]]:
+    ) -> tuple[list[Batches], list[ShardFailure]]:
         failures = [ShardFailure(s, "marked down") for s in plan.unavailable]
         opened = await asyncio.gather(
             *(self._open_retrying(plan, target) for target in plan.targets),
             return_exceptions=True,
         )
-        streams: list[AsyncIterator[Partial]] = []
+        streams: list[Batches] = []
         problem: BaseException | None = None
         for target, result in zip(plan.targets, opened, strict=True):
             if isinstance(result, tuple):
@@ -216,7 +219,7 @@ class ReportService:
 
     async def _open_retrying(
         self, plan: ReportPlan, target: ShardTarget
-    ) -> tuple[contextlib.AsyncExitStack, AsyncIterator[Partial]]:
+    ) -> tuple[contextlib.AsyncExitStack, Batches]:
         """One retry on a broken connection (a shard in a failover), and one on a day table
         dropped since it was planned (retention): without it, as search does."""
         tables = list(target.tables)
@@ -236,7 +239,7 @@ class ReportService:
 
     async def _open(
         self, plan: ReportPlan, shard: str, tables: list[DayTable], primary: bool
-    ) -> tuple[contextlib.AsyncExitStack, AsyncIterator[Partial]]:
+    ) -> tuple[contextlib.AsyncExitStack, Batches]:
         """The shard's statement under a cursor; its first step under the deadline (the
         aggregate is computed by then: partials come sorted)."""
         exits = contextlib.AsyncExitStack()
@@ -248,7 +251,7 @@ class ReportService:
             connection = await exits.enter_async_context(pool.acquire(timeout=timeout))
             await exits.enter_async_context(connection.transaction(readonly=True))
             text, params = plan.statement(tables)
-            return exits, await self._stream(connection, plan.spec, text, params)
+            return exits, await self._stream(connection, text, params)
         except BaseException:
             await exits.aclose()
             raise
@@ -256,19 +259,16 @@ class ReportService:
     async def _stream(
         self,
         connection: Any,
-        spec: ReportSpec,
         text: str,
         params: list[Any],
-    ) -> AsyncIterator[Partial]:
+    ) -> Batches:
         timeout = self._settings.shard_timeout_s
         cursor = await connection.cursor(text, *params, timeout=timeout)
         step = self._settings.fetch_rows
         first = await cursor.fetch(step, timeout=timeout)
-        return _batches(cursor, first, spec, step)
+        return _batches(cursor, first, step)
 
-    async def _coordinator(
-        self, plan: ReportPlan, stack: contextlib.AsyncExitStack
-    ) -> AsyncIterator[Partial]:
+    async def _coordinator(self, plan: ReportPlan, stack: contextlib.AsyncExitStack) -> Batches:
         """The same aggregate through the owners' parent tables on the coordinator: one
         statement, all or nothing (a failing shard fails it: 503 or 504)."""
         owners = {t.owner_id for target in plan.targets for t in target.tables}
@@ -286,7 +286,7 @@ class ReportService:
         try:
             connection = await stack.enter_async_context(self._metadata.acquire(timeout=timeout))
             await stack.enter_async_context(connection.transaction(readonly=True))
-            return await self._stream(connection, plan.spec, text, params)
+            return await self._stream(connection, text, params)
         except (TimeoutError, *DRIVER_ERRORS) as exc:
             error = coordinator_error(exc, timeout, "SHARDLOG_REPORT__SHARD_TIMEOUT_S")
             if error is None:
@@ -303,13 +303,10 @@ async def _empty() -> AsyncIterator[Any]:
     yield
 
 
-async def _batches(
-    cursor: Any, first: list[Any], spec: ReportSpec, step: int
-) -> AsyncIterator[Partial]:
+async def _batches(cursor: Any, first: list[Any], step: int) -> Batches:
     batch = first
     while batch:
-        for record in batch:
-            yield partial_of(spec, record)
+        yield batch
         if len(batch) < step:
             return
         batch = await cursor.fetch(step)
