@@ -4,6 +4,7 @@ and cut the page with its cursors."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -20,11 +21,12 @@ from router.db.names import parent_table
 from router.db.pools import ShardPools
 from router.errors import BadRequest, GatewayTimeout, Unavailable
 from router.routing.search_plan import SearchPlan, ShardTarget, plan_search
-from router.search import sql
+from router.search import export, sql
 from router.search.cursor import Cursor, CursorCodec, Position, query_digest
+from router.search.export import ExportFormat
 from router.search.merge import Row, merge
 from router.search.query import AuditQuery, FlowQuery
-from router.search.streams import ShardFailure
+from router.search.streams import ShardCursors, ShardFailure
 from router.settings import SearchSettings
 
 CountMode = Literal["none", "estimate", "exact"]
@@ -345,20 +347,38 @@ class SearchService:
 
     # --- export ------------------------------------------------------------------------
 
-    async def export(self, query: Query, grant: Grant) -> AsyncIterator[bytes]:
-        """Every match as NDJSON, page by page (memory stays at one page)."""
-        cursor: str | None = None
-        while True:
-            page = await self.search(
-                query,
-                self._settings.export_page_rows,
-                cursor,
-                "none",
-                partial_ok=False,
-                grant=grant,
+    async def export(
+        self, query: Query, format: ExportFormat, grant: Grant
+    ) -> AsyncIterator[bytes]:
+        """Every match, streamed from a cursor per shard (opened here, so a failing shard or
+        a bad pattern is an error before the answer begins; never partial)."""
+        plan, key = await self.plan(query, grant)
+        owners = {t.owner_id: key for target in plan.targets for t in target.tables}
+        descending = query.order == "desc"
+        settings = self._settings
+        cursors = ShardCursors(
+            self._pools,
+            self.existing_tables,
+            settings.shard_timeout_s,
+            settings.export_page_rows,
+            "SHARDLOG_SEARCH__SHARD_TIMEOUT_S",
+        )
+        stack = contextlib.AsyncExitStack()
+        try:
+            streams, failures = await cursors.open_all(
+                plan, lambda _shard, tables: sql.export_sql(query, tables, descending), stack
             )
-            for item in page["items"]:
-                yield orjson.dumps(item) + b"\n"
-            cursor = page["next_cursor"]
-            if cursor is None:
-                return
+            if failures:
+                self._refuse_partial(failures)
+        except BaseException:
+            await stack.aclose()
+            raise
+        return _released(stack, export.render(query, streams, owners, format))
+
+
+async def _released(
+    stack: contextlib.AsyncExitStack, chunks: AsyncIterator[bytes]
+) -> AsyncIterator[bytes]:
+    async with stack:
+        async for chunk in chunks:
+            yield chunk
