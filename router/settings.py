@@ -224,7 +224,12 @@ class SearchSettings(Section):
     cursor_secret: str | None = Field(
         None, description="Key that signs cursors; default: one shared through the catalog."
     )
-    export_page_rows: int = Field(2_000, ge=1, description="Rows fetched per step of an export.")
+    export_page_rows: int = Field(
+        2_000,
+        ge=1,
+        description="Rows an export reads from each shard's cursor per step (the router "
+        "holds about shards x this many).",
+    )
 
 
 class ReportSettings(Section):

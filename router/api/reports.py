@@ -24,6 +24,7 @@ from router.api.search import (
     flow_query,
 )
 from router.auth.dependency import AuditReport, FlowsReport
+from router.csv_cells import csv_cell
 from router.errors import BadRequest, ShardlogError
 from router.models.errors import Error
 from router.models.report import Report
@@ -139,26 +140,13 @@ async def _ndjson(answer: Answer) -> AsyncIterator[bytes]:
         yield orjson.dumps(exc.body()) + b"\n"
 
 
-# A cell a spreadsheet would read as a formula (an owner key is anyone's text).
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def _csv_cell(value: object) -> object:
-    """``value`` as a CSV cell: None empty; text that starts like a formula behind a quote."""
-    if value is None:
-        return ""
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
-        return "'" + value
-    return value
-
-
 async def _csv(answer: Answer) -> AsyncIterator[bytes]:
     columns = [k.name for k in answer.spec.group_by] + [m.name for m in answer.spec.metrics]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(columns)
     async for row in answer.rows:
-        writer.writerow([_csv_cell(row[c]) for c in columns])
+        writer.writerow([csv_cell(row[c]) for c in columns])
         if buffer.tell() > 64 * 1024:
             yield buffer.getvalue().encode()
             buffer.seek(0)

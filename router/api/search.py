@@ -18,6 +18,7 @@ from router.errors import BadRequest, ShardlogError
 from router.models.search import AuditItem, AuditPage, FlowItem, FlowPage
 from router.runtime import Runtime
 from router.search import query as queries
+from router.search.export import ExportFormat
 from router.search.service import Backend, CountMode
 
 router = APIRouter(prefix="/v1", tags=["search"])
@@ -275,10 +276,11 @@ async def export_audit(
     q: Annotated[list[str], Query()] = [],  # noqa: B006
     match: Annotated[queries.Match, Query()] = "substring",
     order: Order = "asc",
+    format: ExportFormatParam = "ndjson",
 ) -> StreamingResponse:
     owners = named_keys(runtime, owner, owner_prefix, "owner")
     query = audit_query(runtime, owners, start, to, q, match, order)
-    return await _stream(runtime, query, caller.grant)
+    return await _stream(runtime, query, format, caller.grant)
 
 
 @router.get(
@@ -302,6 +304,7 @@ async def export_flows(
     proto: Annotated[int | None, Query(ge=0, le=255)] = None,
     either_direction: bool = False,
     order: Order = "asc",
+    format: ExportFormatParam = "ndjson",
 ) -> StreamingResponse:
     query = flow_query(
         runtime,
@@ -317,24 +320,32 @@ async def export_flows(
         either_direction,
         order,
     )
-    return await _stream(runtime, query, caller.grant)
+    return await _stream(runtime, query, format, caller.grant)
+
+
+ExportFormatParam = Annotated[
+    ExportFormat,
+    Query(description="ndjson: one item per line; csv: a header line, then a row per match"),
+]
+_MEDIA_TYPES = {"ndjson": "application/x-ndjson", "csv": "text/csv; charset=utf-8"}
 
 
 async def _stream(
-    runtime: Runtime, query: queries.AuditQuery | queries.FlowQuery, grant: Grant
+    runtime: Runtime,
+    query: queries.AuditQuery | queries.FlowQuery,
+    format: ExportFormat,
+    grant: Grant,
 ) -> StreamingResponse:
-    stream = runtime.search.export(query, grant)
-    # The first page is read before answering, so a bad pattern is still a clean 400.
-    first = await anext(stream, b"")
+    # The shards' cursors are open and their first rows read before the answer begins, so a
+    # failing shard or a bad pattern is still a clean 4xx/5xx.
+    chunks = await runtime.search.export(query, format, grant)
 
     async def body() -> Any:
-        if first:
-            yield first
         try:
-            async for line in stream:
-                yield line
+            async for chunk in chunks:
+                yield chunk
         except ShardlogError as exc:
             # The status line is long gone: the stream ends with the error as its last line.
             yield orjson.dumps(exc.body()) + b"\n"
 
-    return StreamingResponse(body(), media_type="application/x-ndjson")
+    return StreamingResponse(body(), media_type=_MEDIA_TYPES[format])

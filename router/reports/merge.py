@@ -22,13 +22,13 @@ from typing import Any
 from router.db import inet
 from router.reports import hll
 from router.reports.spec import GroupKey, Metric, ReportSpec
+from router.search.streams import Batches
 
 # A shard's partial row (an asyncpg Record, or any sequence): the key columns, then the metrics.
 PartialRow = Sequence[Any]
 # A complete group: its key (one value, or a tuple of them for several key columns; () for
 # none) and its combined metrics.
 Group = tuple[Any, tuple[Any, ...]]
-Batches = AsyncIterator[Sequence[PartialRow]]
 
 
 def _no_key(_row: PartialRow) -> tuple[()]:

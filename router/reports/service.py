@@ -4,7 +4,6 @@ sorted partials through the k-way merge, then order and cut the complete groups.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -16,22 +15,20 @@ from router.auth.scopes import KEY_NAME, Grant, check_key
 from router.catalog import tables as day_tables
 from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
-from router.db.failures import DRIVER_ERRORS, coordinator_error, describe, is_transient
+from router.db.failures import DRIVER_ERRORS, coordinator_error
 from router.db.names import DayTable, parent_table
 from router.db.pools import ShardPools
-from router.errors import BadRequest
 from router.reports import hll
-from router.reports.merge import Batches, Group, Layout, finish, identity, merge_complete
+from router.reports.merge import Group, Layout, finish, identity, merge_complete
 from router.reports.order import ExternalSort, Row, spill_directory, top
 from router.reports.plan import ReportPlan, plan_report
 from router.reports.spec import ReportSpec
 from router.reports.sql import partial_sql
-from router.routing.search_plan import ShardTarget
-from router.search.service import SearchService, ShardFailure, refuse_partial
+from router.search.service import SearchService, refuse_partial
+from router.search.streams import Batches, ShardCursors, ShardFailure
 from router.settings import ReportSettings
 
 Backend = Literal["fanout", "fdw"]
-RETRY_PAUSE_S = 0.2
 
 
 @dataclass
@@ -183,90 +180,23 @@ class ReportService:
 
     # --- the shards ------------------------------------------------------------------
 
+    def _cursors(self) -> ShardCursors:
+        settings = self._settings
+        return ShardCursors(
+            self._pools,
+            self._search.existing_tables,
+            settings.shard_timeout_s,
+            settings.fetch_rows,
+            "SHARDLOG_REPORT__SHARD_TIMEOUT_S",
+        )
+
     async def _open_all(
         self, plan: ReportPlan, stack: contextlib.AsyncExitStack
     ) -> tuple[list[Batches], list[ShardFailure]]:
-        failures = [ShardFailure(s, "marked down") for s in plan.unavailable]
-        opened = await asyncio.gather(
-            *(self._open_retrying(plan, target) for target in plan.targets),
-            return_exceptions=True,
+        opened, failures = await self._cursors().open_all(
+            plan.tables, lambda _shard, tables: plan.statement(tables), stack
         )
-        streams: list[Batches] = []
-        problem: BaseException | None = None
-        for target, result in zip(plan.targets, opened, strict=True):
-            if isinstance(result, tuple):
-                exits, stream = result
-                stack.push_async_callback(exits.aclose)
-                streams.append(stream)
-            elif isinstance(result, TimeoutError | asyncpg.QueryCanceledError):
-                failures.append(
-                    ShardFailure(
-                        target.shard,
-                        f"no answer within {self._settings.shard_timeout_s:g}s "
-                        "(SHARDLOG_REPORT__SHARD_TIMEOUT_S)",
-                        timed_out=True,
-                    )
-                )
-            elif isinstance(result, DRIVER_ERRORS) and is_transient(result):
-                failures.append(ShardFailure(target.shard, describe(result)))
-            else:
-                problem = problem or result
-        if problem is not None:
-            if isinstance(problem, asyncpg.InvalidRegularExpressionError):
-                raise BadRequest(f"invalid regular expression: {problem}", "q")
-            raise problem
-        return streams, failures
-
-    async def _open_retrying(
-        self, plan: ReportPlan, target: ShardTarget
-    ) -> tuple[contextlib.AsyncExitStack, Batches]:
-        """One retry on a broken connection (a shard in a failover), and one on a day table
-        dropped since it was planned (retention): without it, as search does."""
-        tables = list(target.tables)
-        for attempt in range(3):
-            try:
-                return await self._open(plan, target.shard, tables, primary=attempt > 0)
-            except asyncpg.UndefinedTableError:
-                if attempt == 2:
-                    raise
-                tables = await self._search.existing_tables(target.shard, tables)
-            except DRIVER_ERRORS as exc:
-                late = isinstance(exc, asyncpg.QueryCanceledError | TimeoutError)
-                if late or not is_transient(exc) or attempt == 2:
-                    raise
-                await asyncio.sleep(RETRY_PAUSE_S)
-        raise AssertionError("unreachable")
-
-    async def _open(
-        self, plan: ReportPlan, shard: str, tables: list[DayTable], primary: bool
-    ) -> tuple[contextlib.AsyncExitStack, Batches]:
-        """The shard's statement under a cursor; its first step under the deadline (the
-        aggregate is computed by then: partials come sorted)."""
-        exits = contextlib.AsyncExitStack()
-        try:
-            if not tables:
-                return exits, _empty()
-            timeout = self._settings.shard_timeout_s
-            pool = self._pools.reader(shard, primary=primary)
-            connection = await exits.enter_async_context(pool.acquire(timeout=timeout))
-            await exits.enter_async_context(connection.transaction(readonly=True))
-            text, params = plan.statement(tables)
-            return exits, await self._stream(connection, text, params)
-        except BaseException:
-            await exits.aclose()
-            raise
-
-    async def _stream(
-        self,
-        connection: Any,
-        text: str,
-        params: list[Any],
-    ) -> Batches:
-        timeout = self._settings.shard_timeout_s
-        cursor = await connection.cursor(text, *params, timeout=timeout)
-        step = self._settings.fetch_rows
-        first = await cursor.fetch(step, timeout=timeout)
-        return _batches(cursor, first, step)
+        return [stream for _, stream in opened], failures
 
     async def _coordinator(self, plan: ReportPlan, stack: contextlib.AsyncExitStack) -> Batches:
         """The same aggregate through the owners' parent tables on the coordinator: one
@@ -286,7 +216,7 @@ class ReportService:
         try:
             connection = await stack.enter_async_context(self._metadata.acquire(timeout=timeout))
             await stack.enter_async_context(connection.transaction(readonly=True))
-            return await self._stream(connection, text, params)
+            return await self._cursors().stream(connection, text, params)
         except (TimeoutError, *DRIVER_ERRORS) as exc:
             error = coordinator_error(exc, timeout, "SHARDLOG_REPORT__SHARD_TIMEOUT_S")
             if error is None:
@@ -301,12 +231,3 @@ def refuse(failures: list[ShardFailure]) -> None:
 async def _empty() -> AsyncIterator[Any]:
     return
     yield
-
-
-async def _batches(cursor: Any, first: list[Any], step: int) -> Batches:
-    batch = first
-    while batch:
-        yield batch
-        if len(batch) < step:
-            return
-        batch = await cursor.fetch(step)

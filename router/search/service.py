@@ -4,6 +4,7 @@ and cut the page with its cursors."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -20,10 +21,12 @@ from router.db.names import parent_table
 from router.db.pools import ShardPools
 from router.errors import BadRequest, GatewayTimeout, Unavailable
 from router.routing.search_plan import SearchPlan, ShardTarget, plan_search
-from router.search import coverage, sql
+from router.search import coverage, export, sql
 from router.search.cursor import Cursor, CursorCodec, Position, query_digest
+from router.search.export import ExportFormat
 from router.search.merge import Row, merge
 from router.search.query import AuditQuery, FlowQuery, covered_keys
+from router.search.streams import Batches, ShardCursors, ShardFailure
 from router.settings import SearchSettings
 
 CountMode = Literal["none", "estimate", "exact"]
@@ -32,13 +35,6 @@ Query = AuditQuery | FlowQuery
 # How a shard's answers to its statements add up: a page keeps its first rows, a count all.
 Combine = Callable[[list[Any], list[Any]], list[Any]]
 SEARCH_RETRY_PAUSE_S = 0.2
-
-
-@dataclass
-class ShardFailure:
-    shard: str
-    reason: str
-    timed_out: bool = False
 
 
 @dataclass
@@ -63,6 +59,17 @@ def _within_shard(record: asyncpg.Record) -> tuple[Any, int, int]:
 
 def _concatenate(kept: list[asyncpg.Record], more: list[asyncpg.Record]) -> list[asyncpg.Record]:
     return kept + more
+
+
+def _keep_first(limit: int, descending: bool) -> Combine:
+    """A shard's first ``limit`` rows of its statements' answers so far."""
+
+    def combine(kept: list[Any], more: list[Any]) -> list[Any]:
+        if not kept:
+            return more
+        return merge([kept, more], descending, limit, key=_within_shard)
+
+    return combine
 
 
 class SearchService:
@@ -239,11 +246,6 @@ class SearchService:
         def build(shard: str, tables: list[Any]) -> tuple[str, list[Any]]:
             return sql.page_sql(query, tables, shard, after, descending, limit + 1)
 
-        def first_rows(kept: list[Any], more: list[Any]) -> list[Any]:
-            if not kept:
-                return more
-            return merge([kept, more], descending, limit + 1, key=_within_shard)
-
         if backend == "fdw":
             records = await self._coordinator(
                 query,
@@ -253,7 +255,7 @@ class SearchService:
             outcome = Outcome()
             rows = [self._row(record, record["shard"], owners, kind) for record in records]
         else:
-            answers, outcome = await self._fan_out(plan, build, first_rows)
+            answers, outcome = await self._fan_out(plan, build, _keep_first(limit + 1, descending))
             if outcome.failures and not partial_ok:
                 self._refuse_partial(outcome.failures)
             streams = [
@@ -391,20 +393,85 @@ class SearchService:
 
     # --- export ------------------------------------------------------------------------
 
-    async def export(self, query: Query, grant: Grant) -> AsyncIterator[bytes]:
-        """Every match as NDJSON, page by page (memory stays at one page)."""
-        cursor: str | None = None
-        while True:
-            page = await self.search(
-                query,
-                self._settings.export_page_rows,
-                cursor,
-                "none",
-                partial_ok=False,
-                grant=grant,
+    async def export(
+        self, query: Query, format: ExportFormat, grant: Grant
+    ) -> AsyncIterator[bytes]:
+        """Every match, streamed from every shard (opened here, so a failing shard or a bad
+        pattern is an error before the answer begins; never partial). A shard reads its rows
+        through one cursor, or, with more day tables than one statement may keep locked, in
+        keyset pages read by statements of at most TABLES_PER_STATEMENT tables each."""
+        plan, owners = await self.plan(query, grant)
+        descending = query.order == "desc"
+        settings = self._settings
+        cursors = ShardCursors(
+            self._pools,
+            self.existing_tables,
+            settings.shard_timeout_s,
+            settings.export_page_rows,
+            "SHARDLOG_SEARCH__SHARD_TIMEOUT_S",
+        )
+        one_cursor = tuple(t for t in plan.targets if len(t.batches()) == 1)
+        paged = tuple(t for t in plan.targets if len(t.batches()) > 1)
+        stack = contextlib.AsyncExitStack()
+        try:
+            streams, failures = await cursors.open_all(
+                SearchPlan(one_cursor, plan.unavailable),
+                lambda _shard, tables: sql.export_sql(query, tables, descending),
+                stack,
             )
-            for item in page["items"]:
-                yield orjson.dumps(item) + b"\n"
-            cursor = page["next_cursor"]
-            if cursor is None:
+            pages, late = await self._open_pages(query, paged, descending)
+            if failures or late:
+                self._refuse_partial(failures + late)
+        except BaseException:
+            await stack.aclose()
+            raise
+        return _released(stack, export.render(query, streams + pages, owners, format))
+
+    async def _open_pages(
+        self, query: Query, targets: tuple[ShardTarget, ...], descending: bool
+    ) -> tuple[list[tuple[str, Batches]], list[ShardFailure]]:
+        """The first page of each target's rows read, and the rest to come, page by page."""
+        step = self._settings.export_page_rows
+
+        def first_page(shard: str, tables: list[Any]) -> tuple[str, list[Any]]:
+            return sql.page_sql(query, tables, shard, None, descending, step)
+
+        answers, outcome = await self._fan_out(
+            SearchPlan(targets), first_page, _keep_first(step, descending)
+        )
+        target_of = {t.shard: t for t in targets}
+        streams = [
+            (shard, self._pages(query, target_of[shard], descending, rows))
+            for shard, rows in answers
+        ]
+        return streams, outcome.failures
+
+    async def _pages(
+        self, query: Query, target: ShardTarget, descending: bool, first: list[Any]
+    ) -> Batches:
+        step = self._settings.export_page_rows
+        rows = first
+        while rows:
+            yield rows
+            if len(rows) < step:
                 return
+            last = rows[-1]
+            after = Position(last["ts"], target.shard, last["owner_id"], last["id"])
+
+            def page(tables: list[Any], after: Position = after) -> tuple[str, list[Any]]:
+                return sql.page_sql(query, tables, target.shard, after, descending, step)
+
+            try:
+                rows = await self._fetch(target, page, _keep_first(step, descending))
+            except (TimeoutError, *DRIVER_ERRORS) as exc:
+                # The answer has begun: the stream ends with this error as its last line.
+                message = f"a shard failed in the middle of the stream: {describe(exc)}"
+                raise Unavailable(message) from exc
+
+
+async def _released(
+    stack: contextlib.AsyncExitStack, chunks: AsyncIterator[bytes]
+) -> AsyncIterator[bytes]:
+    async with stack:
+        async for chunk in chunks:
+            yield chunk

@@ -146,6 +146,27 @@ def page_sql(
     ), params.values
 
 
+def export_sql(
+    query: AuditQuery | FlowQuery, tables: list[DayTable], descending: bool
+) -> tuple[str, list[Any]]:
+    """Every match on one shard in (ts, owner id, id) order, each row with its owner's id
+    last: one statement whose order the planner takes from the tables' (ts, id) indexes (a
+    Merge Append), read through a cursor."""
+    params = Params()
+    condition = where(query, params)
+    columns = AUDIT_COLUMNS if isinstance(query, AuditQuery) else FLOW_COLUMNS
+    direction = "DESC" if descending else "ASC"
+    branches = [
+        f"SELECT {columns}, {params.add(table.owner_id)}::bigint AS owner_id "
+        f"FROM {table.quoted} WHERE {condition}"
+        for table in tables
+    ]
+    return (
+        f"SELECT * FROM ({' UNION ALL '.join(branches)}) AS rows "
+        f"ORDER BY ts {direction}, owner_id {direction}, id {direction}"
+    ), params.values
+
+
 def count_sql(query: AuditQuery | FlowQuery, tables: list[DayTable]) -> tuple[str, list[Any]]:
     params = Params()
     condition = where(query, params)

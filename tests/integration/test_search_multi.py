@@ -401,11 +401,17 @@ def test_fdw_reads_at_most_max_owners_keys(settings, world) -> None:
 
 def test_one_statement_per_table_pages_the_same(api, settings, world, monkeypatch) -> None:
     """With a batch of one day table per statement, a shard's answer is merged from several
-    statements: the pages, counts and estimates stay those of the oracle."""
+    statements, and exports read keyset pages: the pages, counts, estimates and exports stay
+    those of the oracle."""
     monkeypatch.setattr(search_plan, "TABLES_PER_STATEMENT", 1)
     keys = world.one.switches
     expected = expected_keys(oracle(api, "flow", keys, FLOW_COLUMNS))
-    with _narrow_router(settings, world.one.token) as client:
+    with _narrow_router(settings, world.one.token, export_page_rows=7) as client:
+        for order in ("asc", "desc"):
+            response = client.get("/v1/flows/export", params={**WINDOW, "order": order})
+            assert response.status_code == 200, response.text
+            exported = [item_key(orjson.loads(line), keys) for line in response.iter_lines()]
+            assert exported == (expected if order == "asc" else expected[::-1])
         for order, limit in (("asc", 7), ("desc", 50)):
             params = {**WINDOW, "order": order, "count": "exact"}
             found = pages(client, "/v1/flows/search", params, limit)
