@@ -25,10 +25,9 @@ from typing import Any
 import asyncpg
 import httpx
 
-from bench.harness import auth_for, bench_cluster, bench_settings, write_results
+from bench.harness import auth_for, bench_cluster, bench_settings, register_loaded, write_results
 from router.catalog import store
-from router.catalog import tables as day_tables
-from router.db import catalog_login, ddl, pools
+from router.db import catalog_login, ddl
 from router.db.names import day_table
 
 TARGET = 0.5
@@ -75,13 +74,7 @@ async def load(settings: Any, url: str, total: int, day: datetime) -> tuple[int,
                 for i, connection in enumerate(connections.values())
             )
         )
-    for name, connection in connections.items():
-        await connection.execute("VACUUM ANALYZE")
-        known = snapshot.shards[name]
-        await day_tables.sync(
-            metadata, known, connection, pools.coordinator_login(known.dsn, settings.pools)
-        )
-        await connection.close()
+    await register_loaded(settings, metadata, snapshot, connections)
     await metadata.close()
     return owner["id"], {name: snapshot.shards[name].dsn for name in shards}
 

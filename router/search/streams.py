@@ -124,6 +124,25 @@ class ShardCursors:
         return _batches(cursor, first, self._fetch_rows, timeout)
 
 
+class Buffered:
+    """A stream of batches and what is left of its current batch, for merges that take a
+    round at a time."""
+
+    def __init__(self, batches: Batches) -> None:
+        self.batches = batches
+        self.rows: Sequence[Any] = ()
+        self.exhausted = False
+
+    async def refill(self) -> None:
+        # Not anext(batches, default): CPython 3.11 raises SystemError from it when the
+        # iterator ends inside asyncio.gather.
+        try:
+            self.rows = await self.batches.__anext__()
+        except StopAsyncIteration:
+            self.rows = ()
+        self.exhausted = not self.rows
+
+
 async def _empty() -> Batches:
     return
     yield
