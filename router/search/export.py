@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import orjson
 
-from router.csv_cells import csv_cell
+from router.csv_cells import FORMULA_START, csv_cell
 from router.db.ddl import FLOW_STAGE_COLUMNS
 from router.search.query import AuditQuery, FlowQuery
 from router.search.streams import Batches, Buffered
@@ -123,24 +123,21 @@ def csv_header(query: AuditQuery | FlowQuery) -> list[str]:
 
 
 def _csv_row(query: AuditQuery | FlowQuery, owners: dict[int, str]) -> Renderer:
+    cells = {ident: csv_cell(key) for ident, key in owners.items()}
     if isinstance(query, AuditQuery):
 
         def audit(row: Record, shard: str) -> list[Any]:
-            return [
-                row[0].isoformat(),
-                row[1],
-                csv_cell(owners[row[4]]),
-                shard,
-                csv_cell(row[2]),
-                csv_cell(row[3]),
-            ]
+            content, attrs = row[2], row[3]
+            if content.startswith(FORMULA_START):
+                content = "'" + content
+            return [row[0].isoformat(), row[1], cells[row[4]], shard, content, attrs]
 
         return audit
 
     def flow(row: Record, shard: str) -> list[Any]:
         return [
             row[0].isoformat(),
-            csv_cell(owners[row[12]]),
+            cells[row[12]],
             shard,
             *row[1:11],
             row[11].isoformat(),
