@@ -35,10 +35,17 @@ from typing import Any
 import asyncpg
 import httpx
 
-from bench.harness import auth_for, bench_cluster, bench_settings, timed, write_results
+from bench.harness import (
+    auth_for,
+    bench_cluster,
+    bench_settings,
+    register_loaded,
+    timed,
+    write_results,
+)
 from router.catalog import store
 from router.catalog import tables as day_tables
-from router.db import catalog_login, ddl, pools
+from router.db import catalog_login, ddl
 from router.db.names import day_table
 from router.reports import sql
 from router.reports.spec import build_spec
@@ -170,13 +177,7 @@ async def load(
         f"{time.perf_counter() - started:.0f}s",
         flush=True,
     )
-    for name, connection in connections.items():
-        await connection.execute("VACUUM ANALYZE")
-        known = snapshot.shards[name]
-        await day_tables.sync(
-            metadata, known, connection, pools.coordinator_login(known.dsn, settings.pools)
-        )
-        await connection.close()
+    await register_loaded(settings, metadata, snapshot, connections)
     await metadata.close()
     return sorted(owners)
 

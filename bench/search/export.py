@@ -25,10 +25,9 @@ from typing import Any
 import asyncpg
 import httpx
 
-from bench.harness import auth_for, bench_cluster, bench_settings, write_results
+from bench.harness import auth_for, bench_cluster, bench_settings, register_loaded, write_results
 from router.catalog import store
-from router.catalog import tables as day_tables
-from router.db import catalog_login, ddl, pools
+from router.db import catalog_login, ddl
 from router.db.names import day_table
 
 TARGET = 0.5
@@ -75,13 +74,7 @@ async def load(settings: Any, url: str, total: int, day: datetime) -> tuple[int,
                 for i, connection in enumerate(connections.values())
             )
         )
-    for name, connection in connections.items():
-        await connection.execute("VACUUM ANALYZE")
-        known = snapshot.shards[name]
-        await day_tables.sync(
-            metadata, known, connection, pools.coordinator_login(known.dsn, settings.pools)
-        )
-        await connection.close()
+    await register_loaded(settings, metadata, snapshot, connections)
     await metadata.close()
     return owner["id"], {name: snapshot.shards[name].dsn for name in shards}
 
@@ -131,6 +124,19 @@ def paging(url: str, params: dict[str, Any]) -> tuple[float, int]:
                 return time.perf_counter() - began, rows
 
 
+def profile(router: Any, run: Any, out: Path) -> None:
+    """py-spy (pip install py-spy) samples the router while ``run`` runs."""
+    spy = subprocess.Popen(
+        ["py-spy", "record", "--pid", str(router.pid()), "--format", "raw", "-o", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    time.sleep(1)
+    run()
+    spy.send_signal(2)
+    spy.wait(timeout=60)
+
+
 def plot(payload: dict[str, Any]) -> Any:
     def draw(figure: Any) -> None:
         axes = figure.add_subplot(1, 1, 1)
@@ -147,6 +153,12 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--data-dir", type=Path, default=Path("var/bench-export"))
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="py-spy records the router during one more NDJSON export into this file (top "
+        "functions as text)",
+    )
     args = parser.parse_args()
     settings = bench_settings(args.data_dir)
     day = (datetime.now(UTC) - timedelta(days=2)).replace(hour=0, minute=0, second=0, microsecond=0)
@@ -175,6 +187,8 @@ def main() -> int:
                 if repeat:
                     for name, value in seconds.items():
                         samples[name].append(value)
+            if args.profile:
+                profile(router, lambda: export(router.url, params), args.profile)
             lines = export(router.url, params)[1]
             if lines != total:
                 raise RuntimeError(f"the export had {lines} lines, not {total}")

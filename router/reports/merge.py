@@ -22,7 +22,7 @@ from typing import Any
 from router.db import inet
 from router.reports import hll
 from router.reports.spec import GroupKey, Metric, ReportSpec
-from router.search.streams import Batches
+from router.search.streams import Batches, Buffered
 
 # A shard's partial row (an asyncpg Record, or any sequence): the key columns, then the metrics.
 PartialRow = Sequence[Any]
@@ -82,27 +82,9 @@ class Layout:
         ]
 
 
-class _Buffered:
-    """One shard's stream of batches and what is left of its current batch."""
-
-    def __init__(self, batches: Batches) -> None:
-        self.batches = batches
-        self.rows: Sequence[PartialRow] = ()
-        self.exhausted = False
-
-    async def refill(self) -> None:
-        # Not anext(batches, default): CPython 3.11 raises SystemError from it when the
-        # iterator ends inside asyncio.gather.
-        try:
-            self.rows = await self.batches.__anext__()
-        except StopAsyncIteration:
-            self.rows = ()
-        self.exhausted = not self.rows
-
-
 async def merge_complete(streams: Sequence[Batches], layout: Layout) -> AsyncIterator[list[Group]]:
     """Complete groups of all streams, in key order, a round at a time."""
-    buffered = [_Buffered(s) for s in streams]
+    buffered = [Buffered(s) for s in streams]
     key = layout.key
     while True:
         empty = [b for b in buffered if not b.rows]

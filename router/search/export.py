@@ -20,46 +20,25 @@ from typing import Any, Literal
 
 import orjson
 
-from router.csv_cells import csv_cell
+from router.csv_cells import FORMULA_START, csv_cell
+from router.db.ddl import FLOW_STAGE_COLUMNS
 from router.search.query import AuditQuery, FlowQuery
-from router.search.streams import Batches
+from router.search.streams import Batches, Buffered
 
 ExportFormat = Literal["ndjson", "csv"]
 Record = Sequence[Any]
 # What each row of an export statement holds: ts and id first (the merge reads them), the
 # owner's id last.
 AUDIT_FIELDS = ("ts", "id", "content", "attrs")
-FLOW_FIELDS = (
-    "first_seen",
-    "id",
-    "src_ip",
-    "dst_ip",
-    "src_port",
-    "dst_port",
-    "ip_version",
-    "proto",
-    "bytes",
-    "packets",
-    "flow_count",
-    "last_seen",
-)
+FLOW_FIELDS = ("first_seen", "id", *FLOW_STAGE_COLUMNS[:-2], "last_seen")
 _TS = itemgetter(0)
 _CHUNK_BYTES = 256 * 1024
 
 
-class _Shard:
+class _Shard(Buffered):
     def __init__(self, name: str, batches: Batches) -> None:
+        super().__init__(batches)
         self.name = name
-        self.batches = batches
-        self.rows: Sequence[Record] = ()
-        self.exhausted = False
-
-    async def refill(self) -> None:
-        try:
-            self.rows = await self.batches.__anext__()
-        except StopAsyncIteration:
-            self.rows = ()
-        self.exhausted = not self.rows
 
     def last(self) -> tuple[datetime, str, int]:
         row = self.rows[-1]
@@ -146,24 +125,21 @@ def csv_header(query: AuditQuery | FlowQuery) -> list[str]:
 
 
 def _csv_row(query: AuditQuery | FlowQuery, owners: dict[int, str]) -> Renderer:
+    cells = {ident: csv_cell(key) for ident, key in owners.items()}
     if isinstance(query, AuditQuery):
 
         def audit(row: Record, shard: str) -> list[Any]:
-            return [
-                row[0].isoformat(),
-                row[1],
-                csv_cell(owners[row[4]]),
-                shard,
-                csv_cell(row[2]),
-                csv_cell(row[3]),
-            ]
+            content, attrs = row[2], row[3]
+            if content.startswith(FORMULA_START):
+                content = "'" + content
+            return [row[0].isoformat(), row[1], cells[row[4]], shard, content, attrs]
 
         return audit
 
     def flow(row: Record, shard: str) -> list[Any]:
         return [
             row[0].isoformat(),
-            csv_cell(owners[row[12]]),
+            cells[row[12]],
             shard,
             *row[1:11],
             row[11].isoformat(),

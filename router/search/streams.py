@@ -109,6 +109,10 @@ class ShardCursors:
             pool = self._pools.reader(shard, primary=primary)
             connection = await exits.enter_async_context(pool.acquire(timeout=self._timeout_s))
             await exits.enter_async_context(connection.transaction(readonly=True))
+            # Every row is read: the plan that is cheapest in total, not the one whose first
+            # rows come soonest (the default for cursors, 0.1, picked index scans that visit
+            # the heap in random order over a whole day table).
+            await connection.execute("SET LOCAL cursor_tuple_fraction = 1.0")
             text, params = statement(shard, tables)
             return exits, await self.stream(connection, text, params)
         except BaseException:
@@ -122,6 +126,25 @@ class ShardCursors:
         cursor = await connection.cursor(text, *params, timeout=timeout)
         first = await cursor.fetch(self._fetch_rows, timeout=timeout)
         return _batches(cursor, first, self._fetch_rows, timeout)
+
+
+class Buffered:
+    """A stream of batches and what is left of its current batch, for merges that take a
+    round at a time."""
+
+    def __init__(self, batches: Batches) -> None:
+        self.batches = batches
+        self.rows: Sequence[Any] = ()
+        self.exhausted = False
+
+    async def refill(self) -> None:
+        # Not anext(batches, default): CPython 3.11 raises SystemError from it when the
+        # iterator ends inside asyncio.gather.
+        try:
+            self.rows = await self.batches.__anext__()
+        except StopAsyncIteration:
+            self.rows = ()
+        self.exhausted = not self.rows
 
 
 async def _empty() -> Batches:
