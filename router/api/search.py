@@ -8,9 +8,10 @@ from typing import Annotated, Any, Literal
 import orjson
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
+from pydantic import BaseModel
 
 from router.api.deps import RuntimeDep
-from router.api.responses import ERROR_DESCRIPTIONS, described, ndjson_answer
+from router.api.responses import ERROR_DESCRIPTIONS, Responses, described, ndjson_answer
 from router.auth.dependency import AuditRead, FlowsRead
 from router.auth.scopes import Grant
 from router.catalog.rules import owner_key_problem
@@ -100,6 +101,13 @@ SEARCH_ERRORS: dict[int | str, dict[str, Any]] = described(
         504: "A shard did not answer in time and partial=false",
     }
 )
+
+
+def _export_answer(line: type[BaseModel]) -> Responses:
+    """format=ndjson: one item per line; format=csv: a table with a header line."""
+    answer = ndjson_answer(line, "Every match: one item per line, or with format=csv a table")
+    answer[200]["content"]["text/csv"] = {"schema": {"type": "string"}}
+    return answer
 
 
 def _limit(runtime: Runtime, limit: int | None) -> int:
@@ -262,9 +270,9 @@ async def search_flows(
 
 @router.get(
     "/audit/export",
-    summary="Every matching audit row as NDJSON",
+    summary="Every matching audit row as NDJSON or CSV",
     response_class=StreamingResponse,
-    responses={**ndjson_answer(AuditItem, "Every match, one per line"), **SEARCH_ERRORS},
+    responses={**_export_answer(AuditItem), **SEARCH_ERRORS},
 )
 async def export_audit(
     caller: AuditRead,
@@ -285,9 +293,9 @@ async def export_audit(
 
 @router.get(
     "/flows/export",
-    summary="Every matching flow as NDJSON",
+    summary="Every matching flow as NDJSON or CSV",
     response_class=StreamingResponse,
-    responses={**ndjson_answer(FlowItem, "Every match, one per line"), **SEARCH_ERRORS},
+    responses={**_export_answer(FlowItem), **SEARCH_ERRORS},
 )
 async def export_flows(
     caller: FlowsRead,
