@@ -11,6 +11,7 @@ import base64
 import binascii
 import ipaddress
 import re
+import socket
 import struct
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -114,7 +115,8 @@ class _Reader:
         size = self.take(1)[0]
         if size not in (4, 16):
             raise ValueError("address")
-        return str(ipaddress.ip_address(self.take(size)))
+        # As router/db/inet.py renders what a search reads.
+        return socket.inet_ntop(socket.AF_INET if size == 4 else socket.AF_INET6, self.take(size))
 
     def finished(self) -> bool:
         return self._at == len(self._data)
