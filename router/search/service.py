@@ -32,19 +32,13 @@ from router.search.cursor import (
 from router.search.merge import Row, merge
 from router.search.query import AuditQuery, FlowQuery
 from router.search.snapshot import NOT_PINNED, Pin, ShardSnapshot, pinned_plan
+from router.search.streams import ShardFailure
 from router.settings import SearchSettings
 
 CountMode = Literal["none", "estimate", "exact"]
 Backend = Literal["fanout", "fdw"]
 Query = AuditQuery | FlowQuery
 SEARCH_RETRY_PAUSE_S = 0.2
-
-
-@dataclass
-class ShardFailure:
-    shard: str
-    reason: str
-    timed_out: bool = False
 
 
 @dataclass
