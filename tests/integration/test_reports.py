@@ -5,8 +5,8 @@ exactly, distinct counts within the sketches' bound; the fdw path equal to fan-o
 from __future__ import annotations
 
 import csv
-import ipaddress
 import io
+import ipaddress
 import random
 import subprocess
 import uuid
