@@ -21,11 +21,19 @@ from router.db.names import parent_table
 from router.db.pools import ShardPools
 from router.errors import BadRequest, GatewayTimeout, Unavailable
 from router.routing.search_plan import SearchPlan, ShardTarget, plan_search
-from router.search import export, sql
-from router.search.cursor import Cursor, CursorCodec, Position, query_digest
+from router.search import export, items, refs, sql
+from router.search.cursor import (
+    POSITION_HEADROOM,
+    Cursor,
+    CursorCodec,
+    Direction,
+    Position,
+    query_digest,
+)
 from router.search.export import ExportFormat
 from router.search.merge import Row, merge
 from router.search.query import AuditQuery, FlowQuery
+from router.search.snapshot import NOT_PINNED, Pin, ShardSnapshot, pinned_plan
 from router.search.streams import ShardCursors, ShardFailure
 from router.settings import SearchSettings
 
@@ -41,6 +49,18 @@ class Outcome:
     failures: list[ShardFailure] = field(default_factory=list)
 
 
+@dataclass
+class Pinning:
+    """How a consistent search reads its shards: on their primaries (a standby may lag behind a
+    snapshot), each under its snapshot; ``taking``: the first page, which takes them."""
+
+    snapshots: dict[str, ShardSnapshot] = field(default_factory=dict)
+    taking: bool = False
+
+    def of(self, shard: str) -> ShardSnapshot | None:
+        return self.snapshots.get(shard)
+
+
 def refuse_partial(failures: list[ShardFailure], what: str) -> None:
     """The answer when shards failed and the caller asked for no partial one: 504 if one was
     late, else 503."""
@@ -52,6 +72,11 @@ def refuse_partial(failures: list[ShardFailure], what: str) -> None:
 
 def _owner_of(query: Query) -> tuple[Literal["audit", "flow"], str]:
     return ("audit", query.owner) if isinstance(query, AuditQuery) else ("flow", query.switch)
+
+
+def _digest(query: Query, consistent: bool) -> str:
+    """Consistent pages are another query: a cursor of one mode is refused by the other."""
+    return query_digest({**query.binding(), "consistent": True} if consistent else query.binding())
 
 
 class SearchService:
@@ -77,7 +102,7 @@ class SearchService:
             secret = await self._metadata.fetchval(
                 "SELECT secret FROM router_secrets WHERE name = 'cursor'"
             )
-        self.codec = CursorCodec(bytes(secret))
+        self.codec = CursorCodec(bytes(secret), self._settings.cursor_ttl_s)
 
     # --- planning ----------------------------------------------------------------------
 
@@ -96,25 +121,37 @@ class SearchService:
 
     # --- one shard ---------------------------------------------------------------------
 
-    async def _fetch(self, target: ShardTarget, build: Any) -> list[asyncpg.Record]:
+    async def _fetch(
+        self, target: ShardTarget, build: Any, pinning: Pinning | None
+    ) -> list[asyncpg.Record]:
         """One retry on a connection that broke (a pooled connection to a server that
         restarted, a shard in the middle of a failover); a second failure goes up and the
         answer is partial."""
         try:
-            return await self._fetch_once(target, build)
+            return await self._fetch_once(target, build, pinning)
         except DRIVER_ERRORS as exc:
             if isinstance(exc, asyncpg.QueryCanceledError | TimeoutError) or not is_transient(exc):
                 raise
         await asyncio.sleep(SEARCH_RETRY_PAUSE_S)
-        return await self._fetch_once(target, build)
+        return await self._fetch_once(target, build, pinning)
 
-    async def _fetch_once(self, target: ShardTarget, build: Any) -> list[asyncpg.Record]:
+    async def _fetch_once(
+        self, target: ShardTarget, build: Any, pinning: Pinning | None
+    ) -> list[asyncpg.Record]:
         tables = list(target.tables)
-        pool = self._pools.reader(target.shard)
+        pool = self._pools.reader(target.shard, primary=pinning is not None)
         for attempt in range(2):
-            text, params = build(tables)
             try:
                 async with pool.acquire(timeout=self._settings.shard_timeout_s) as connection:
+                    if pinning is not None and pinning.taking:
+                        # Before the page's statement, which then sees all the snapshot sees.
+                        pinning.snapshots[target.shard] = ShardSnapshot.parse(
+                            await connection.fetchval(
+                                "SELECT pg_current_snapshot()::text",
+                                timeout=self._settings.shard_timeout_s,
+                            )
+                        )
+                    text, params = build(tables)
                     return list(
                         await connection.fetch(
                             text, *params, timeout=self._settings.shard_timeout_s
@@ -154,11 +191,16 @@ class SearchService:
                 )
         return [t for t in tables if t.name in names]
 
-    async def _fan_out(self, plan: SearchPlan, build: Any) -> tuple[list[Any], Outcome]:
+    async def _fan_out(
+        self, plan: SearchPlan, build: Any, pinning: Pinning | None = None
+    ) -> tuple[list[Any], Outcome]:
         outcome = Outcome()
         outcome.failures += [ShardFailure(s, "marked down") for s in plan.unavailable]
         results = await asyncio.gather(
-            *(self._fetch(t, lambda tables, t=t: build(t.shard, tables)) for t in plan.targets),
+            *(
+                self._fetch(t, lambda tables, t=t: build(t.shard, tables), pinning)
+                for t in plan.targets
+            ),
             return_exceptions=True,
         )
         answers: list[Any] = []
@@ -176,6 +218,14 @@ class SearchService:
                 )
             elif isinstance(result, DRIVER_ERRORS) and is_transient(result):
                 outcome.failures.append(ShardFailure(target.shard, describe(result)))
+            elif isinstance(result, asyncpg.UndefinedColumnError) and pinning is not None:
+                outcome.failures.append(
+                    ShardFailure(
+                        target.shard,
+                        "a day table there lacks created_xid (a router older than consistent "
+                        f"search made it after schema/shard/0005 ran): {describe(result)}",
+                    )
+                )
             elif isinstance(result, BaseException):
                 raise result
             else:
@@ -183,6 +233,26 @@ class SearchService:
         return answers, outcome
 
     _refuse_partial = staticmethod(lambda failures: refuse_partial(failures, "searched"))
+
+    def _cursors(
+        self, page: list[Row], more: bool, cursor: Cursor | None, pin: Pin | None, digest: str
+    ) -> tuple[str | None, str | None]:
+        """The page's next and previous cursors."""
+        if not page:
+            return None, None
+        first, last = self._position(page[0]), self._position(page[-1])
+        # The first cursors of a consistent search leave room for any later position.
+        headroom = POSITION_HEADROOM if cursor is None else 0
+
+        def encode(position: Position, direction: Direction) -> str:
+            assert self.codec is not None
+            return self.codec.encode(Cursor(position, direction, pin), digest, headroom)
+
+        if cursor is None:
+            return (encode(last, "next") if more else None), None
+        if cursor.direction == "prev":
+            return encode(last, "next"), (encode(first, "prev") if more else None)
+        return (encode(last, "next") if more else None), encode(first, "prev")
 
     # --- a page ------------------------------------------------------------------------
 
@@ -196,17 +266,31 @@ class SearchService:
         backend: Backend = "fanout",
         *,
         grant: Grant,
+        consistent: bool = False,
     ) -> dict[str, Any]:
         assert self.codec is not None
-        digest = query_digest(query.binding())
+        if consistent and backend == "fdw":
+            raise BadRequest(
+                "consistent=true keeps every shard to a snapshot of its own, which one query "
+                "through the coordinator cannot do: use backend=fanout",
+                "consistent",
+            )
+        digest = _digest(query, consistent)
         cursor = self.codec.decode(cursor_text, digest) if cursor_text else None
         plan, key = await self.plan(query, grant)
         backwards = cursor is not None and cursor.direction == "prev"
         descending = (query.order == "desc") != backwards
         after = cursor.position if cursor else None
+        pin = cursor.pin if cursor else None
+        pinning = Pinning(dict(pin.snapshots) if pin else {}, taking=pin is None)
+        not_pinned: list[str] = []
+        if pin is not None:
+            plan, not_pinned = pinned_plan(plan, pin)
 
         def build(shard: str, tables: list[Any]) -> tuple[str, list[Any]]:
-            return sql.page_sql(query, tables, shard, after, descending, limit + 1)
+            return sql.page_sql(
+                query, tables, shard, after, descending, limit + 1, pinning.of(shard)
+            )
 
         if backend == "fdw":
             records = await self._coordinator(
@@ -217,7 +301,11 @@ class SearchService:
             outcome = Outcome()
             rows = [self._row(record, record["shard"], key, query) for record in records]
         else:
-            answers, outcome = await self._fan_out(plan, build)
+            answers, outcome = await self._fan_out(plan, build, pinning if consistent else None)
+            outcome.failures += [ShardFailure(s, f"{NOT_PINNED} here") for s in not_pinned]
+            if consistent and pin is None:
+                pin = self._pin(plan, pinning, outcome)
+                plan, _ = pinned_plan(plan, pin)
             if outcome.failures and not partial_ok:
                 self._refuse_partial(outcome.failures)
             streams = [
@@ -229,23 +317,15 @@ class SearchService:
         page = rows[:limit]
         if backwards:
             page.reverse()
-        next_cursor = prev_cursor = None
-        if page:
-            first, last = self._position(page[0]), self._position(page[-1])
-            if cursor is None:
-                next_cursor = self.codec.encode(Cursor(last, "next"), digest) if more else None
-            elif backwards:
-                next_cursor = self.codec.encode(Cursor(last, "next"), digest)
-                prev_cursor = self.codec.encode(Cursor(first, "prev"), digest) if more else None
-            else:
-                prev_cursor = self.codec.encode(Cursor(first, "prev"), digest)
-                next_cursor = self.codec.encode(Cursor(last, "next"), digest) if more else None
+        next_cursor, prev_cursor = self._cursors(page, more, cursor, pin, digest)
         if backend == "fdw":
             counted = await self._fdw_count(query, plan, count)
         else:
-            counted = await self._count(query, plan, count, partial_ok, outcome)
+            pinned = Pinning(pinning.snapshots) if consistent else None
+            counted = await self._count(query, plan, count, partial_ok, outcome, pinned)
+        kind, _ = _owner_of(query)
         return {
-            "items": [self._public(row) for row in page],
+            "items": [self._public({**row, "ref": self._ref(kind, plan, row)}) for row in page],
             "next_cursor": next_cursor,
             "prev_cursor": prev_cursor,
             "count": counted,
@@ -254,18 +334,28 @@ class SearchService:
         }
 
     async def _count(
-        self, query: Query, plan: SearchPlan, mode: CountMode, partial_ok: bool, outcome: Outcome
+        self,
+        query: Query,
+        plan: SearchPlan,
+        mode: CountMode,
+        partial_ok: bool,
+        outcome: Outcome,
+        pinning: Pinning | None,
     ) -> dict[str, Any] | None:
         if mode == "none":
             return None
         if mode == "exact":
             answers, counted = await self._fan_out(
-                plan, lambda _shard, tables: sql.count_sql(query, tables)
+                plan,
+                lambda shard, tables: sql.count_sql(
+                    query, tables, pinning.of(shard) if pinning else None
+                ),
+                pinning,
             )
             value = sum(int(records[0][0] or 0) for _, records in answers)
         else:
             answers, counted = await self._fan_out(
-                plan, lambda _shard, tables: sql.estimate_sql(query, tables)
+                plan, lambda _shard, tables: sql.estimate_sql(query, tables), pinning
             )
             value = sum(
                 int(orjson.loads(records[0][0])[0]["Plan"]["Plan Rows"]) for _, records in answers
@@ -334,16 +424,19 @@ class SearchService:
         return Position(row["ts"], row["shard"], row["id"])
 
     @staticmethod
-    def _public(row: Row) -> dict[str, Any]:
-        out = dict(row)
-        if "attrs" in out:
-            out["attrs"] = orjson.loads(out["attrs"]) if out["attrs"] is not None else None
-        if "last_seen" in out:
-            out["first_seen"] = out.pop("ts").isoformat()
-            out["last_seen"] = out["last_seen"].isoformat()
-        else:
-            out["ts"] = out["ts"].isoformat()
-        return out
+    def _pin(plan: SearchPlan, pinning: Pinning, outcome: Outcome) -> Pin:
+        """What the first page of a consistent search pins: the snapshots of the shards that
+        answered it; those that did not are missing from the result on every page."""
+        failed = {f.shard for f in outcome.failures}
+        snapshots = {s: snap for s, snap in pinning.snapshots.items() if s not in failed}
+        return Pin(snapshots, frozenset(failed | set(plan.unavailable)))
+
+    @staticmethod
+    def _ref(kind: Literal["audit", "flow"], plan: SearchPlan, row: Row) -> str:
+        """Every row of a page comes from one of the plan's tables, all of one owner."""
+        return refs.of_row(kind, plan.targets[0].tables[0].owner_id, row)
+
+    _public = staticmethod(items.public)
 
     # --- export ------------------------------------------------------------------------
 
