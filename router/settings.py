@@ -224,6 +224,9 @@ class SearchSettings(Section):
     cursor_secret: str | None = Field(
         None, description="Key that signs cursors; default: one shared through the catalog."
     )
+    cursor_ttl_s: float = Field(
+        86_400.0, gt=0, description="How long a cursor is taken after it was issued; older: 400."
+    )
     export_page_rows: int = Field(
         2_000,
         ge=1,

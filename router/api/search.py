@@ -19,6 +19,7 @@ from router.errors import BadRequest, ShardlogError
 from router.models.search import AuditItem, AuditPage, FlowItem, FlowPage
 from router.runtime import Runtime
 from router.search import query as queries
+from router.search.cursor import MAX_CURSOR_CHARS
 from router.search.export import ExportFormat
 from router.search.service import Backend, CountMode
 
@@ -63,7 +64,17 @@ Order = Annotated[
     Literal["asc", "desc"], Query(description="By time, then shard, then owner or switch, then id")
 ]
 Limit = Annotated[int | None, Query(ge=1, description="Rows per page")]
-CursorText = Annotated[str | None, Query(max_length=2048, description="From a previous page")]
+CursorText = Annotated[
+    str | None, Query(max_length=MAX_CURSOR_CHARS, description="From a previous page")
+]
+Consistent = Annotated[
+    bool,
+    Query(
+        description="true: every page as of the first (rows added later never appear, each "
+        "row there appears once); false: live, rows added while paging may appear in later "
+        "pages. Not with backend=fdw"
+    ),
+]
 Count = Annotated[CountMode, Query(description="none, estimate (planner) or exact")]
 BackendParam = Annotated[
     Backend,
@@ -91,13 +102,14 @@ IpVersionParam = Annotated[IpVersion | None, Query(description="4 or 6")]
 SEARCH_ERRORS: dict[int | str, dict[str, Any]] = described(
     {
         400: "A parameter is invalid, or a prefix or no key at all covers too many owners or "
-        "switches (the error names the parameter)",
+        "switches (the error names the parameter), or the cursor expired",
         401: ERROR_DESCRIPTIONS[401],
         403: "The token lacks the read scope, or a named owner or switch belongs to another "
         "tenant or lies outside the token's prefixes (or the prefix does)",
         429: "Over the token's request rate or concurrent searches; see Retry-After",
         422: "A parameter is missing or of the wrong type, or holds a NUL (the error names it)",
-        503: "A shard failed and partial=false, or the metadata database is unavailable",
+        503: "A shard failed and partial=false, or the metadata database is unavailable, or "
+        "(consistent=true) the shards' snapshots do not fit in a cursor: retry",
         504: "A shard did not answer in time and partial=false",
     }
 )
@@ -193,6 +205,29 @@ def flow_query(
     return query
 
 
+async def _page(
+    runtime: Runtime,
+    grant: Grant,
+    query: queries.AuditQuery | queries.FlowQuery,
+    limit: int | None,
+    cursor: str | None,
+    count: CountMode,
+    partial: bool,
+    backend: Backend,
+    consistent: bool,
+) -> dict[str, Any]:
+    return await runtime.search.search(
+        query,
+        _limit(runtime, limit),
+        cursor,
+        count,
+        partial,
+        backend,
+        grant=grant,
+        consistent=consistent,
+    )
+
+
 @router.get(
     "/audit/search",
     summary="Audit rows of owners in a time range, by pattern",
@@ -214,11 +249,12 @@ async def search_audit(
     count: Count = "none",
     partial: Partial = True,
     backend: BackendParam = "fanout",
+    consistent: Consistent = False,
 ) -> dict[str, Any]:
     owners = named_keys(runtime, owner, owner_prefix, "owner")
     query = audit_query(runtime, owners, start, to, q, match, order)
-    return await runtime.search.search(
-        query, _limit(runtime, limit), cursor, count, partial, backend, grant=caller.grant
+    return await _page(
+        runtime, caller.grant, query, limit, cursor, count, partial, backend, consistent
     )
 
 
@@ -248,6 +284,7 @@ async def search_flows(
     count: Count = "none",
     partial: Partial = True,
     backend: BackendParam = "fanout",
+    consistent: Consistent = False,
 ) -> dict[str, Any]:
     query = flow_query(
         runtime,
@@ -263,8 +300,8 @@ async def search_flows(
         either_direction,
         order,
     )
-    return await runtime.search.search(
-        query, _limit(runtime, limit), cursor, count, partial, backend, grant=caller.grant
+    return await _page(
+        runtime, caller.grant, query, limit, cursor, count, partial, backend, consistent
     )
 
 

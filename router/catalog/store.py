@@ -248,6 +248,13 @@ async def owners_with_tables(
     return [_owner(row) for row in rows]
 
 
+async def get_owner_by_id(db: Executor, kind: str, owner_id: int) -> OwnerMapping | None:
+    row = await db.fetchrow(
+        f"SELECT {OWNER_COLUMNS} FROM owners WHERE kind = $1 AND id = $2", kind, owner_id
+    )
+    return _owner(row) if row else None
+
+
 async def map_owner(
     db: Executor,
     kind: str,

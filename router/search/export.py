@@ -22,6 +22,7 @@ import orjson
 
 from router.csv_cells import FORMULA_START, csv_cell
 from router.db.ddl import FLOW_STAGE_COLUMNS
+from router.search import refs
 from router.search.query import AuditQuery, FlowQuery
 from router.search.streams import Batches, Buffered
 
@@ -96,6 +97,7 @@ Renderer = Callable[[Record, str], Any]
 def _audit_item(owners: dict[int, str]) -> Renderer:
     def render(row: Record, shard: str) -> dict[str, Any]:
         attrs = row[3]
+        position = {"ts": row[0], "shard": shard, "id": row[1]}
         return {
             "ts": row[0],
             "id": row[1],
@@ -103,6 +105,7 @@ def _audit_item(owners: dict[int, str]) -> Renderer:
             "attrs": None if attrs is None else orjson.Fragment(attrs),
             "shard": shard,
             "owner": owners[row[4]],
+            "ref": refs.of_row("audit", row[4], position),
         }
 
     return render
@@ -113,6 +116,7 @@ def _flow_item(owners: dict[int, str]) -> Renderer:
         item = dict(zip(FLOW_FIELDS, row, strict=False))
         item["shard"] = shard
         item["switch"] = owners[row[12]]
+        item["ref"] = refs.of_row("flow", row[12], {**item, "ts": row[0]})
         return item
 
     return render

@@ -17,15 +17,23 @@ from router.catalog import tables as day_tables
 from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
 from router.db.failures import DRIVER_ERRORS, coordinator_error, describe, is_transient
-from router.db.names import parent_table
+from router.db.names import Kind, parent_table
 from router.db.pools import ShardPools
 from router.errors import BadRequest, GatewayTimeout, Unavailable
 from router.routing.search_plan import SearchPlan, ShardTarget, plan_search
-from router.search import coverage, export, sql
-from router.search.cursor import Cursor, CursorCodec, Position, query_digest
+from router.search import coverage, export, items, refs, sql
+from router.search.cursor import (
+    POSITION_HEADROOM,
+    Cursor,
+    CursorCodec,
+    Direction,
+    Position,
+    query_digest,
+)
 from router.search.export import ExportFormat
 from router.search.merge import Row, merge
 from router.search.query import AuditQuery, FlowQuery, covered_keys
+from router.search.snapshot import NOT_PINNED, Pin, ShardSnapshot, pinned_plan
 from router.search.streams import Batches, ShardCursors, ShardFailure
 from router.settings import SearchSettings
 
@@ -41,6 +49,23 @@ SEARCH_RETRY_PAUSE_S = 0.2
 class Outcome:
     rows: list[list[Row]] = field(default_factory=list)
     failures: list[ShardFailure] = field(default_factory=list)
+
+
+@dataclass
+class Pinning:
+    """How a consistent search reads its shards: on their primaries (a standby may lag behind a
+    snapshot), each under its snapshot; ``taking``: the first page, which takes them."""
+
+    snapshots: dict[str, ShardSnapshot] = field(default_factory=dict)
+    taking: bool = False
+
+    def of(self, shard: str) -> ShardSnapshot | None:
+        return self.snapshots.get(shard)
+
+    def reading(self) -> Pinning:
+        """The same snapshots (shared: those taken so far and later), none taken: for a
+        shard's statements after its first."""
+        return Pinning(self.snapshots)
 
 
 def refuse_partial(failures: list[ShardFailure], what: str) -> None:
@@ -72,6 +97,14 @@ def _keep_first(limit: int, descending: bool) -> Combine:
     return combine
 
 
+def _digest(query: Query, consistent: bool, visibility: dict[str, Any]) -> str:
+    """What a cursor is bound to: the query, which keys the token reaches when the catalog
+    decides the covered set (router/search/coverage.py), and the mode: consistent pages are
+    another query, a cursor of one mode is refused by the other."""
+    binding = {**query.binding(), **visibility}
+    return query_digest({**binding, "consistent": True} if consistent else binding)
+
+
 class SearchService:
     def __init__(
         self,
@@ -95,7 +128,7 @@ class SearchService:
             secret = await self._metadata.fetchval(
                 "SELECT secret FROM router_secrets WHERE name = 'cursor'"
             )
-        self.codec = CursorCodec(bytes(secret))
+        self.codec = CursorCodec(bytes(secret), self._settings.cursor_ttl_s)
 
     # --- planning ----------------------------------------------------------------------
 
@@ -120,33 +153,55 @@ class SearchService:
 
     # --- one shard ---------------------------------------------------------------------
 
-    async def _fetch(self, target: ShardTarget, build: Any, combine: Combine) -> list[Any]:
+    async def _fetch(
+        self,
+        target: ShardTarget,
+        build: Any,
+        combine: Combine,
+        *,
+        pinning: Pinning | None = None,
+    ) -> list[Any]:
         """A shard's answer: one statement per batch of its tables, one after the other, each
-        answer combined with those before it (a page keeps only its first rows)."""
+        answer combined with those before it (a page keeps only its first rows). A consistent
+        search's first page takes the shard's snapshot before its first statement only: every
+        batch reads under that one snapshot."""
         kept: list[asyncpg.Record] = []
-        for batch in target.batches():
-            kept = combine(kept, await self._fetch_retrying(batch, build))
+        for index, batch in enumerate(target.batches()):
+            reading = pinning if pinning is None or index == 0 else pinning.reading()
+            kept = combine(kept, await self._fetch_retrying(batch, build, reading))
         return kept
 
-    async def _fetch_retrying(self, target: ShardTarget, build: Any) -> list[asyncpg.Record]:
+    async def _fetch_retrying(
+        self, target: ShardTarget, build: Any, pinning: Pinning | None
+    ) -> list[asyncpg.Record]:
         """One retry on a connection that broke (a pooled connection to a server that
         restarted, a shard in the middle of a failover); a second failure goes up and the
         answer is partial."""
         try:
-            return await self._fetch_once(target, build)
+            return await self._fetch_once(target, build, pinning)
         except DRIVER_ERRORS as exc:
             if isinstance(exc, asyncpg.QueryCanceledError | TimeoutError) or not is_transient(exc):
                 raise
         await asyncio.sleep(SEARCH_RETRY_PAUSE_S)
-        return await self._fetch_once(target, build)
+        return await self._fetch_once(target, build, pinning)
 
-    async def _fetch_once(self, target: ShardTarget, build: Any) -> list[asyncpg.Record]:
+    async def _fetch_once(
+        self, target: ShardTarget, build: Any, pinning: Pinning | None
+    ) -> list[asyncpg.Record]:
         tables = list(target.tables)
-        pool = self._pools.reader(target.shard)
+        pool = self._pools.reader(target.shard, primary=pinning is not None)
         for attempt in range(2):
-            text, params = build(tables)
             try:
                 async with pool.acquire(timeout=self._settings.shard_timeout_s) as connection:
+                    if pinning is not None and pinning.taking:
+                        # Before the page's statement, which then sees all the snapshot sees.
+                        pinning.snapshots[target.shard] = ShardSnapshot.parse(
+                            await connection.fetchval(
+                                "SELECT pg_current_snapshot()::text",
+                                timeout=self._settings.shard_timeout_s,
+                            )
+                        )
+                    text, params = build(tables)
                     return list(
                         await connection.fetch(
                             text, *params, timeout=self._settings.shard_timeout_s
@@ -187,13 +242,18 @@ class SearchService:
         return [t for t in tables if t.name in names]
 
     async def _fan_out(
-        self, plan: SearchPlan, build: Any, combine: Combine = _concatenate
+        self,
+        plan: SearchPlan,
+        build: Any,
+        combine: Combine = _concatenate,
+        *,
+        pinning: Pinning | None = None,
     ) -> tuple[list[Any], Outcome]:
         outcome = Outcome()
         outcome.failures += [ShardFailure(s, "marked down") for s in plan.unavailable]
         results = await asyncio.gather(
             *(
-                self._fetch(t, lambda tables, t=t: build(t.shard, tables), combine)
+                self._fetch(t, lambda tables, t=t: build(t.shard, tables), combine, pinning=pinning)
                 for t in plan.targets
             ),
             return_exceptions=True,
@@ -213,6 +273,14 @@ class SearchService:
                 )
             elif isinstance(result, DRIVER_ERRORS) and is_transient(result):
                 outcome.failures.append(ShardFailure(target.shard, describe(result)))
+            elif isinstance(result, asyncpg.UndefinedColumnError) and pinning is not None:
+                outcome.failures.append(
+                    ShardFailure(
+                        target.shard,
+                        "a day table there lacks created_xid (a router older than consistent "
+                        f"search made it after schema/shard/0005 ran): {describe(result)}",
+                    )
+                )
             elif isinstance(result, BaseException):
                 raise result
             else:
@@ -220,6 +288,26 @@ class SearchService:
         return answers, outcome
 
     _refuse_partial = staticmethod(lambda failures: refuse_partial(failures, "searched"))
+
+    def _cursors(
+        self, page: list[Row], more: bool, cursor: Cursor | None, pin: Pin | None, digest: str
+    ) -> tuple[str | None, str | None]:
+        """The page's next and previous cursors."""
+        if not page:
+            return None, None
+        first, last = self._position(page[0]), self._position(page[-1])
+        # The first cursors of a consistent search leave room for any later position.
+        headroom = POSITION_HEADROOM if cursor is None else 0
+
+        def encode(position: Position, direction: Direction) -> str:
+            assert self.codec is not None
+            return self.codec.encode(Cursor(position, direction, pin), digest, headroom)
+
+        if cursor is None:
+            return (encode(last, "next") if more else None), None
+        if cursor.direction == "prev":
+            return encode(last, "next"), (encode(first, "prev") if more else None)
+        return (encode(last, "next") if more else None), encode(first, "prev")
 
     # --- a page ------------------------------------------------------------------------
 
@@ -233,18 +321,32 @@ class SearchService:
         backend: Backend = "fanout",
         *,
         grant: Grant,
+        consistent: bool = False,
     ) -> dict[str, Any]:
         assert self.codec is not None
+        if consistent and backend == "fdw":
+            raise BadRequest(
+                "consistent=true keeps every shard to a snapshot of its own, which one query "
+                "through the coordinator cannot do: use backend=fanout",
+                "consistent",
+            )
         kind, keys = covered_keys(query)
-        digest = query_digest({**query.binding(), **coverage.visibility(kind, keys, grant)})
+        digest = _digest(query, consistent, coverage.visibility(kind, keys, grant))
         cursor = self.codec.decode(cursor_text, digest) if cursor_text else None
         plan, owners = await self.plan(query, grant)
         backwards = cursor is not None and cursor.direction == "prev"
         descending = (query.order == "desc") != backwards
         after = cursor.position if cursor else None
+        pin = cursor.pin if cursor else None
+        pinning = Pinning(dict(pin.snapshots) if pin else {}, taking=pin is None)
+        not_pinned: list[str] = []
+        if pin is not None:
+            plan, not_pinned = pinned_plan(plan, pin)
 
         def build(shard: str, tables: list[Any]) -> tuple[str, list[Any]]:
-            return sql.page_sql(query, tables, shard, after, descending, limit + 1)
+            return sql.page_sql(
+                query, tables, shard, after, descending, limit + 1, pinning.of(shard)
+            )
 
         if backend == "fdw":
             records = await self._coordinator(
@@ -255,7 +357,16 @@ class SearchService:
             outcome = Outcome()
             rows = [self._row(record, record["shard"], owners, kind) for record in records]
         else:
-            answers, outcome = await self._fan_out(plan, build, _keep_first(limit + 1, descending))
+            answers, outcome = await self._fan_out(
+                plan,
+                build,
+                _keep_first(limit + 1, descending),
+                pinning=pinning if consistent else None,
+            )
+            outcome.failures += [ShardFailure(s, f"{NOT_PINNED} here") for s in not_pinned]
+            if consistent and pin is None:
+                pin = self._pin(plan, pinning, outcome)
+                plan, _ = pinned_plan(plan, pin)
             if outcome.failures and not partial_ok:
                 self._refuse_partial(outcome.failures)
             streams = [
@@ -267,23 +378,14 @@ class SearchService:
         page = rows[:limit]
         if backwards:
             page.reverse()
-        next_cursor = prev_cursor = None
-        if page:
-            first, last = self._position(page[0]), self._position(page[-1])
-            if cursor is None:
-                next_cursor = self.codec.encode(Cursor(last, "next"), digest) if more else None
-            elif backwards:
-                next_cursor = self.codec.encode(Cursor(last, "next"), digest)
-                prev_cursor = self.codec.encode(Cursor(first, "prev"), digest) if more else None
-            else:
-                prev_cursor = self.codec.encode(Cursor(first, "prev"), digest)
-                next_cursor = self.codec.encode(Cursor(last, "next"), digest) if more else None
+        next_cursor, prev_cursor = self._cursors(page, more, cursor, pin, digest)
         if backend == "fdw":
             counted = await self._fdw_count(query, plan, count)
         else:
-            counted = await self._count(query, plan, count, partial_ok, outcome)
+            pinned = Pinning(pinning.snapshots) if consistent else None
+            counted = await self._count(query, plan, count, partial_ok, outcome, pinned)
         return {
-            "items": [self._public(row) for row in page],
+            "items": [self._item(kind, row) for row in page],
             "next_cursor": next_cursor,
             "prev_cursor": prev_cursor,
             "count": counted,
@@ -292,18 +394,28 @@ class SearchService:
         }
 
     async def _count(
-        self, query: Query, plan: SearchPlan, mode: CountMode, partial_ok: bool, outcome: Outcome
+        self,
+        query: Query,
+        plan: SearchPlan,
+        mode: CountMode,
+        partial_ok: bool,
+        outcome: Outcome,
+        pinning: Pinning | None,
     ) -> dict[str, Any] | None:
         if mode == "none":
             return None
         if mode == "exact":
             answers, counted = await self._fan_out(
-                plan, lambda _shard, tables: sql.count_sql(query, tables)
+                plan,
+                lambda shard, tables: sql.count_sql(
+                    query, tables, pinning.of(shard) if pinning else None
+                ),
+                pinning=pinning,
             )
             value = sum(int(r[0] or 0) for _, records in answers for r in records)
         else:
             answers, counted = await self._fan_out(
-                plan, lambda _shard, tables: sql.estimate_sql(query, tables)
+                plan, lambda _shard, tables: sql.estimate_sql(query, tables), pinning=pinning
             )
             value = sum(
                 int(orjson.loads(r[0])[0]["Plan"]["Plan Rows"])
@@ -379,17 +491,19 @@ class SearchService:
         return Position(row["ts"], row["shard"], row["owner_id"], row["id"])
 
     @staticmethod
-    def _public(row: Row) -> dict[str, Any]:
-        out = dict(row)
-        del out["owner_id"]
-        if "attrs" in out:
-            out["attrs"] = orjson.loads(out["attrs"]) if out["attrs"] is not None else None
-        if "last_seen" in out:
-            out["first_seen"] = out.pop("ts").isoformat()
-            out["last_seen"] = out["last_seen"].isoformat()
-        else:
-            out["ts"] = out["ts"].isoformat()
-        return out
+    def _pin(plan: SearchPlan, pinning: Pinning, outcome: Outcome) -> Pin:
+        """What the first page of a consistent search pins: the snapshots of the shards that
+        answered it; those that did not are missing from the result on every page."""
+        failed = {f.shard for f in outcome.failures}
+        snapshots = {s: snap for s, snap in pinning.snapshots.items() if s not in failed}
+        return Pin(snapshots, frozenset(failed | set(plan.unavailable)))
+
+    @staticmethod
+    def _item(kind: Kind, row: Row) -> dict[str, Any]:
+        """The item of a row: its ref made of the row's own owner id (a page may hold rows of
+        several owners), which the item then leaves out."""
+        out = {k: v for k, v in row.items() if k != "owner_id"}
+        return items.public({**out, "ref": refs.of_row(kind, row["owner_id"], row)})
 
     # --- export ------------------------------------------------------------------------
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from router.db.ddl import CREATED_XID
 from router.db.names import DayTable
 from router.search.cursor import Position
 from router.search.query import AuditQuery, FlowQuery, IpFilter, PortFilter
+from router.search.snapshot import ShardSnapshot
 
 AUDIT_COLUMNS = "ts, id, content, attrs"
 FLOW_COLUMNS = (
@@ -108,11 +110,22 @@ def _flow_filter(query: FlowQuery, params: Params) -> str:
     return " AND ".join(parts)
 
 
-def where(query: AuditQuery | FlowQuery, params: Params) -> str:
-    return (
+def where(
+    query: AuditQuery | FlowQuery, params: Params, pinned: ShardSnapshot | None = None
+) -> str:
+    condition = (
         _audit_filter(query, params)
         if isinstance(query, AuditQuery)
         else _flow_filter(query, params)
+    )
+    if pinned is None:
+        return condition
+    # NULL: a row from before rows recorded their transaction (schema/shard/0005), older than
+    # any snapshot. The snapshot travels as text: asyncpg has no codec for pg_snapshot.
+    snapshot = params.add(pinned.text())
+    return (
+        f"{condition} AND ({CREATED_XID} IS NULL OR "
+        f"pg_visible_in_snapshot({CREATED_XID}, {snapshot}::text::pg_snapshot))"
     )
 
 
@@ -123,11 +136,13 @@ def page_sql(
     after: Position | None,
     descending: bool,
     limit: int,
+    pinned: ShardSnapshot | None = None,
 ) -> tuple[str, list[Any]]:
     """The first ``limit`` rows after ``after`` of ``tables`` (of one shard, any owners), in
-    (ts, owner id, id) order; each row carries its table's owner id."""
+    (ts, owner id, id) order; each row carries its table's owner id. ``pinned``: only the rows
+    the shard held in that snapshot (consistent=true)."""
     params = Params()
-    condition = where(query, params)
+    condition = where(query, params, pinned)
     column = "ts" if isinstance(query, AuditQuery) else "first_seen"
     columns = AUDIT_COLUMNS if isinstance(query, AuditQuery) else FLOW_COLUMNS
     direction = "DESC" if descending else "ASC"
@@ -167,9 +182,11 @@ def export_sql(
     ), params.values
 
 
-def count_sql(query: AuditQuery | FlowQuery, tables: list[DayTable]) -> tuple[str, list[Any]]:
+def count_sql(
+    query: AuditQuery | FlowQuery, tables: list[DayTable], pinned: ShardSnapshot | None = None
+) -> tuple[str, list[Any]]:
     params = Params()
-    condition = where(query, params)
+    condition = where(query, params, pinned)
     branches = [f"SELECT count(*) AS n FROM {table.quoted} WHERE {condition}" for table in tables]
     return f"SELECT sum(n)::bigint FROM ({' UNION ALL '.join(branches)}) AS counts", params.values
 

@@ -288,6 +288,16 @@ def read(
     )
 
 
+def audit_row(w: World, _caller: str) -> dict[str, Any]:
+    params = {"owner": w.owner, **WINDOW, "limit": 1}
+    [item] = w.reader.get("/v1/audit/search", params=params).json()["items"]
+    return {"path": {"ref": item["ref"]}}
+
+
+def flow_row(w: World, _caller: str) -> dict[str, Any]:
+    return {"path": {"ref": w.flows()[0]["ref"]}}
+
+
 def new_group(w: World, _caller: str) -> dict[str, Any]:
     name = unique("mx-g")
     assert w.api.post("/v1/admin/groups", json={"name": name}).status_code == 201
@@ -413,6 +423,10 @@ CALLS: dict[str, Call] = {
         lambda w, _c: {"params": {"switch_prefix": w.switch[:-3], **WINDOW}},
     ),
     "export flows, every switch": read("/v1/flows/export", lambda _w, _c: {"params": WINDOW}),
+    "audit row": Call(
+        "GET", "/v1/audit/rows/{ref}", AUDIT_READ, audit_row, "ref", after=audit_found
+    ),
+    "flow row": Call("GET", "/v1/flows/rows/{ref}", FLOWS_READ, flow_row, "ref"),
     "report audit": Call(
         "GET",
         "/v1/audit/report",

@@ -3,6 +3,7 @@ directly and sorts in one place."""
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import itertools
 import random
@@ -43,6 +44,14 @@ def oracle(api, kind: str, key: str, columns: str) -> list[list[str]]:
 def key_of(item) -> tuple[str, str, int]:
     ts = datetime.fromisoformat(item.get("ts") or item["first_seen"]).astimezone(UTC)
     return (ts.strftime("%Y-%m-%d %H:%M:%S.%f"), item["shard"], item["id"])
+
+
+def cursor_position(cursor: str | None) -> tuple | None:
+    """What a cursor points at, read past its signature (its issue time differs by request)."""
+    if cursor is None:
+        return None
+    body = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))[16:])
+    return (body["q"], body["d"], body["t"], body["s"], body["o"], body["i"])
 
 
 def all_pages(api, path, params, limit, direction="next"):
@@ -190,6 +199,7 @@ def test_unknown_owner_is_an_empty_page(api) -> None:
         ({"from": "2020-01-01T00:00:00Z"}, "to"),
         ({"limit": 100_000}, "limit"),
         ({"cursor": "not-a-cursor"}, "cursor"),
+        ({"cursor": "A" * 8193}, "cursor"),
         ({"match": "glob"}, "match"),
     ],
 )
@@ -418,7 +428,9 @@ def test_fdw_pages_equal_fanout_and_oracle(api, audit_owner, limit, order) -> No
     assert [[key_of(i) for i in p["items"]] for p in fdw] == [
         [key_of(i) for i in p["items"]] for p in fanout
     ]
-    assert [p["next_cursor"] for p in fdw] == [p["next_cursor"] for p in fanout]
+    assert [cursor_position(p["next_cursor"]) for p in fdw] == [
+        cursor_position(p["next_cursor"]) for p in fanout
+    ]
     assert [key_of(i) for p in fdw for i in p["items"]] == expected
     assert fdw[0]["items"] == fanout[0]["items"]
 

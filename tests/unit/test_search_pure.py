@@ -1,6 +1,9 @@
 """Merge, cursors, keyset conditions, plans and query parsing: the pure parts of search."""
 
 import base64
+import hashlib
+import hmac
+import json
 import re
 from datetime import UTC, date, datetime, timedelta
 
@@ -10,12 +13,19 @@ from hypothesis import strategies as st
 
 from router.auth.scopes import Grant
 from router.db.names import day_table
-from router.errors import BadRequest
+from router.errors import BadRequest, Unavailable
 from router.routing.search_plan import ShardTarget, plan_search
 from router.search.coverage import visibility
-from router.search.cursor import Cursor, CursorCodec, Position, query_digest
+from router.search.cursor import (
+    POSITION_HEADROOM,
+    Cursor,
+    CursorCodec,
+    Position,
+    query_digest,
+)
 from router.search.merge import merge, sort_key
 from router.search.query import IpFilter, Keys, PortFilter, Window, window
+from router.search.snapshot import Pin, ShardSnapshot
 from router.search.sql import Params, keyset
 
 BASE = datetime(2026, 11, 23, tzinfo=UTC)
@@ -94,12 +104,85 @@ def test_cursor_from_another_secret_is_refused() -> None:
         CODEC.decode(text, "d")
 
 
-def test_a_cursor_without_an_owner_is_refused() -> None:
-    """Version 1 cursors (before positions carried the owner) are not taken for version 2."""
-    body = b'{"v":1,"q":"d","d":"next","t":"2026-11-23T00:00:00+00:00","s":"shard01","i":42}'
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"v": 1},  # neither the owner nor the issue time
+        {"v": 2, "o": 7},  # the owner, no issue time (wip/multi's version 2)
+        {"v": 2, "c": 1795392000},  # the issue time, no owner (main's version 2)
+    ],
+)
+def test_a_cursor_of_an_earlier_version_has_expired(fields) -> None:
+    """Cursors issued before positions carried the owner and cursors their issue time."""
+    base = {"q": "d", "d": "next", "t": "2026-11-23T00:00:00+00:00", "s": "shard01", "i": 42}
+    body = json.dumps({**base, **fields}).encode()
     text = base64.urlsafe_b64encode(CODEC._sign(body) + body).decode().rstrip("=")
-    with pytest.raises(BadRequest, match="not a cursor this service issued"):
+    with pytest.raises(BadRequest, match=r"expired.*older version") as caught:
         CODEC.decode(text, "d")
+    assert caught.value.field == "cursor"
+
+
+class Clock:
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def test_a_cursor_expires_after_its_time_to_live() -> None:
+    clock = Clock(BASE)
+    codec = CursorCodec(b"k" * 32, ttl_s=600, clock=clock)
+    text = codec.encode(Cursor(POSITION, "next"), "d")
+    clock.now = BASE + timedelta(seconds=600)
+    assert codec.decode(text, "d") == Cursor(POSITION, "next")
+    clock.now = BASE + timedelta(seconds=602)
+    with pytest.raises(BadRequest, match=r"expired.*SHARDLOG_SEARCH__CURSOR_TTL_S") as caught:
+        codec.decode(text, "d")
+    assert caught.value.field == "cursor"
+    # Expiry is checked after the signature: a tampered old cursor is still "not ours".
+    with pytest.raises(BadRequest, match="not a cursor this service issued"):
+        codec.decode(text[:-2] + ("AA" if not text.endswith("AA") else "BB"), "d")
+
+
+def test_a_cursor_of_the_version_without_an_issue_time_is_expired() -> None:
+    body = json.dumps({"v": 1, "q": "d", "d": "next", "t": BASE.isoformat(), "s": "s", "i": 1})
+    signature = hmac.new(b"k" * 32, body.encode(), hashlib.sha256).digest()[:16]
+    text = base64.urlsafe_b64encode(signature + body.encode()).decode().rstrip("=")
+    with pytest.raises(BadRequest, match="expired") as caught:
+        CODEC.decode(text, "d")
+    assert caught.value.field == "cursor"
+
+
+def test_a_consistent_search_carries_its_snapshots() -> None:
+    pin = Pin({"shard01": ShardSnapshot(900, 910, (901, 905))}, frozenset({"shard02"}))
+    text = CODEC.encode(Cursor(POSITION, "prev", pin), "d")
+    assert CODEC.decode(text, "d") == Cursor(POSITION, "prev", pin)
+
+
+def test_snapshots_too_large_for_a_cursor_are_a_503_naming_consistent() -> None:
+    def pin_of(running: int) -> Pin:
+        snapshot = ShardSnapshot(10**9, 10**9 + 9999, tuple(range(10**9, 10**9 + running)))
+        return Pin({"shard01": snapshot})
+
+    def fits(running: int, headroom: int, position: Position = POSITION) -> bool:
+        try:
+            CODEC.encode(Cursor(position, "next", pin_of(running)), "d", headroom)
+        except Unavailable as exc:
+            assert exc.field == "consistent"
+            return False
+        return True
+
+    low, high = 1, 9999  # fits with room for any later position; does not fit at all
+    assert fits(low, POSITION_HEADROOM) and not fits(high, 0)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if fits(middle, POSITION_HEADROOM) else (low, middle)
+    # One transaction more is refused on the first page, though its cursor would still be taken.
+    assert not fits(low + 1, POSITION_HEADROOM) and fits(low + 1, 0)
+    # A later page of the largest first page that passed, at the longest possible position.
+    far = Position(POSITION.ts.replace(microsecond=123456), "s" * 63, 2**63 - 1, 2**63 - 1)
+    assert fits(low, 0, far)
 
 
 def test_query_digest_ignores_order_of_keys() -> None:
