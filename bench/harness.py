@@ -24,8 +24,9 @@ import httpx
 from router import bootstrap
 from router.auth import store as auth_store
 from router.auth.scopes import SCOPES, SYSTEM_TENANT
+from router.catalog import tables as day_tables
 from router.cli.cluster import local_cluster
-from router.db import catalog_login
+from router.db import catalog_login, pools
 from router.settings import ClusterSettings, ServerSettings, Settings
 from services.router_process import RouterProcess
 
@@ -260,3 +261,16 @@ def write_results(
     figure.savefig(png_path, dpi=110)
     plt.close(figure)
     return json_path, png_path
+
+
+async def register_loaded(
+    settings: Settings, metadata: Any, snapshot: Any, connections: dict[str, Any]
+) -> None:
+    """After a load by COPY straight into day tables: ANALYZE every shard, record its day
+    tables in the catalog (and the coordinator), close the connections."""
+    for name, connection in connections.items():
+        await connection.execute("VACUUM ANALYZE")
+        known = snapshot.shards[name]
+        login = pools.coordinator_login(known.dsn, settings.pools)
+        await day_tables.sync(metadata, known, connection, login)
+        await connection.close()

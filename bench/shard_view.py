@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from typing import Any
 
 import httpx
 
@@ -64,3 +65,32 @@ def query_owner(
             output = shard_sql(dsns[shard], f"SELECT {columns} FROM {table} WHERE {where}")
             rows += [line.split("|") for line in output.splitlines() if line]
     return rows
+
+
+def ordered_rows(
+    api: httpx.Client, kind: str, owner_ids: list[int], columns: str
+) -> list[list[Any]]:
+    """Every row of some owners' day tables on every shard of the catalog, as [ts (UTC text,
+    microseconds), shard, owner id, id, *columns], sorted by (ts, shard, owner id, id): the
+    order of every search."""
+    if not owner_ids:
+        return []
+    names = {"audit": "audit_o", "flow": "flow_s"}[kind]
+    names += f"({'|'.join(str(i) for i in owner_ids)})_[0-9]{{8}}$"
+    time_column = "ts" if kind == "audit" else "first_seen"
+    rows: list[list[Any]] = []
+    for shard, dsn in catalog_shards(api).items():
+        tables = shard_sql(
+            dsn, f"SELECT relname FROM pg_class WHERE relname ~ '^{names}' AND relkind = 'r'"
+        ).split()
+        for table in tables:
+            ident = int(table.split("_")[1][1:])
+            out = shard_sql(
+                dsn,
+                f"SELECT to_char({time_column} AT TIME ZONE 'UTC', "
+                f"'YYYY-MM-DD HH24:MI:SS.US'), id, {columns} FROM {table}",
+            )
+            for line in out.splitlines():
+                ts, row_id, *rest = line.split("|")
+                rows.append([ts, shard, ident, int(row_id), *rest])
+    return sorted(rows, key=lambda r: (r[0], r[1], r[2], r[3]))

@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
-from router.api import access, admin, health, ingest, lifecycle, openapi, reports, search
+from router.api import access, admin, health, ingest, lifecycle, openapi, reports, rows, search
 from router.api.params import reject_nul
 from router.auth.middleware import Authenticate
 from router.db import catalog_login
@@ -76,6 +76,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(ingest.router)
     app.include_router(search.router)
+    app.include_router(rows.router)
     app.include_router(reports.router)
     app.include_router(admin.router)
     app.include_router(lifecycle.router)

@@ -30,6 +30,7 @@ from router.reports.service import ReportService
 from router.retention.job import RetentionJob
 from router.retention.runner import RetentionRunner, RunReport
 from router.search import fdw
+from router.search.rows import RowService
 from router.search.service import SearchService
 from router.settings import Settings
 
@@ -59,6 +60,7 @@ class Runtime:
     retention_job: RetentionJob
     auth: TokenRegistry
     self_audit: SelfAudit
+    rows: RowService
 
     @classmethod
     def build(cls, settings: Settings, metadata: asyncpg.Pool, metrics: Metrics) -> Runtime:
@@ -102,6 +104,7 @@ class Runtime:
             RetentionJob(retention, catalog, settings.retention.interval_s, observe),
             TokenRegistry(metadata, settings.auth),
             self_audit,
+            RowService(metadata, catalog, pools, settings.search),
         )
         catalog.subscribe(runtime.on_catalog)
         return runtime

@@ -203,6 +203,18 @@ class SearchSettings(Section):
     max_range_days: int = Field(31, ge=1, description="Widest from..to range, in days.")
     max_patterns: int = Field(8, ge=1)
     max_pattern_chars: int = Field(256, ge=1)
+    max_owners: int = Field(
+        100,
+        ge=1,
+        description="Most owner (audit) or switch (flows) values one search names; also the "
+        "most owners or switches a backend=fdw search covers.",
+    )
+    max_matched_owners: int = Field(
+        10_000,
+        ge=1,
+        description="Most owners or switches with rows in the window that a search by prefix, "
+        "or without any named, may cover.",
+    )
     shard_timeout_s: float = Field(
         5.0,
         gt=0,
@@ -212,7 +224,15 @@ class SearchSettings(Section):
     cursor_secret: str | None = Field(
         None, description="Key that signs cursors; default: one shared through the catalog."
     )
-    export_page_rows: int = Field(2_000, ge=1, description="Rows fetched per step of an export.")
+    cursor_ttl_s: float = Field(
+        86_400.0, gt=0, description="How long a cursor is taken after it was issued; older: 400."
+    )
+    export_page_rows: int = Field(
+        2_000,
+        ge=1,
+        description="Rows an export reads from each shard's cursor per step (the router "
+        "holds about shards x this many).",
+    )
     estimate_sample_fraction: float = Field(
         0.003,
         gt=0,

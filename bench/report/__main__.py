@@ -13,12 +13,14 @@ from the 1x to the 10x reports. Writes bench/results/report.{json,png}.
 
     python -m bench.report [--rows 9000000] [--days 30] [--sources 20000] [--repeats 3]
     python -m bench.report --quick     # 200,000 rows over 7 days: a check that it works
+    python -m bench.report --keep      # leave the cluster's data; --reuse measures it again
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import random
 import shutil
 import statistics
@@ -33,14 +35,21 @@ from typing import Any
 import asyncpg
 import httpx
 
-from bench.harness import auth_for, bench_cluster, bench_settings, timed, write_results
+from bench.harness import (
+    auth_for,
+    bench_cluster,
+    bench_settings,
+    register_loaded,
+    timed,
+    write_results,
+)
 from router.catalog import store
 from router.catalog import tables as day_tables
-from router.db import catalog_login, ddl, pools
+from router.db import catalog_login, ddl
 from router.db.names import day_table
 from router.reports import sql
 from router.reports.spec import build_spec
-from router.search.query import FlowQuery, Window
+from router.search.query import FlowQuery, Keys, Window
 from router.settings import Settings
 from services.router_process import RouterProcess
 
@@ -168,13 +177,7 @@ async def load(
         f"{time.perf_counter() - started:.0f}s",
         flush=True,
     )
-    for name, connection in connections.items():
-        await connection.execute("VACUUM ANALYZE")
-        known = snapshot.shards[name]
-        await day_tables.sync(
-            metadata, known, connection, pools.coordinator_login(known.dsn, settings.pools)
-        )
-        await connection.close()
+    await register_loaded(settings, metadata, snapshot, connections)
     await metadata.close()
     return sorted(owners)
 
@@ -197,7 +200,7 @@ class Floor:
             datetime.fromisoformat(params["from"]), datetime.fromisoformat(params["to"])
         )
         filters = FlowQuery(
-            switch=self.switches[0],
+            switches=Keys.of(self.switches),
             window=window,
             src_ip=None,
             dst_ip=None,
@@ -232,7 +235,7 @@ class Floor:
                     "SELECT id FROM owners WHERE kind = 'flow' AND key = $1", switch
                 )
                 for shard, table in await day_tables.located(
-                    metadata, "flow", ident, days[0], days[-1]
+                    metadata, "flow", [ident], days[0], days[-1]
                 ):
                     tables[shard].append((switch, table.quoted))
         finally:
@@ -328,29 +331,51 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="200,000 rows over 7 days")
     parser.add_argument("--data-dir", type=Path, default=Path("var/bench-report"))
-    parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--keep", action="store_true", help="leave the data directory")
+    parser.add_argument(
+        "--reuse", action="store_true", help="measure the data a --keep run left (same sizes)"
+    )
     args = parser.parse_args()
     if args.quick:
         args.rows, args.days, args.sources, args.repeats = 200_000, 7, 2_000, 2
     settings = bench_settings(args.data_dir)
     today = datetime.now(UTC).date()
     days = [today - timedelta(days=n) for n in range(args.days, 0, -1)]
+    loaded_file = args.data_dir / "bench-report-loaded.json"
+    size = {"rows": args.rows, "days": args.days, "sources": args.sources}
+    previous = json.loads(loaded_file.read_text()) if args.reuse and loaded_file.exists() else {}
+    if previous and previous["size"] != size:
+        print(f"--reuse: the data was loaded as {previous['size']}, not {size}", file=sys.stderr)
+        return 2
+    if previous:
+        days = [date.fromisoformat(d) for d in previous["days"]]
     first = datetime(days[0].year, days[0].month, days[0].day, tzinfo=UTC)
     last = first + timedelta(days=args.days)
     try:
-        with bench_cluster(settings) as (_cluster, router):
+        # No retention job: the oldest day of the window may be as old as the default keep days.
+        no_retention = {"SHARDLOG_RETENTION__ENABLED": "false"}
+        with bench_cluster(settings, router_extra_env=no_retention) as (_cluster, router):
             assert router is not None
-            print("loading", flush=True)
-            sets = {
-                "1x": asyncio.run(load(settings, router.url, "a", days, args.rows, args.sources)),
-                "10x": asyncio.run(
-                    load(settings, router.url, "b", days, args.rows, args.sources * 10)
-                ),
-            }
+            if previous:
+                sets = previous["sets"]
+                print(f"reusing the data loaded {previous['days'][0]}..{previous['days'][-1]}")
+            else:
+                print("loading", flush=True)
+                sets = {
+                    "1x": asyncio.run(
+                        load(settings, router.url, "a", days, args.rows, args.sources)
+                    ),
+                    "10x": asyncio.run(
+                        load(settings, router.url, "b", days, args.rows, args.sources * 10)
+                    ),
+                }
+                loaded_file.write_text(
+                    json.dumps({"size": size, "days": [d.isoformat() for d in days], "sets": sets})
+                )
             print("measuring", flush=True)
             results = measure(settings, router, sets, first, last, args.repeats)
     finally:
-        if not args.keep:
+        if not (args.keep or args.reuse):
             shutil.rmtree(args.data_dir, ignore_errors=True)
     names = list(queries(first, last))
     fdw = statistics.median(

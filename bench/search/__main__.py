@@ -47,7 +47,7 @@ from bench.search.shards import map_keys, shard_connections
 from router.db import ddl, roles
 from router.db.names import day_table
 from router.search import sql
-from router.search.query import AuditQuery, Window
+from router.search.query import AuditQuery, Keys, Window
 from services.credentials import SecretStore
 from services.postgres import InstanceSpec, PostgresInstance
 from services.process import server_user
@@ -228,7 +228,7 @@ async def measure(
     samples = []
     for owner, (a, b) in zip(pick, spans, strict=True):
         query = AuditQuery(
-            owner,
+            Keys.of([owner]),
             Window(datetime.fromisoformat(a), datetime.fromisoformat(b)),
             ("abc", "bcd"),
             "substring",

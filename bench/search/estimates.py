@@ -26,7 +26,7 @@ from bench.harness import auth_for, timed_get
 from bench.search.shards import Rows, Shards, map_keys, shard_connections
 from router.db.names import day_table
 from router.search import sql
-from router.search.query import AuditQuery, FlowQuery, IpFilter, PortFilter, Window
+from router.search.query import AuditQuery, FlowQuery, IpFilter, Keys, PortFilter, Window
 from router.settings import Settings
 
 TEXT_BATCH = 50_000
@@ -134,7 +134,8 @@ async def load(
 def as_query(loaded: Loaded, window: Window, params: dict[str, Any]) -> AuditQuery | FlowQuery:
     if not loaded.flows:
         match = params.get("match", "substring")
-        return AuditQuery(loaded.key, window, tuple(params.get("q", ())), match, "asc")
+        patterns = tuple(params.get("q", ()))
+        return AuditQuery(Keys.of([loaded.key]), window, patterns, match, "asc")
 
     def ip(name: str) -> IpFilter | None:
         return IpFilter.parse(params[name], name) if name in params else None
@@ -143,7 +144,7 @@ def as_query(loaded: Loaded, window: Window, params: dict[str, Any]) -> AuditQue
         return PortFilter.parse(params[name], name) if name in params else None
 
     return FlowQuery(
-        loaded.key,
+        Keys.of([loaded.key]),
         window,
         ip("src_ip"),
         ip("dst_ip"),

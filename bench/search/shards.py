@@ -16,11 +16,10 @@ from typing import Any, Literal
 import asyncpg
 import httpx
 
-from bench.harness import auth_for
+from bench.harness import auth_for, register_loaded
 from router.catalog import store
-from router.catalog import tables as day_tables
 from router.catalog.snapshot import CatalogSnapshot
-from router.db import catalog_login, ddl, pools
+from router.db import catalog_login, ddl
 from router.db.names import DayTable
 from router.settings import Settings
 
@@ -102,14 +101,10 @@ class Shards:
                 await connection.execute(ddl.flow_merge_sql(table))
 
     async def settle(self) -> None:
-        """VACUUM ANALYZE every shard and register its day tables in the catalog."""
+        """VACUUM ANALYZE every shard and register its day tables; the connections close."""
         metadata = await catalog_login.open_pool(self.settings)
         try:
-            for name, connection in self.connections.items():
-                await connection.execute("VACUUM ANALYZE")
-                known = self.snapshot.shards[name]
-                login = pools.coordinator_login(known.dsn, self.settings.pools)
-                await day_tables.sync(metadata, known, connection, login)
+            await register_loaded(self.settings, metadata, self.snapshot, self.connections)
         finally:
             await metadata.close()
 

@@ -24,6 +24,7 @@ from router.api.search import (
     flow_query,
 )
 from router.auth.dependency import AuditReport, FlowsReport
+from router.csv_cells import csv_cell
 from router.errors import BadRequest, ShardlogError
 from router.models.errors import Error
 from router.models.report import Report
@@ -139,26 +140,13 @@ async def _ndjson(answer: Answer) -> AsyncIterator[bytes]:
         yield orjson.dumps(exc.body()) + b"\n"
 
 
-# A cell a spreadsheet would read as a formula (an owner key is anyone's text).
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def _csv_cell(value: object) -> object:
-    """``value`` as a CSV cell: None empty; text that starts like a formula behind a quote."""
-    if value is None:
-        return ""
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
-        return "'" + value
-    return value
-
-
 async def _csv(answer: Answer) -> AsyncIterator[bytes]:
     columns = [k.name for k in answer.spec.group_by] + [m.name for m in answer.spec.metrics]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(columns)
     async for row in answer.rows:
-        writer.writerow([_csv_cell(row[c]) for c in columns])
+        writer.writerow([csv_cell(row[c]) for c in columns])
         if buffer.tell() > 64 * 1024:
             yield buffer.getvalue().encode()
             buffer.seek(0)
@@ -192,9 +180,7 @@ async def report_audit(
 ) -> StreamingResponse:
     keys = _keys(runtime, owner, "owner")
     days = runtime.settings.report.max_range_days
-    filters = audit_query(runtime, keys[0], start, to, q, match, "asc", max_days=days)
-    for key in keys[1:]:
-        audit_query(runtime, key, start, to, q, match, "asc", max_days=days)
+    filters = audit_query(runtime, queries.Keys.of(keys), start, to, q, match, "asc", max_days=days)
     choice = {
         "group_by": group_by,
         "metrics": metrics,
@@ -239,9 +225,7 @@ async def report_flows(
     keys = _keys(runtime, switch, "switch")
     days = runtime.settings.report.max_range_days
     filter_args = (src_ip, dst_ip, src_port, dst_port, ip_version, proto, either_direction, "asc")
-    filters = flow_query(runtime, keys[0], start, to, *filter_args, max_days=days)  # type: ignore[arg-type]
-    for key in keys[1:]:
-        flow_query(runtime, key, start, to, *filter_args, max_days=days)  # type: ignore[arg-type]
+    filters = flow_query(runtime, queries.Keys.of(keys), start, to, *filter_args, max_days=days)  # type: ignore[arg-type]
     choice = {
         "group_by": group_by,
         "metrics": metrics,

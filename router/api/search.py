@@ -8,9 +8,10 @@ from typing import Annotated, Any, Literal
 import orjson
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
+from pydantic import BaseModel
 
 from router.api.deps import RuntimeDep
-from router.api.responses import ERROR_DESCRIPTIONS, described, ndjson_answer
+from router.api.responses import ERROR_DESCRIPTIONS, Responses, described, ndjson_answer
 from router.auth.dependency import AuditRead, FlowsRead
 from router.auth.scopes import Grant
 from router.catalog.rules import owner_key_problem
@@ -18,20 +19,62 @@ from router.errors import BadRequest, ShardlogError
 from router.models.search import AuditItem, AuditPage, FlowItem, FlowPage
 from router.runtime import Runtime
 from router.search import query as queries
+from router.search.cursor import MAX_CURSOR_CHARS
+from router.search.export import ExportFormat
 from router.search.service import Backend, CountMode
 
 router = APIRouter(prefix="/v1", tags=["search"])
 
-Owner = Annotated[str, Query(min_length=1, max_length=256, description="The owner")]
-Switch = Annotated[str, Query(min_length=1, max_length=256, description="The switch")]
+Owners = Annotated[
+    list[str],
+    Query(
+        description="An owner; repeat it for several (up to SHARDLOG_SEARCH__MAX_OWNERS). "
+        "Neither owner nor owner_prefix: every owner the token reaches"
+    ),
+]
+OwnerPrefix = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=256,
+        description="Also every owner whose key starts with this text (literally: no wildcards)",
+    ),
+]
+Switches = Annotated[
+    list[str],
+    Query(
+        description="A switch; repeat it for several (up to SHARDLOG_SEARCH__MAX_OWNERS). "
+        "Neither switch nor switch_prefix: every switch the token reaches"
+    ),
+]
+SwitchPrefix = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=256,
+        description="Also every switch whose key starts with this text (literally: no wildcards)",
+    ),
+]
 RFC3339 = {"format": "date-time"}
 From = Annotated[
     str, Query(alias="from", description="RFC 3339, inclusive", json_schema_extra=RFC3339)
 ]
 To = Annotated[str, Query(description="RFC 3339, exclusive", json_schema_extra=RFC3339)]
-Order = Annotated[Literal["asc", "desc"], Query(description="By time, then shard, then id")]
+Order = Annotated[
+    Literal["asc", "desc"], Query(description="By time, then shard, then owner or switch, then id")
+]
 Limit = Annotated[int | None, Query(ge=1, description="Rows per page")]
-CursorText = Annotated[str | None, Query(max_length=2048, description="From a previous page")]
+CursorText = Annotated[
+    str | None, Query(max_length=MAX_CURSOR_CHARS, description="From a previous page")
+]
+Consistent = Annotated[
+    bool,
+    Query(
+        description="true: every page as of the first (rows added later never appear, each "
+        "row there appears once); false: live, rows added while paging may appear in later "
+        "pages. Not with backend=fdw"
+    ),
+]
 Count = Annotated[CountMode, Query(description="none, estimate (planner) or exact")]
 BackendParam = Annotated[
     Backend,
@@ -58,16 +101,25 @@ class IpVersion(IntEnum):
 IpVersionParam = Annotated[IpVersion | None, Query(description="4 or 6")]
 SEARCH_ERRORS: dict[int | str, dict[str, Any]] = described(
     {
-        400: "A parameter is invalid (the error names it)",
+        400: "A parameter is invalid, or a prefix or no key at all covers too many owners or "
+        "switches (the error names the parameter), or the cursor expired",
         401: ERROR_DESCRIPTIONS[401],
-        403: "The token lacks the read scope, or the owner or switch belongs to another tenant "
-        "or lies outside the token's prefixes",
+        403: "The token lacks the read scope, or a named owner or switch belongs to another "
+        "tenant or lies outside the token's prefixes (or the prefix does)",
         429: "Over the token's request rate or concurrent searches; see Retry-After",
         422: "A parameter is missing or of the wrong type, or holds a NUL (the error names it)",
-        503: "A shard failed and partial=false, or the metadata database is unavailable",
+        503: "A shard failed and partial=false, or the metadata database is unavailable, or "
+        "(consistent=true) the shards' snapshots do not fit in a cursor: retry",
         504: "A shard did not answer in time and partial=false",
     }
 )
+
+
+def _export_answer(line: type[BaseModel]) -> Responses:
+    """format=ndjson: one item per line; format=csv: a table with a header line."""
+    answer = ndjson_answer(line, "Every match: one item per line, or with format=csv a table")
+    answer[200]["content"]["text/csv"] = {"schema": {"type": "string"}}
+    return answer
 
 
 def _limit(runtime: Runtime, limit: int | None) -> int:
@@ -85,9 +137,26 @@ def check_search_key(value: str, field: str) -> str:
     return value
 
 
+def named_keys(runtime: Runtime, listed: list[str], prefix: str | None, field: str) -> queries.Keys:
+    """The ``field`` values of a search (at most SHARDLOG_SEARCH__MAX_OWNERS) and its
+    ``<field>_prefix``."""
+    most = runtime.settings.search.max_owners
+    if len(listed) > most:
+        raise BadRequest(f"at most {most} {field} values (SHARDLOG_SEARCH__MAX_OWNERS)", field)
+    return queries.Keys.of(listed, prefix)
+
+
+def _checked(keys: queries.Keys, field: str) -> queries.Keys:
+    for key in keys.listed:
+        check_search_key(key, field)
+    if keys.prefix is not None:
+        check_search_key(keys.prefix, f"{field}_prefix")
+    return keys
+
+
 def audit_query(
     runtime: Runtime,
-    owner: str,
+    owners: queries.Keys,
     start: str,
     end: str,
     q: list[str],
@@ -97,7 +166,7 @@ def audit_query(
 ) -> queries.AuditQuery:
     settings = runtime.settings.search
     return queries.AuditQuery(
-        owner=check_search_key(owner, "owner"),
+        owners=_checked(owners, "owner"),
         window=queries.window(start, end, max_days or settings.max_range_days),
         patterns=queries.check_patterns(q, settings.max_patterns, settings.max_pattern_chars),
         match=match,
@@ -107,7 +176,7 @@ def audit_query(
 
 def flow_query(
     runtime: Runtime,
-    switch: str,
+    switches: queries.Keys,
     start: str,
     end: str,
     src_ip: str | None,
@@ -121,7 +190,7 @@ def flow_query(
     max_days: int | None = None,
 ) -> queries.FlowQuery:
     query = queries.FlowQuery(
-        switch=check_search_key(switch, "switch"),
+        switches=_checked(switches, "switch"),
         window=queries.window(start, end, max_days or runtime.settings.search.max_range_days),
         src_ip=queries.IpFilter.parse(src_ip, "src_ip") if src_ip else None,
         dst_ip=queries.IpFilter.parse(dst_ip, "dst_ip") if dst_ip else None,
@@ -136,18 +205,42 @@ def flow_query(
     return query
 
 
+async def _page(
+    runtime: Runtime,
+    grant: Grant,
+    query: queries.AuditQuery | queries.FlowQuery,
+    limit: int | None,
+    cursor: str | None,
+    count: CountMode,
+    partial: bool,
+    backend: Backend,
+    consistent: bool,
+) -> dict[str, Any]:
+    return await runtime.search.search(
+        query,
+        _limit(runtime, limit),
+        cursor,
+        count,
+        partial,
+        backend,
+        grant=grant,
+        consistent=consistent,
+    )
+
+
 @router.get(
     "/audit/search",
-    summary="Audit rows of one owner in a time range, by pattern",
+    summary="Audit rows of owners in a time range, by pattern",
     response_model=AuditPage,
     responses=SEARCH_ERRORS,
 )
 async def search_audit(
     caller: AuditRead,
     runtime: RuntimeDep,
-    owner: Owner,
     start: From,
     to: To,
+    owner: Owners = [],  # noqa: B006
+    owner_prefix: OwnerPrefix = None,
     q: Annotated[list[str], Query(description="Patterns, all must match")] = [],  # noqa: B006
     match: Annotated[queries.Match, Query()] = "substring",
     order: Order = "asc",
@@ -156,25 +249,28 @@ async def search_audit(
     count: Count = "none",
     partial: Partial = True,
     backend: BackendParam = "fanout",
+    consistent: Consistent = False,
 ) -> dict[str, Any]:
-    query = audit_query(runtime, owner, start, to, q, match, order)
-    return await runtime.search.search(
-        query, _limit(runtime, limit), cursor, count, partial, backend, grant=caller.grant
+    owners = named_keys(runtime, owner, owner_prefix, "owner")
+    query = audit_query(runtime, owners, start, to, q, match, order)
+    return await _page(
+        runtime, caller.grant, query, limit, cursor, count, partial, backend, consistent
     )
 
 
 @router.get(
     "/flows/search",
-    summary="Flows of one switch by any part of the 5-tuple",
+    summary="Flows of switches by any part of the 5-tuple",
     response_model=FlowPage,
     responses=SEARCH_ERRORS,
 )
 async def search_flows(
     caller: FlowsRead,
     runtime: RuntimeDep,
-    switch: Switch,
     start: From,
     to: To,
+    switch: Switches = [],  # noqa: B006
+    switch_prefix: SwitchPrefix = None,
     src_ip: Annotated[str | None, Query(description="Address or CIDR prefix")] = None,
     dst_ip: Annotated[str | None, Query(description="Address or CIDR prefix")] = None,
     src_port: Annotated[str | None, Query(description="Port or range 1000-2000")] = None,
@@ -188,10 +284,11 @@ async def search_flows(
     count: Count = "none",
     partial: Partial = True,
     backend: BackendParam = "fanout",
+    consistent: Consistent = False,
 ) -> dict[str, Any]:
     query = flow_query(
         runtime,
-        switch,
+        named_keys(runtime, switch, switch_prefix, "switch"),
         start,
         to,
         src_ip,
@@ -203,43 +300,47 @@ async def search_flows(
         either_direction,
         order,
     )
-    return await runtime.search.search(
-        query, _limit(runtime, limit), cursor, count, partial, backend, grant=caller.grant
+    return await _page(
+        runtime, caller.grant, query, limit, cursor, count, partial, backend, consistent
     )
 
 
 @router.get(
     "/audit/export",
-    summary="Every matching audit row as NDJSON",
+    summary="Every matching audit row as NDJSON or CSV",
     response_class=StreamingResponse,
-    responses={**ndjson_answer(AuditItem, "Every match, one per line"), **SEARCH_ERRORS},
+    responses={**_export_answer(AuditItem), **SEARCH_ERRORS},
 )
 async def export_audit(
     caller: AuditRead,
     runtime: RuntimeDep,
-    owner: Owner,
     start: From,
     to: To,
+    owner: Owners = [],  # noqa: B006
+    owner_prefix: OwnerPrefix = None,
     q: Annotated[list[str], Query()] = [],  # noqa: B006
     match: Annotated[queries.Match, Query()] = "substring",
     order: Order = "asc",
+    format: ExportFormatParam = "ndjson",
 ) -> StreamingResponse:
-    query = audit_query(runtime, owner, start, to, q, match, order)
-    return await _stream(runtime, query, caller.grant)
+    owners = named_keys(runtime, owner, owner_prefix, "owner")
+    query = audit_query(runtime, owners, start, to, q, match, order)
+    return await _stream(runtime, query, format, caller.grant)
 
 
 @router.get(
     "/flows/export",
-    summary="Every matching flow as NDJSON",
+    summary="Every matching flow as NDJSON or CSV",
     response_class=StreamingResponse,
-    responses={**ndjson_answer(FlowItem, "Every match, one per line"), **SEARCH_ERRORS},
+    responses={**_export_answer(FlowItem), **SEARCH_ERRORS},
 )
 async def export_flows(
     caller: FlowsRead,
     runtime: RuntimeDep,
-    switch: Switch,
     start: From,
     to: To,
+    switch: Switches = [],  # noqa: B006
+    switch_prefix: SwitchPrefix = None,
     src_ip: str | None = None,
     dst_ip: str | None = None,
     src_port: str | None = None,
@@ -248,10 +349,11 @@ async def export_flows(
     proto: Annotated[int | None, Query(ge=0, le=255)] = None,
     either_direction: bool = False,
     order: Order = "asc",
+    format: ExportFormatParam = "ndjson",
 ) -> StreamingResponse:
     query = flow_query(
         runtime,
-        switch,
+        named_keys(runtime, switch, switch_prefix, "switch"),
         start,
         to,
         src_ip,
@@ -263,24 +365,32 @@ async def export_flows(
         either_direction,
         order,
     )
-    return await _stream(runtime, query, caller.grant)
+    return await _stream(runtime, query, format, caller.grant)
+
+
+ExportFormatParam = Annotated[
+    ExportFormat,
+    Query(description="ndjson: one item per line; csv: a header line, then a row per match"),
+]
+_MEDIA_TYPES = {"ndjson": "application/x-ndjson", "csv": "text/csv; charset=utf-8"}
 
 
 async def _stream(
-    runtime: Runtime, query: queries.AuditQuery | queries.FlowQuery, grant: Grant
+    runtime: Runtime,
+    query: queries.AuditQuery | queries.FlowQuery,
+    format: ExportFormat,
+    grant: Grant,
 ) -> StreamingResponse:
-    stream = runtime.search.export(query, grant)
-    # The first page is read before answering, so a bad pattern is still a clean 400.
-    first = await anext(stream, b"")
+    # The shards' cursors are open and their first rows read before the answer begins, so a
+    # failing shard or a bad pattern is still a clean 4xx/5xx.
+    chunks = await runtime.search.export(query, format, grant)
 
     async def body() -> Any:
-        if first:
-            yield first
         try:
-            async for line in stream:
-                yield line
+            async for chunk in chunks:
+                yield chunk
         except ShardlogError as exc:
             # The status line is long gone: the stream ends with the error as its last line.
             yield orjson.dumps(exc.body()) + b"\n"
 
-    return StreamingResponse(body(), media_type="application/x-ndjson")
+    return StreamingResponse(body(), media_type=_MEDIA_TYPES[format])

@@ -161,3 +161,24 @@ def check_key(grant: Grant, kind: str, key: str, key_tenant: str | None, field: 
     problem = key_denial(grant, kind, key, key_tenant)
     if problem is not None:
         raise Forbidden(problem, field)
+
+
+def check_key_prefix(grant: Grant, kind: str, prefix: str, field: str) -> None:
+    """A 403 naming the field when no key that starts with ``prefix`` could pass ``check_key``
+    (outside the token's prefixes, or reserved for the platform). Keys that do start with it
+    still pass ``key_denial`` one by one: of the token's tenant only."""
+    name = KEY_NAME[kind]
+    prefixes = grant.prefixes(kind)
+    if prefixes and not any(prefix.startswith(p) or p.startswith(prefix) for p in prefixes):
+        shown = ", ".join(excerpt(p) for p in prefixes[:5])
+        raise Forbidden(
+            f"{field} {excerpt(prefix)} is outside this token's {name} prefixes ({shown})", field
+        )
+    if (
+        prefix.startswith(RESERVED_PREFIX)
+        and grant.tenant != SYSTEM_TENANT
+        and not grant.any_tenant
+    ):
+        raise Forbidden(
+            f"{field} {excerpt(prefix)} is reserved for the platform ({RESERVED_PREFIX}*)", field
+        )

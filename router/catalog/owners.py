@@ -24,20 +24,27 @@ class OwnerDirectory:
     async def on_catalog(self, _snapshot: CatalogSnapshot) -> None:
         self._cache.clear()
 
+    def _cached(
+        self, kind: OwnerKind, keys: Iterable[str]
+    ) -> tuple[dict[str, OwnerMapping], list[str]]:
+        """The cached mappings of ``keys``, and the keys not in the cache."""
+        found: dict[str, OwnerMapping] = {}
+        missing: list[str] = []
+        for key in set(keys):
+            cached = self._cache.get((kind, key))
+            if cached is None:
+                missing.append(key)
+            else:
+                found[key] = cached
+        return found, missing
+
     async def resolve(
         self, kind: OwnerKind, keys: Iterable[str], tenant: str, *, exclusive: bool = True
     ) -> dict[str, OwnerMapping]:
         """Mappings of ``keys``; those not mapped yet are claimed for ``tenant`` (with
         ``exclusive``, not while some key belongs to another tenant: see store.resolve_owners,
         the caller refuses then)."""
-        result: dict[str, OwnerMapping] = {}
-        unknown: list[str] = []
-        for key in set(keys):
-            cached = self._cache.get((kind, key))
-            if cached is None:
-                unknown.append(key)
-            else:
-                result[key] = cached
+        result, unknown = self._cached(kind, keys)
         if unknown and exclusive and any(m.tenant != tenant for m in result.values()):
             return result  # some key is another tenant's: the caller refuses, nothing claimed
         if unknown:
@@ -61,3 +68,10 @@ class OwnerDirectory:
         """The mapping of an owner that may not exist, without creating one."""
         cached = self._cache.get((kind, key))
         return cached if cached is not None else await store.get_owner(self._metadata, kind, key)
+
+    async def lookup_many(self, kind: OwnerKind, keys: Iterable[str]) -> dict[str, OwnerMapping]:
+        """The mappings of those of ``keys`` that exist, by key, without creating any."""
+        found, missing = self._cached(kind, keys)
+        if missing:
+            found.update(await store.get_owners(self._metadata, kind, missing))
+        return found

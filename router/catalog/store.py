@@ -3,9 +3,10 @@ comes from the admin API or the CLI; triggers bump the catalog version and NOTIF
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import date
 from typing import Any
 
 import asyncpg
@@ -204,6 +205,52 @@ async def set_shard_state(db: Executor, name: str, state: str) -> Shard:
 async def get_owner(db: Executor, kind: str, key: str) -> OwnerMapping | None:
     row = await db.fetchrow(
         f"SELECT {OWNER_COLUMNS} FROM owners WHERE kind = $1 AND key = $2", kind, key
+    )
+    return _owner(row) if row else None
+
+
+async def get_owners(db: Executor, kind: str, keys: list[str]) -> dict[str, OwnerMapping]:
+    """The mappings of those of ``keys`` that exist, by key."""
+    return await _owners(db, kind, keys)
+
+
+async def owners_with_tables(
+    db: Executor,
+    kind: str,
+    tenant: str | None,
+    prefixes: Sequence[str],
+    prefix: str | None,
+    first: date,
+    last: date,
+    limit: int,
+) -> list[OwnerMapping]:
+    """Up to ``limit`` owners with a day table between ``first`` and ``last`` (inclusive), of
+    ``tenant`` (None: any) whose key starts with one of ``prefixes`` (none: any) and with
+    ``prefix``. starts_with, not LIKE: a prefix is data, its '%' and '_' are characters."""
+    rows = await db.fetch(
+        f"SELECT {OWNER_COLUMNS} FROM owners AS o WHERE kind = $1 "
+        "AND ($2::text IS NULL OR tenant = $2) "
+        "AND (cardinality($3::text[]) = 0 "
+        "     OR EXISTS (SELECT 1 FROM unnest($3::text[]) AS p (prefix) "
+        "                WHERE starts_with(o.key, p.prefix))) "
+        "AND ($4::text IS NULL OR starts_with(key, $4)) "
+        "AND EXISTS (SELECT 1 FROM day_tables AS d WHERE d.kind = o.kind "
+        "            AND d.owner_id = o.id AND d.day BETWEEN $5 AND $6) "
+        "ORDER BY id LIMIT $7",
+        kind,
+        tenant,
+        list(prefixes),
+        prefix,
+        first,
+        last,
+        limit,
+    )
+    return [_owner(row) for row in rows]
+
+
+async def get_owner_by_id(db: Executor, kind: str, owner_id: int) -> OwnerMapping | None:
+    row = await db.fetchrow(
+        f"SELECT {OWNER_COLUMNS} FROM owners WHERE kind = $1 AND id = $2", kind, owner_id
     )
     return _owner(row) if row else None
 

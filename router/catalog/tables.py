@@ -4,6 +4,7 @@ Every entry is also attached to the postgres_fdw coordinator, in the same transa
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import date
 
 import asyncpg
@@ -35,18 +36,19 @@ async def record(
 
 
 async def located(
-    metadata: asyncpg.Pool, kind: Kind, owner_id: int, first: date, last: date
+    metadata: asyncpg.Pool, kind: Kind, owner_ids: Iterable[int], first: date, last: date
 ) -> list[tuple[str, DayTable]]:
-    """(shard, table) pairs of one owner between two days, inclusive."""
+    """(shard, table) pairs of some owners between two days, inclusive."""
     rows = await metadata.fetch(
-        "SELECT shard, day FROM day_tables WHERE kind = $1 AND owner_id = $2 "
-        "AND day BETWEEN $3 AND $4 ORDER BY day, shard",
+        "SELECT owner_id, shard, day FROM day_tables WHERE kind = $1 "
+        "AND owner_id = ANY($2::bigint[]) AND day BETWEEN $3 AND $4 "
+        "ORDER BY owner_id, day, shard",
         kind,
-        owner_id,
+        list(owner_ids),
         first,
         last,
     )
-    return [(row["shard"], day_table(kind, owner_id, row["day"])) for row in rows]
+    return [(row["shard"], day_table(kind, row["owner_id"], row["day"])) for row in rows]
 
 
 async def on_shard(connection: Connection) -> list[DayTable]:

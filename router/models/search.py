@@ -9,6 +9,8 @@ from pydantic import Field
 
 from router.models.common import Out, Timestamp
 
+REF = "This row's permalink: GET /v1/audit/rows/{ref} or /v1/flows/rows/{ref} answers it"
+
 
 class AuditItem(Out):
     ts: Timestamp
@@ -17,6 +19,7 @@ class AuditItem(Out):
     attrs: dict[str, Any] | None
     shard: str
     owner: str
+    ref: str = Field(description=REF)
 
 
 class FlowItem(Out):
@@ -36,6 +39,7 @@ class FlowItem(Out):
     flow_count: int = Field(description="Records merged into this flow")
     shard: str
     switch: str
+    ref: str = Field(description=REF)
 
 
 class Count(Out):

@@ -1,110 +1,113 @@
 """Merging the shards' partial aggregates. Every shard returns its groups sorted by the group
-key; a k-way merge of those streams brings the partials of one group together, where they
-combine exactly (counts and sums add, min and max compare, sketches union). Memory holds one
-group per shard, whatever the number of groups."""
+key, in batches. A round takes, from every stream's buffered batch, the partials up to the
+smallest last key buffered (the horizon): no stream can still hold a key at or below it, so
+those groups are complete. The round's partials are sorted together (their runs are already
+sorted, which the sort exploits) and equal keys combine exactly: counts and sums add, min and
+max compare, sketches union. Memory holds about one batch per stream, whatever the number of
+groups, and the per-row work happens in C (sort, groupby, itemgetter) rather than in a Python
+loop per partial."""
 
 from __future__ import annotations
 
-import heapq
-import ipaddress
-from collections.abc import AsyncIterator, Sequence
+import asyncio
+from bisect import bisect_right
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
+from router.db import inet
 from router.reports import hll
 from router.reports.spec import GroupKey, Metric, ReportSpec
+from router.search.streams import Batches, Buffered
 
-# A group: its key (values that compare as PostgreSQL ordered them) and its metric partials.
-Partial = tuple[tuple[Any, ...], list[Any]]
-IpKey = tuple[int, int]  # (IP version, address as an integer)
-
-
-def key_value(value: Any) -> Any:
-    """A key column as the merge compares it: an address as (version, integer), which is the
-    order of PostgreSQL's inet within one mask length per family."""
-    if isinstance(value, ipaddress.IPv4Network | ipaddress.IPv6Network):
-        return (value.version, int(value.network_address))
-    return value
+# A shard's partial row (an asyncpg Record, or any sequence): the key columns, then the metrics.
+PartialRow = Sequence[Any]
+# A complete group: its key (one value, or a tuple of them for several key columns; () for
+# none) and its combined metrics.
+Group = tuple[Any, tuple[Any, ...]]
 
 
-def metric_value(metric: Metric, value: Any) -> Any:
+def _no_key(_row: PartialRow) -> tuple[()]:
+    return ()
+
+
+def _reducer(metric: Metric, column: int) -> Callable[[list[PartialRow]], Any]:
+    read = itemgetter(column)
     if metric.kind in ("count", "sum"):
-        return int(value) if isinstance(value, Decimal | int) else 0
+        return lambda rows: sum(map(read, rows))
     if metric.kind == "distinct":
-        return hll.decode(value)
-    return value
+
+        def union(rows: list[PartialRow]) -> hll.Sketch:
+            sketch = hll.decode(rows[0][column])
+            for row in rows[1:]:
+                sketch = sketch.union(hll.decode(row[column]))
+            return sketch
+
+        return union
+    pick = min if metric.kind == "min" else max
+
+    def extreme(rows: list[PartialRow]) -> Any:
+        values = [v for v in map(read, rows) if v is not None]
+        return pick(values) if values else None
+
+    return extreme
 
 
-def partial_of(spec: ReportSpec, record: Sequence[Any]) -> Partial:
-    width = len(spec.group_by)
-    return (
-        tuple(key_value(v) for v in record[:width]),
-        [metric_value(m, v) for m, v in zip(spec.metrics, record[width:], strict=True)],
-    )
+@dataclass(frozen=True)
+class Layout:
+    """Where a partial row's key and metrics are, and how each metric combines."""
+
+    key: Callable[[PartialRow], Any]
+    reducers: tuple[Callable[[list[PartialRow]], Any], ...]
+
+    @classmethod
+    def of(cls, spec: ReportSpec) -> Layout:
+        width = len(spec.group_by)
+        key: Callable[[PartialRow], Any] = _no_key if width == 0 else itemgetter(*range(width))
+        reducers = tuple(_reducer(m, width + i) for i, m in enumerate(spec.metrics))
+        return cls(key, reducers)
+
+    def combine(self, rows: list[PartialRow]) -> list[Group]:
+        """Complete groups of ``rows`` (every partial of each group among them), in key order."""
+        rows.sort(key=self.key)
+        reducers = self.reducers
+        return [
+            (key, tuple(reduce(members) for reduce in reducers))
+            for key, grouped in groupby(rows, self.key)
+            for members in (list(grouped),)
+        ]
 
 
-def combine(metric: Metric, left: Any, right: Any) -> Any:
-    if metric.kind in ("count", "sum"):
-        return left + right
-    if metric.kind == "distinct":
-        return left.union(right)
-    if left is None or right is None:
-        return right if left is None else left
-    return min(left, right) if metric.kind == "min" else max(left, right)
+async def merge_complete(streams: Sequence[Batches], layout: Layout) -> AsyncIterator[list[Group]]:
+    """Complete groups of all streams, in key order, a round at a time."""
+    buffered = [Buffered(s) for s in streams]
+    key = layout.key
+    while True:
+        empty = [b for b in buffered if not b.rows]
+        if empty:
+            await asyncio.gather(*(b.refill() for b in empty))
+            buffered = [b for b in buffered if not b.exhausted]
+        if not buffered:
+            return
+        horizon = min(key(b.rows[-1]) for b in buffered)
+        taken: list[PartialRow] = []
+        for b in buffered:
+            cut = bisect_right(b.rows, horizon, key=key)
+            taken += b.rows[:cut]
+            b.rows = b.rows[cut:]
+        yield layout.combine(taken)
 
 
-def identity(metrics: Sequence[Metric]) -> list[Any]:
+def identity(metrics: Sequence[Metric]) -> tuple[Any, ...]:
     """The metrics of no rows at all: the one row of a report without group_by and data."""
-    return [
+    return tuple(
         0 if m.kind in ("count", "sum") else hll.empty() if m.kind == "distinct" else None
         for m in metrics
-    ]
-
-
-async def merge_sorted(streams: Sequence[AsyncIterator[Partial]]) -> AsyncIterator[Partial]:
-    """The partials of all streams in key order; reads one ahead per stream."""
-    heap: list[tuple[tuple[Any, ...], int, Partial]] = []
-    for index, stream in enumerate(streams):
-        first = await anext(stream, None)
-        if first is not None:
-            heap.append((first[0], index, first))
-    heapq.heapify(heap)
-    while heap:
-        _, index, item = heap[0]
-        following = await anext(streams[index], None)
-        if following is None:
-            heapq.heappop(heap)
-        else:
-            heapq.heapreplace(heap, (following[0], index, following))
-        yield item
-
-
-async def combine_groups(
-    merged: AsyncIterator[Partial], metrics: Sequence[Metric]
-) -> AsyncIterator[Partial]:
-    """Complete groups from a key-ordered stream of partials: equal keys are adjacent."""
-    current: Partial | None = None
-    async for key, values in merged:
-        if current is not None and current[0] == key:
-            current = (
-                key,
-                [combine(m, a, b) for m, a, b in zip(metrics, current[1], values, strict=True)],
-            )
-            continue
-        if current is not None:
-            yield current
-        current = (key, values)
-    if current is not None:
-        yield current
-
-
-def _ip_text(key: GroupKey, value: IpKey) -> str:
-    version, number = value
-    full = 32 if version == 4 else 128
-    length = full if key.prefix is None else min(key.prefix, full)
-    network = ipaddress.ip_network((number, length))
-    return str(network.network_address) if length == full else str(network)
+    )
 
 
 def _public(value: Any) -> Any:
@@ -112,19 +115,24 @@ def _public(value: Any) -> Any:
         return value.isoformat()
     if isinstance(value, hll.Sketch):
         return round(value.cardinality())
+    if isinstance(value, Decimal):
+        return int(value)
     return value
 
 
-def finish(spec: ReportSpec, group: Partial) -> dict[str, Any]:
+def _key_text(key: GroupKey, value: Any) -> Any:
+    if key.column in ("src_ip", "dst_ip"):
+        return inet.decode(value)  # the inet's wire form: the address, or network/length
+    if key.column == "proto" and value == -1:
+        return None
+    return _public(value)
+
+
+def finish(spec: ReportSpec, group: Group) -> dict[str, Any]:
     """A complete group as the answer shows it."""
-    row: dict[str, Any] = {}
-    for key, value in zip(spec.group_by, group[0], strict=True):
-        if key.column in ("src_ip", "dst_ip"):
-            row[key.name] = _ip_text(key, value)
-        elif key.column == "proto" and value == -1:
-            row[key.name] = None
-        else:
-            row[key.name] = _public(value)
-    for metric, value in zip(spec.metrics, group[1], strict=True):
+    key, values = group
+    parts = (key,) if len(spec.group_by) == 1 else key
+    row = {k.name: _key_text(k, v) for k, v in zip(spec.group_by, parts, strict=True)}
+    for metric, value in zip(spec.metrics, values, strict=True):
         row[metric.name] = _public(value)
     return row

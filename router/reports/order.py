@@ -15,6 +15,8 @@ from typing import IO, Any
 
 import orjson
 
+from router.reports import hll
+from router.reports.merge import Group
 from router.reports.spec import Metric
 
 Row = dict[str, Any]
@@ -25,13 +27,22 @@ LOWEST = -1e300
 ROW_OVERHEAD_BYTES = 400
 
 
-def sort_value(metric: Metric, row: Row) -> float:
-    value = row[metric.name]
+def _comparable(metric: Metric, value: Any) -> float | int:
+    """A metric's value as ordering compares it: numbers as they are (exact, however large),
+    times as epoch seconds, sketches as their estimate, NULL below everything."""
     if value is None:
         return LOWEST
-    if metric.kind in ("min", "max"):
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, str):
         return datetime.fromisoformat(value).timestamp()
-    return value  # type: ignore[no-any-return]  # an int: exact, however large
+    if isinstance(value, hll.Sketch):
+        return round(value.cardinality())
+    return value  # type: ignore[no-any-return]  # int or Decimal
+
+
+def sort_value(metric: Metric, row: Row) -> float:
+    return _comparable(metric, row[metric.name])
 
 
 def _key(metric: Metric, descending: bool, row: Row, sequence: int) -> SortKey:
@@ -39,19 +50,24 @@ def _key(metric: Metric, descending: bool, row: Row, sequence: int) -> SortKey:
     return (-value if descending else value, sequence)
 
 
-async def top(rows: AsyncIterator[Row], metric: Metric, descending: bool, limit: int) -> list[Row]:
-    """The first ``limit`` rows by ``metric``, holding at most ``limit`` at a time."""
-    heap: list[tuple[tuple[float, int], Row]] = []  # max-heap on the sort key, negated
+async def top(
+    batches: AsyncIterator[list[Group]], index: int, metric: Metric, descending: bool, limit: int
+) -> list[Group]:
+    """The first ``limit`` complete groups by metric ``index``, holding at most ``limit``."""
+    # A min-heap of the best so far: its root is the first to go. Ties go to the group that
+    # came first (key order), hence the negated sequence.
+    heap: list[tuple[float | int, int, Group]] = []
+    sign = 1 if descending else -1
     sequence = 0
-    async for row in rows:
-        value, seq = _key(metric, descending, row, sequence)
-        sequence += 1
-        item = ((-value, -seq), row)
-        if len(heap) < limit:
-            heapq.heappush(heap, item)
-        elif item[0] > heap[0][0]:
-            heapq.heapreplace(heap, item)
-    return [row for _, row in sorted(heap, key=lambda item: item[0], reverse=True)]
+    async for batch in batches:
+        for group in batch:
+            item = (sign * _comparable(metric, group[1][index]), -sequence, group)
+            sequence += 1
+            if len(heap) < limit:
+                heapq.heappush(heap, item)
+            elif item[:2] > heap[0][:2]:
+                heapq.heapreplace(heap, item)
+    return [group for *_, group in sorted(heap, key=lambda item: item[:2], reverse=True)]
 
 
 class ExternalSort:

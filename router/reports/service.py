@@ -4,7 +4,6 @@ sorted partials through the k-way merge, then order and cut the complete groups.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -16,22 +15,20 @@ from router.auth.scopes import KEY_NAME, Grant, check_key
 from router.catalog import tables as day_tables
 from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
-from router.db.failures import DRIVER_ERRORS, coordinator_error, describe, is_transient
+from router.db.failures import DRIVER_ERRORS, coordinator_error
 from router.db.names import DayTable, parent_table
 from router.db.pools import ShardPools
-from router.errors import BadRequest
 from router.reports import hll
-from router.reports.merge import Partial, combine_groups, finish, identity, merge_sorted, partial_of
+from router.reports.merge import Group, Layout, finish, identity, merge_complete
 from router.reports.order import ExternalSort, Row, spill_directory, top
 from router.reports.plan import ReportPlan, plan_report
 from router.reports.spec import ReportSpec
 from router.reports.sql import partial_sql
-from router.routing.search_plan import ShardTarget
-from router.search.service import SearchService, ShardFailure, refuse_partial
+from router.search.service import SearchService, refuse_partial
+from router.search.streams import Batches, ShardCursors, ShardFailure
 from router.settings import ReportSettings
 
 Backend = Literal["fanout", "fdw"]
-RETRY_PAUSE_S = 0.2
 
 
 @dataclass
@@ -104,7 +101,9 @@ class ReportService:
                 continue
             check_key(grant, kind, key, mapping.tenant, field_name)
             owners[mapping.id] = key
-            located += await day_tables.located(self._metadata, kind, mapping.id, days[0], days[-1])
+            located += await day_tables.located(
+                self._metadata, kind, [mapping.id], days[0], days[-1]
+            )
         states = {s.name: s.state for s in self._catalog.snapshot.shards.values()}
         return plan_report(spec, located, owners, days, states)
 
@@ -133,7 +132,7 @@ class ReportService:
     async def _ordered(
         self,
         spec: ReportSpec,
-        streams: Sequence[AsyncIterator[Partial]],
+        streams: Sequence[Batches],
         stack: contextlib.AsyncExitStack,
         answer: Answer,
     ) -> AsyncIterator[Row]:
@@ -141,14 +140,17 @@ class ReportService:
             groups = self._complete(spec, streams)
             if spec.order_by is None:
                 count = 0
-                async for row in groups:
-                    if spec.limit is not None and count >= spec.limit:
-                        break
-                    count += 1
-                    yield row
+                async for batch in groups:
+                    for group in batch:
+                        if spec.limit is not None and count >= spec.limit:
+                            return
+                        count += 1
+                        yield finish(spec, group)
             elif spec.limit is not None:
-                for row in await top(groups, spec.order_by, spec.descending, spec.limit):
-                    yield row
+                index = spec.metrics.index(spec.order_by)
+                best = await top(groups, index, spec.order_by, spec.descending, spec.limit)
+                for group in best:
+                    yield finish(spec, group)
             else:
                 sorter = ExternalSort(
                     spec.order_by,
@@ -157,8 +159,9 @@ class ReportService:
                     spill_directory(self._settings.spill_dir),
                 )
                 try:
-                    async for row in groups:
-                        sorter.add(row)
+                    async for batch in groups:
+                        for group in batch:
+                            sorter.add(finish(spec, group))
                     answer.spilled[0] = sorter.spilled_runs
                     for row in sorter.sorted():
                         yield row
@@ -166,107 +169,36 @@ class ReportService:
                     sorter.close()
 
     async def _complete(
-        self, spec: ReportSpec, streams: Sequence[AsyncIterator[Partial]]
-    ) -> AsyncIterator[Row]:
-        merged = combine_groups(merge_sorted(streams), spec.metrics)
+        self, spec: ReportSpec, streams: Sequence[Batches]
+    ) -> AsyncIterator[list[Group]]:
         seen = False
-        async for group in merged:
-            seen = True
-            yield finish(spec, group)
+        async for batch in merge_complete(streams, Layout.of(spec)):
+            seen = seen or bool(batch)
+            yield batch
         if not seen and not spec.group_by:
-            yield finish(spec, ((), identity(spec.metrics)))
+            yield [((), identity(spec.metrics))]
 
     # --- the shards ------------------------------------------------------------------
 
+    def _cursors(self) -> ShardCursors:
+        settings = self._settings
+        return ShardCursors(
+            self._pools,
+            self._search.existing_tables,
+            settings.shard_timeout_s,
+            settings.fetch_rows,
+            "SHARDLOG_REPORT__SHARD_TIMEOUT_S",
+        )
+
     async def _open_all(
         self, plan: ReportPlan, stack: contextlib.AsyncExitStack
-    ) -> tuple[list[AsyncIterator[Partial]], list[ShardFailure]]:
-        failures = [ShardFailure(s, "marked down") for s in plan.unavailable]
-        opened = await asyncio.gather(
-            *(self._open_retrying(plan, target) for target in plan.targets),
-            return_exceptions=True,
+    ) -> tuple[list[Batches], list[ShardFailure]]:
+        opened, failures = await self._cursors().open_all(
+            plan.tables, lambda _shard, tables: plan.statement(tables), stack
         )
-        streams: list[AsyncIterator[Partial]] = []
-        problem: BaseException | None = None
-        for target, result in zip(plan.targets, opened, strict=True):
-            if isinstance(result, tuple):
-                exits, stream = result
-                stack.push_async_callback(exits.aclose)
-                streams.append(stream)
-            elif isinstance(result, TimeoutError | asyncpg.QueryCanceledError):
-                failures.append(
-                    ShardFailure(
-                        target.shard,
-                        f"no answer within {self._settings.shard_timeout_s:g}s "
-                        "(SHARDLOG_REPORT__SHARD_TIMEOUT_S)",
-                        timed_out=True,
-                    )
-                )
-            elif isinstance(result, DRIVER_ERRORS) and is_transient(result):
-                failures.append(ShardFailure(target.shard, describe(result)))
-            else:
-                problem = problem or result
-        if problem is not None:
-            if isinstance(problem, asyncpg.InvalidRegularExpressionError):
-                raise BadRequest(f"invalid regular expression: {problem}", "q")
-            raise problem
-        return streams, failures
+        return [stream for _, stream in opened], failures
 
-    async def _open_retrying(
-        self, plan: ReportPlan, target: ShardTarget
-    ) -> tuple[contextlib.AsyncExitStack, AsyncIterator[Partial]]:
-        """One retry on a broken connection (a shard in a failover), and one on a day table
-        dropped since it was planned (retention): without it, as search does."""
-        tables = list(target.tables)
-        for attempt in range(3):
-            try:
-                return await self._open(plan, target.shard, tables, primary=attempt > 0)
-            except asyncpg.UndefinedTableError:
-                if attempt == 2:
-                    raise
-                tables = await self._search.existing_tables(target.shard, tables)
-            except DRIVER_ERRORS as exc:
-                late = isinstance(exc, asyncpg.QueryCanceledError | TimeoutError)
-                if late or not is_transient(exc) or attempt == 2:
-                    raise
-                await asyncio.sleep(RETRY_PAUSE_S)
-        raise AssertionError("unreachable")
-
-    async def _open(
-        self, plan: ReportPlan, shard: str, tables: list[DayTable], primary: bool
-    ) -> tuple[contextlib.AsyncExitStack, AsyncIterator[Partial]]:
-        """The shard's statement under a cursor; its first step under the deadline (the
-        aggregate is computed by then: partials come sorted)."""
-        exits = contextlib.AsyncExitStack()
-        try:
-            if not tables:
-                return exits, _empty()
-            timeout = self._settings.shard_timeout_s
-            pool = self._pools.reader(shard, primary=primary)
-            connection = await exits.enter_async_context(pool.acquire(timeout=timeout))
-            await exits.enter_async_context(connection.transaction(readonly=True))
-            text, params = plan.statement(tables)
-            return exits, await self._stream(connection, plan.spec, text, params)
-        except BaseException:
-            await exits.aclose()
-            raise
-
-    async def _stream(
-        self,
-        connection: Any,
-        spec: ReportSpec,
-        text: str,
-        params: list[Any],
-    ) -> AsyncIterator[Partial]:
-        timeout = self._settings.shard_timeout_s
-        cursor = await connection.cursor(text, *params, timeout=timeout)
-        step = self._settings.fetch_rows
-        first = await cursor.fetch(step, timeout=timeout)
-        return _batches(cursor, first, spec, step)
-
-    async def _coordinator(
-        self, plan: ReportPlan, stack: contextlib.AsyncExitStack
-    ) -> AsyncIterator[Partial]:
+    async def _coordinator(self, plan: ReportPlan, stack: contextlib.AsyncExitStack) -> Batches:
         """The same aggregate through the owners' parent tables on the coordinator: one
         statement, all or nothing (a failing shard fails it: 503 or 504)."""
         owners = {t.owner_id for target in plan.targets for t in target.tables}
@@ -284,7 +216,7 @@ class ReportService:
         try:
             connection = await stack.enter_async_context(self._metadata.acquire(timeout=timeout))
             await stack.enter_async_context(connection.transaction(readonly=True))
-            return await self._stream(connection, plan.spec, text, params)
+            return await self._cursors().stream(connection, text, params)
         except (TimeoutError, *DRIVER_ERRORS) as exc:
             error = coordinator_error(exc, timeout, "SHARDLOG_REPORT__SHARD_TIMEOUT_S")
             if error is None:
@@ -299,15 +231,3 @@ def refuse(failures: list[ShardFailure]) -> None:
 async def _empty() -> AsyncIterator[Any]:
     return
     yield
-
-
-async def _batches(
-    cursor: Any, first: list[Any], spec: ReportSpec, step: int
-) -> AsyncIterator[Partial]:
-    batch = first
-    while batch:
-        for record in batch:
-            yield partial_of(spec, record)
-        if len(batch) < step:
-            return
-        batch = await cursor.fetch(step)

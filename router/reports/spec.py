@@ -80,7 +80,7 @@ METRICS: dict[Kind, dict[str, Metric]] = {
 class ReportSpec:
     kind: Kind
     keys: tuple[str, ...]  # the owners (audit) or switches (flow) reported on
-    filters: AuditQuery | FlowQuery  # the search filters; its own owner/switch is keys[0]
+    filters: AuditQuery | FlowQuery  # the search filters (its keys: those of the report)
     group_by: tuple[GroupKey, ...]
     bucket: timedelta | None
     metrics: tuple[Metric, ...]

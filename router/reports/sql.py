@@ -35,18 +35,26 @@ def _key_sql(spec: ReportSpec, key: GroupKey, params: Params) -> str:
     if key.column in ("owner", "switch"):
         return f'{TAG} COLLATE "C"'
     if key.column in ("src_ip", "dst_ip"):
-        # Every address as its network (a whole address: /32 or /128), so keys of one family
-        # share a mask length and PostgreSQL's inet order is the address order.
-        length = key.prefix
-        v4 = 32 if length is None else min(length, 32)
-        v6 = 128 if length is None else length
+        if key.prefix is None:
+            return key.column  # stored addresses are host addresses: /32 or /128
+        # The network of every address, so keys of one family share a mask length and
+        # PostgreSQL's inet order is the address order.
+        v4 = min(key.prefix, 32)
         return (
             f"network(set_masklen({key.column}, "
-            f"CASE WHEN family({key.column}) = 4 THEN {v4} ELSE {v6} END))"
+            f"CASE WHEN family({key.column}) = 4 THEN {v4} ELSE {key.prefix} END))"
         )
     if key.column == "proto":
         return "COALESCE(proto, -1)"  # a flow without a protocol sorts first, as -1
     return key.column
+
+
+def _key_output(key: GroupKey, position: int) -> str:
+    """A grouped key as the router reads it. An address travels in inet's binary form
+    (inet_send): as bytes it compares as PostgreSQL orders inet values of one mask length per
+    family, so the router's merge and the shards agree on the order."""
+    column = f"k{position}"
+    return f"inet_send({column})" if key.column in ("src_ip", "dst_ip") else column
 
 
 def _metric_sql(metric: Metric) -> str:
@@ -54,7 +62,7 @@ def _metric_sql(metric: Metric) -> str:
         return "count(*)"
     column = _column_of(metric)
     if metric.kind == "sum":
-        return f"sum({column})"
+        return f"COALESCE(sum({column}), 0)"  # 0, not NULL, over no rows
     if metric.kind == "distinct":
         return f"hll_add_agg(hll_hash_text({column}::text), {hll.SQL_PARAMETERS})::text"
     return f"{metric.kind}({column})"
@@ -66,9 +74,11 @@ def _column_of(metric: Metric) -> str:
 
 
 def _needed(spec: ReportSpec) -> list[str]:
-    """The columns of a day table the grouping and the metrics read."""
-    columns: list[str] = []
-    for name in [k.column for k in spec.group_by] + [m.column or "" for m in spec.metrics]:
+    """The columns of a day table the grouping and the metrics read, the owner or switch tag
+    first when anything reads it."""
+    names = [k.column for k in spec.group_by] + [m.column or "" for m in spec.metrics]
+    columns: list[str] = [TAG] if any(n in ("owner", "switch") for n in names) else []
+    for name in names:
         if name == "bucket":
             name = _time_column(spec)
         if name and name not in ("owner", "switch") and name not in columns:
@@ -77,20 +87,28 @@ def _needed(spec: ReportSpec) -> list[str]:
 
 
 def _aggregate(spec: ReportSpec, sources: Sequence[tuple[str, str]], params: Params) -> str:
-    """``sources``: (owner or switch key, quoted table) pairs."""
+    """``sources``: (owner or switch key, quoted table) pairs. Grouped reports come ordered by
+    their key."""
     condition = where(spec.filters, params)
-    inner = ", ".join([TAG, *_needed(spec)])
-    branches = [
-        f"SELECT {params.add(key)}::text AS {inner} FROM {table} WHERE {condition}"
-        for key, table in sources
-    ]
-    keys = [_key_sql(spec, k, params) for k in spec.group_by]
+    needed = _needed(spec)
+    branches = []
+    for key, table in sources:
+        read = [f"{params.add(key)}::text AS {TAG}" if c == TAG else c for c in needed]
+        branches.append(f"SELECT {', '.join(read) or '1'} FROM {table} WHERE {condition}")
+    rows = " UNION ALL ".join(branches)
     metrics = [_metric_sql(m) for m in spec.metrics]
+    if not spec.group_by:
+        return f"SELECT {', '.join(metrics)} FROM ({rows}) AS rows"
+    keys = [f"{_key_sql(spec, k, params)} AS k{n}" for n, k in enumerate(spec.group_by)]
+    named = [f"{m} AS m{n}" for n, m in enumerate(metrics)]
     positions = ", ".join(str(n + 1) for n in range(len(keys)))
-    text = f"SELECT {', '.join(keys + metrics)} FROM ({' UNION ALL '.join(branches)}) AS rows"
-    if keys:
-        text += f" GROUP BY {positions} ORDER BY {positions}"
-    return text
+    outputs = [_key_output(k, n) for n, k in enumerate(spec.group_by)]
+    outputs += [f"m{n}" for n in range(len(metrics))]
+    order = ", ".join(f"k{n}" for n in range(len(keys)))
+    return (
+        f"SELECT {', '.join(outputs)} FROM (SELECT {', '.join(keys + named)} "
+        f"FROM ({rows}) AS rows GROUP BY {positions}) AS groups ORDER BY {order}"
+    )
 
 
 def partial_sql(spec: ReportSpec, sources: Sequence[tuple[str, str]]) -> tuple[str, list[Any]]:

@@ -18,6 +18,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import IO, Any
 
+from router.db import ddl
 from router.db.connection import Connection
 from router.db.names import DayTable, quote_ident
 
@@ -87,12 +88,14 @@ def _sync_dir(path: Path) -> None:
 
 
 async def columns_of(connection: Connection, table: DayTable) -> list[str]:
+    """The columns an archive keeps: all but the inserting transaction, which means nothing
+    outside the shard's own transaction history (a restored row is a new one there)."""
     rows = await connection.fetch(
         "SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 "
         "AND NOT attisdropped ORDER BY attnum",
         table.name,
     )
-    return [r["attname"] for r in rows]
+    return [r["attname"] for r in rows if r["attname"] != ddl.CREATED_XID]
 
 
 async def write(

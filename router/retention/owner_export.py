@@ -1,6 +1,7 @@
 """Every row of one owner between two times, in time order, as NDJSON or CSV: the export half
-of the per-owner lifecycle. Runs through the search service page by page, so memory stays at
-one page whatever the range."""
+of the per-owner lifecycle. Runs through the search service's export (a cursor per shard), so
+memory stays at about one batch per shard whatever the range. Cells are exact (no formula
+quoting as in the API's CSV): this export is for restores and data portability."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import orjson
 
 from router.auth.scopes import SYSTEM
 from router.errors import BadRequest, excerpt
-from router.search.query import AuditQuery, FlowQuery, Window
+from router.search.query import AuditQuery, FlowQuery, Keys, Window
 from router.search.service import SearchService
 from router.timestamps import TimestampError, parse_rfc3339
 
@@ -63,8 +64,8 @@ def parse_bound(value: str, field: str, end: bool) -> datetime:
 
 def query_for(kind: str, key: str, window: Window) -> AuditQuery | FlowQuery:
     if kind == "audit":
-        return AuditQuery(key, window, (), "substring", "asc")
-    return FlowQuery(key, window, None, None, None, None, None, None, False, "asc")
+        return AuditQuery(Keys.of([key]), window, (), "substring", "asc")
+    return FlowQuery(Keys.of([key]), window, None, None, None, None, None, None, False, "asc")
 
 
 def _csv_line(values: list[Any]) -> bytes:
@@ -85,9 +86,11 @@ async def export_owner(
     columns = COLUMNS[kind]
     if fmt == "csv":
         yield _csv_line(list(columns))
-    async for line in search.export(query_for(kind, key, window), SYSTEM):
+    chunks = await search.export(query_for(kind, key, window), "ndjson", SYSTEM)
+    async for chunk in chunks:
         if fmt == "ndjson":
-            yield line
-        else:
+            yield chunk
+            continue
+        for line in chunk.splitlines():
             item = orjson.loads(line)
             yield _csv_line([_cell(item.get(name)) for name in columns])

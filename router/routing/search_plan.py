@@ -10,11 +10,25 @@ from datetime import date
 
 from router.db.names import DayTable
 
+# Most day tables one statement reads. A statement keeps every table it reads and an index of
+# each locked until it ends, in a lock table that the whole server shares (64 x max_connections
+# slots by default): a search over thousands of switches must not fill it.
+TABLES_PER_STATEMENT = 200
+
 
 @dataclass(frozen=True)
 class ShardTarget:
     shard: str
     tables: tuple[DayTable, ...]
+
+    def batches(self, size: int | None = None) -> tuple[ShardTarget, ...]:
+        """The target cut into targets of at most ``size`` (TABLES_PER_STATEMENT) tables
+        each, one per statement."""
+        size = size or TABLES_PER_STATEMENT
+        return tuple(
+            ShardTarget(self.shard, self.tables[start : start + size])
+            for start in range(0, len(self.tables), size)
+        )
 
 
 @dataclass(frozen=True)

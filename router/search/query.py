@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal
 
+from router.db.names import Kind
 from router.errors import BadRequest, excerpt
 from router.timestamps import TimestampError, parse_rfc3339
 
@@ -45,8 +47,27 @@ def window(start: str, end: str, max_days: int) -> Window:
 
 
 @dataclass(frozen=True)
+class Keys:
+    """The owners (audit) or switches (flows) a search covers: those listed, and those whose key
+    starts with ``prefix``; with neither, every one the caller's token may reach. Listed keys
+    are kept sorted and unique: the same set is the same query (and takes the same cursors)."""
+
+    listed: tuple[str, ...] = ()
+    prefix: str | None = None
+
+    @classmethod
+    def of(cls, listed: Iterable[str] = (), prefix: str | None = None) -> Keys:
+        return cls(tuple(sorted(set(listed))), prefix)
+
+    @property
+    def expands(self) -> bool:
+        """Whether the catalog decides which keys are covered (a prefix, or no key at all)."""
+        return self.prefix is not None or not self.listed
+
+
+@dataclass(frozen=True)
 class AuditQuery:
-    owner: str
+    owners: Keys
     window: Window
     patterns: tuple[str, ...]
     match: Match
@@ -101,7 +122,7 @@ class PortFilter:
 
 @dataclass(frozen=True)
 class FlowQuery:
-    switch: str
+    switches: Keys
     window: Window
     src_ip: IpFilter | None
     dst_ip: IpFilter | None
@@ -135,3 +156,10 @@ def check_ip_versions(query: FlowQuery) -> None:
         versions.add(query.ip_version)
     if len(versions) > 1:
         raise BadRequest("the filters mix IPv4 and IPv6 and can match nothing", "ip_version")
+
+
+def covered_keys(query: AuditQuery | FlowQuery) -> tuple[Kind, Keys]:
+    """The kind of owner a query reads and which of them it covers."""
+    if isinstance(query, AuditQuery):
+        return "audit", query.owners
+    return "flow", query.switches

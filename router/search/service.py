@@ -4,45 +4,68 @@ and cut the page with its cursors."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import asyncpg
 import orjson
 
-from router.auth.scopes import KEY_NAME, Grant, check_key
+from router.auth.scopes import KEY_NAME, Grant
 from router.catalog import tables as day_tables
 from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
 from router.db.failures import DRIVER_ERRORS, coordinator_error, describe, is_transient
-from router.db.names import parent_table
+from router.db.names import Kind, parent_table
 from router.db.pools import ShardPools
 from router.errors import BadRequest, GatewayTimeout, Unavailable
 from router.routing.search_plan import SearchPlan, ShardTarget, plan_search
-from router.search import estimate, sql
-from router.search.cursor import Cursor, CursorCodec, Position, query_digest
+from router.search import coverage, estimate, export, items, refs, sql
+from router.search.cursor import (
+    POSITION_HEADROOM,
+    Cursor,
+    CursorCodec,
+    Direction,
+    Position,
+    query_digest,
+)
+from router.search.export import ExportFormat
 from router.search.merge import Row, merge
-from router.search.query import AuditQuery, FlowQuery
+from router.search.query import AuditQuery, FlowQuery, covered_keys
+from router.search.snapshot import NOT_PINNED, Pin, ShardSnapshot, pinned_plan
+from router.search.streams import Batches, ShardCursors, ShardFailure
 from router.settings import SearchSettings
 
 CountMode = Literal["none", "estimate", "exact"]
 Backend = Literal["fanout", "fdw"]
 Query = AuditQuery | FlowQuery
+# How a shard's answers to its statements add up: a page keeps its first rows, a count all.
+Combine = Callable[[list[Any], list[Any]], list[Any]]
 SEARCH_RETRY_PAUSE_S = 0.2
-
-
-@dataclass
-class ShardFailure:
-    shard: str
-    reason: str
-    timed_out: bool = False
 
 
 @dataclass
 class Outcome:
     rows: list[list[Row]] = field(default_factory=list)
     failures: list[ShardFailure] = field(default_factory=list)
+
+
+@dataclass
+class Pinning:
+    """How a consistent search reads its shards: on their primaries (a standby may lag behind a
+    snapshot), each under its snapshot; ``taking``: the first page, which takes them."""
+
+    snapshots: dict[str, ShardSnapshot] = field(default_factory=dict)
+    taking: bool = False
+
+    def of(self, shard: str) -> ShardSnapshot | None:
+        return self.snapshots.get(shard)
+
+    def reading(self) -> Pinning:
+        """The same snapshots (shared: those taken so far and later), none taken: for a
+        shard's statements after its first."""
+        return Pinning(self.snapshots)
 
 
 def refuse_partial(failures: list[ShardFailure], what: str) -> None:
@@ -60,8 +83,32 @@ def _new_failures(known: list[ShardFailure], more: list[ShardFailure]) -> list[S
     return [f for f in more if f.shard not in names]
 
 
-def _owner_of(query: Query) -> tuple[Literal["audit", "flow"], str]:
-    return ("audit", query.owner) if isinstance(query, AuditQuery) else ("flow", query.switch)
+def _within_shard(record: asyncpg.Record) -> tuple[Any, int, int]:
+    """The order of one shard's rows (the shard is the same for all)."""
+    return (record["ts"], record["owner_id"], record["id"])
+
+
+def _concatenate(kept: list[asyncpg.Record], more: list[asyncpg.Record]) -> list[asyncpg.Record]:
+    return kept + more
+
+
+def _keep_first(limit: int, descending: bool) -> Combine:
+    """A shard's first ``limit`` rows of its statements' answers so far."""
+
+    def combine(kept: list[Any], more: list[Any]) -> list[Any]:
+        if not kept:
+            return more
+        return merge([kept, more], descending, limit, key=_within_shard)
+
+    return combine
+
+
+def _digest(query: Query, consistent: bool, visibility: dict[str, Any]) -> str:
+    """What a cursor is bound to: the query, which keys the token reaches when the catalog
+    decides the covered set (router/search/coverage.py), and the mode: consistent pages are
+    another query, a cursor of one mode is refused by the other."""
+    binding = {**query.binding(), **visibility}
+    return query_digest({**binding, "consistent": True} if consistent else binding)
 
 
 class SearchService:
@@ -87,44 +134,80 @@ class SearchService:
             secret = await self._metadata.fetchval(
                 "SELECT secret FROM router_secrets WHERE name = 'cursor'"
             )
-        self.codec = CursorCodec(bytes(secret))
+        self.codec = CursorCodec(bytes(secret), self._settings.cursor_ttl_s)
 
     # --- planning ----------------------------------------------------------------------
 
-    async def plan(self, query: Query, grant: Grant) -> tuple[SearchPlan, str]:
-        kind, key = _owner_of(query)
-        check_key(grant, kind, key, None, KEY_NAME[kind])
-        mapping = await self._owners.lookup(kind, key)
-        if mapping is not None:
-            check_key(grant, kind, key, mapping.tenant, KEY_NAME[kind])
-        if mapping is None:
-            return SearchPlan(()), key
+    async def plan(self, query: Query, grant: Grant) -> tuple[SearchPlan, dict[int, str]]:
+        """The targets, and the key of every owner (or switch) covered, by catalog id."""
+        kind, keys = covered_keys(query)
         days = query.window.days()
-        located = await day_tables.located(self._metadata, kind, mapping.id, days[0], days[-1])
+        owners = await coverage.covered(
+            self._metadata,
+            self._owners,
+            kind,
+            keys,
+            grant,
+            (days[0], days[-1]),
+            self._settings.max_matched_owners,
+        )
+        if not owners:
+            return SearchPlan(()), owners
+        located = await day_tables.located(self._metadata, kind, owners, days[0], days[-1])
         states = {s.name: s.state for s in self._catalog.snapshot.shards.values()}
-        return plan_search(located, days, states), key
+        return plan_search(located, days, states), owners
 
     # --- one shard ---------------------------------------------------------------------
 
-    async def _fetch(self, target: ShardTarget, build: Any) -> list[asyncpg.Record]:
+    async def _fetch(
+        self,
+        target: ShardTarget,
+        build: Any,
+        combine: Combine,
+        *,
+        pinning: Pinning | None = None,
+    ) -> list[Any]:
+        """A shard's answer: one statement per batch of its tables, one after the other, each
+        answer combined with those before it (a page keeps only its first rows). A consistent
+        search's first page takes the shard's snapshot before its first statement only: every
+        batch reads under that one snapshot."""
+        kept: list[asyncpg.Record] = []
+        for index, batch in enumerate(target.batches()):
+            reading = pinning if pinning is None or index == 0 else pinning.reading()
+            kept = combine(kept, await self._fetch_retrying(batch, build, reading))
+        return kept
+
+    async def _fetch_retrying(
+        self, target: ShardTarget, build: Any, pinning: Pinning | None
+    ) -> list[asyncpg.Record]:
         """One retry on a connection that broke (a pooled connection to a server that
         restarted, a shard in the middle of a failover); a second failure goes up and the
         answer is partial."""
         try:
-            return await self._fetch_once(target, build)
+            return await self._fetch_once(target, build, pinning)
         except DRIVER_ERRORS as exc:
             if isinstance(exc, asyncpg.QueryCanceledError | TimeoutError) or not is_transient(exc):
                 raise
         await asyncio.sleep(SEARCH_RETRY_PAUSE_S)
-        return await self._fetch_once(target, build)
+        return await self._fetch_once(target, build, pinning)
 
-    async def _fetch_once(self, target: ShardTarget, build: Any) -> list[asyncpg.Record]:
+    async def _fetch_once(
+        self, target: ShardTarget, build: Any, pinning: Pinning | None
+    ) -> list[asyncpg.Record]:
         tables = list(target.tables)
-        pool = self._pools.reader(target.shard)
+        pool = self._pools.reader(target.shard, primary=pinning is not None)
         for attempt in range(2):
-            text, params = build(tables)
             try:
                 async with pool.acquire(timeout=self._settings.shard_timeout_s) as connection:
+                    if pinning is not None and pinning.taking:
+                        # Before the page's statement, which then sees all the snapshot sees.
+                        pinning.snapshots[target.shard] = ShardSnapshot.parse(
+                            await connection.fetchval(
+                                "SELECT pg_current_snapshot()::text",
+                                timeout=self._settings.shard_timeout_s,
+                            )
+                        )
+                    text, params = build(tables)
                     return list(
                         await connection.fetch(
                             text, *params, timeout=self._settings.shard_timeout_s
@@ -164,11 +247,21 @@ class SearchService:
                 )
         return [t for t in tables if t.name in names]
 
-    async def _fan_out(self, plan: SearchPlan, build: Any) -> tuple[list[Any], Outcome]:
+    async def _fan_out(
+        self,
+        plan: SearchPlan,
+        build: Any,
+        combine: Combine = _concatenate,
+        *,
+        pinning: Pinning | None = None,
+    ) -> tuple[list[Any], Outcome]:
         outcome = Outcome()
         outcome.failures += [ShardFailure(s, "marked down") for s in plan.unavailable]
         results = await asyncio.gather(
-            *(self._fetch(t, lambda tables, t=t: build(t.shard, tables)) for t in plan.targets),
+            *(
+                self._fetch(t, lambda tables, t=t: build(t.shard, tables), combine, pinning=pinning)
+                for t in plan.targets
+            ),
             return_exceptions=True,
         )
         answers: list[Any] = []
@@ -186,6 +279,14 @@ class SearchService:
                 )
             elif isinstance(result, DRIVER_ERRORS) and is_transient(result):
                 outcome.failures.append(ShardFailure(target.shard, describe(result)))
+            elif isinstance(result, asyncpg.UndefinedColumnError) and pinning is not None:
+                outcome.failures.append(
+                    ShardFailure(
+                        target.shard,
+                        "a day table there lacks created_xid (a router older than consistent "
+                        f"search made it after schema/shard/0005 ran): {describe(result)}",
+                    )
+                )
             elif isinstance(result, BaseException):
                 raise result
             else:
@@ -193,6 +294,26 @@ class SearchService:
         return answers, outcome
 
     _refuse_partial = staticmethod(lambda failures: refuse_partial(failures, "searched"))
+
+    def _cursors(
+        self, page: list[Row], more: bool, cursor: Cursor | None, pin: Pin | None, digest: str
+    ) -> tuple[str | None, str | None]:
+        """The page's next and previous cursors."""
+        if not page:
+            return None, None
+        first, last = self._position(page[0]), self._position(page[-1])
+        # The first cursors of a consistent search leave room for any later position.
+        headroom = POSITION_HEADROOM if cursor is None else 0
+
+        def encode(position: Position, direction: Direction) -> str:
+            assert self.codec is not None
+            return self.codec.encode(Cursor(position, direction, pin), digest, headroom)
+
+        if cursor is None:
+            return (encode(last, "next") if more else None), None
+        if cursor.direction == "prev":
+            return encode(last, "next"), (encode(first, "prev") if more else None)
+        return (encode(last, "next") if more else None), encode(first, "prev")
 
     # --- a page ------------------------------------------------------------------------
 
@@ -206,32 +327,56 @@ class SearchService:
         backend: Backend = "fanout",
         *,
         grant: Grant,
+        consistent: bool = False,
     ) -> dict[str, Any]:
         assert self.codec is not None
-        digest = query_digest(query.binding())
+        if consistent and backend == "fdw":
+            raise BadRequest(
+                "consistent=true keeps every shard to a snapshot of its own, which one query "
+                "through the coordinator cannot do: use backend=fanout",
+                "consistent",
+            )
+        kind, keys = covered_keys(query)
+        digest = _digest(query, consistent, coverage.visibility(kind, keys, grant))
         cursor = self.codec.decode(cursor_text, digest) if cursor_text else None
-        plan, key = await self.plan(query, grant)
+        plan, owners = await self.plan(query, grant)
         backwards = cursor is not None and cursor.direction == "prev"
         descending = (query.order == "desc") != backwards
         after = cursor.position if cursor else None
+        pin = cursor.pin if cursor else None
+        pinning = Pinning(dict(pin.snapshots) if pin else {}, taking=pin is None)
+        not_pinned: list[str] = []
+        if pin is not None:
+            plan, not_pinned = pinned_plan(plan, pin)
 
         def build(shard: str, tables: list[Any]) -> tuple[str, list[Any]]:
-            return sql.page_sql(query, tables, shard, after, descending, limit + 1)
+            return sql.page_sql(
+                query, tables, shard, after, descending, limit + 1, pinning.of(shard)
+            )
 
         if backend == "fdw":
             records = await self._coordinator(
                 query,
                 plan,
-                lambda parent: sql.fdw_page_sql(query, parent, after, descending, limit + 1),
+                lambda parents: sql.fdw_page_sql(query, parents, after, descending, limit + 1),
             )
             outcome = Outcome()
-            rows = [self._row(record, record["shard"], key, query) for record in records]
+            rows = [self._row(record, record["shard"], owners, kind) for record in records]
         else:
-            answers, outcome = await self._fan_out(plan, build)
+            answers, outcome = await self._fan_out(
+                plan,
+                build,
+                _keep_first(limit + 1, descending),
+                pinning=pinning if consistent else None,
+            )
+            outcome.failures += [ShardFailure(s, f"{NOT_PINNED} here") for s in not_pinned]
+            if consistent and pin is None:
+                pin = self._pin(plan, pinning, outcome)
+                plan, _ = pinned_plan(plan, pin)
             if outcome.failures and not partial_ok:
                 self._refuse_partial(outcome.failures)
             streams = [
-                [self._row(record, shard, key, query) for record in records]
+                [self._row(record, shard, owners, kind) for record in records]
                 for shard, records in answers
             ]
             rows = merge(streams, descending, limit + 1)
@@ -239,28 +384,19 @@ class SearchService:
         page = rows[:limit]
         if backwards:
             page.reverse()
-        next_cursor = prev_cursor = None
-        if page:
-            first, last = self._position(page[0]), self._position(page[-1])
-            if cursor is None:
-                next_cursor = self.codec.encode(Cursor(last, "next"), digest) if more else None
-            elif backwards:
-                next_cursor = self.codec.encode(Cursor(last, "next"), digest)
-                prev_cursor = self.codec.encode(Cursor(first, "prev"), digest) if more else None
-            else:
-                prev_cursor = self.codec.encode(Cursor(first, "prev"), digest)
-                next_cursor = self.codec.encode(Cursor(last, "next"), digest) if more else None
+        next_cursor, prev_cursor = self._cursors(page, more, cursor, pin, digest)
         counted: dict[str, Any] | None
         if backend == "fdw" and count == "exact":
             counted = await self._fdw_count(query, plan)
         else:
             # Estimates are made on the shards for either backend; the coordinator cannot
             # sample them. Like every fdw answer, an fdw estimate is never partial.
+            pinned = Pinning(pinning.snapshots) if consistent else None
             counted = await self._count(
-                query, plan, count, partial_ok and backend == "fanout", outcome
+                query, plan, count, partial_ok and backend == "fanout", outcome, pinned
             )
         return {
-            "items": [self._public(row) for row in page],
+            "items": [self._item(kind, row) for row in page],
             "next_cursor": next_cursor,
             "prev_cursor": prev_cursor,
             "count": counted,
@@ -269,43 +405,56 @@ class SearchService:
         }
 
     async def _count(
-        self, query: Query, plan: SearchPlan, mode: CountMode, partial_ok: bool, outcome: Outcome
+        self,
+        query: Query,
+        plan: SearchPlan,
+        mode: CountMode,
+        partial_ok: bool,
+        outcome: Outcome,
+        pinning: Pinning | None,
     ) -> dict[str, Any] | None:
         if mode == "none":
             return None
         if mode == "exact":
-            value, failures = await self._exact_count(query, plan)
+            value, failures = await self._exact_count(query, plan, pinning)
             method = "count"
         else:
-            value, method, failures = await self._estimate(query, plan)
+            value, method, failures = await self._estimate(query, plan, pinning)
         if failures and not partial_ok:
             self._refuse_partial(failures)
         outcome.failures += _new_failures(outcome.failures, failures)
         return {"value": value, "exact": method == "count" and not failures, "method": method}
 
-    async def _exact_count(self, query: Query, plan: SearchPlan) -> tuple[int, list[ShardFailure]]:
+    async def _exact_count(
+        self, query: Query, plan: SearchPlan, pinning: Pinning | None
+    ) -> tuple[int, list[ShardFailure]]:
         answers, outcome = await self._fan_out(
-            plan, lambda _shard, tables: sql.count_sql(query, tables)
+            plan,
+            lambda shard, tables: sql.count_sql(
+                query, tables, pinning.of(shard) if pinning else None
+            ),
+            pinning=pinning,
         )
-        return sum(int(records[0][0] or 0) for _, records in answers), outcome.failures
-
-    async def _planner_rows(self, plan: SearchPlan, build: Any) -> tuple[int, list[ShardFailure]]:
-        """The planner's row estimates of an EXPLAIN per shard, summed."""
-        answers, outcome = await self._fan_out(plan, build)
-        value = sum(
-            int(orjson.loads(records[0][0])[0]["Plan"]["Plan Rows"]) for _, records in answers
-        )
+        value = sum(int(r[0] or 0) for _, records in answers for r in records)
         return value, outcome.failures
 
+    async def _planner_rows(
+        self, plan: SearchPlan, build: Any, pinning: Pinning | None
+    ) -> tuple[int, list[ShardFailure]]:
+        """The planner's row estimates of an EXPLAIN per statement, summed."""
+        answers, outcome = await self._fan_out(plan, build, pinning=pinning)
+        plans = [orjson.loads(r[0]) for _, records in answers for r in records]
+        return sum(int(plan[0]["Plan"]["Plan Rows"]) for plan in plans), outcome.failures
+
     async def _estimate(
-        self, query: Query, plan: SearchPlan
+        self, query: Query, plan: SearchPlan, pinning: Pinning | None
     ) -> tuple[int, str, list[ShardFailure]]:
         """The planner's estimate for a time range alone; otherwise a sample of the range, a
         larger one when the first was not sure enough, or a count when sampling would not
-        pay (router/search/estimate.py)."""
+        pay (router/search/estimate.py). Samples ignore a consistent search's snapshots."""
         if sql.filter_parts(query, sql.Params())[1] == "true":
             value, failures = await self._planner_rows(
-                plan, lambda _shard, tables: sql.estimate_sql(query, tables)
+                plan, lambda _shard, tables: sql.estimate_sql(query, tables), pinning
             )
             return value, "planner", failures
         limits = estimate.Limits.of(self._settings)
@@ -313,26 +462,31 @@ class SearchService:
         if isinstance(query, AuditQuery):
             first, ceiling = limits.first_fraction, 1.0
             (planner_range, failures), (found, more) = await asyncio.gather(
-                self._planner_rows(plan, lambda _s, tables: sql.range_estimate_sql(query, tables)),
-                self._sample(query, plan, first),
+                self._planner_rows(
+                    plan, lambda _s, tables: sql.range_estimate_sql(query, tables), pinning
+                ),
+                self._sample(query, plan, first, pinning),
             )
             failures += _new_failures(failures, more)
         else:
             ceiling = estimate.FLOW_FRACTIONS[1]
-            found, failures = await self._sample(query, plan, estimate.FLOW_FRACTIONS[0])
+            found, failures = await self._sample(query, plan, estimate.FLOW_FRACTIONS[0], pinning)
         guess = estimate.estimate(found, planner_range)
         step = estimate.next_step(found, guess, ceiling, limits)
         if step.action == "count":
-            value, more = await self._exact_count(query, plan)
+            value, more = await self._exact_count(query, plan, pinning)
             return value, "count", failures + _new_failures(failures, more)
         if step.action == "sample":
-            found, more = await self._sample(query, plan, step.fraction)
+            found, more = await self._sample(query, plan, step.fraction, pinning)
             failures += _new_failures(failures, more)
             guess = estimate.estimate(found, planner_range)
-        return round(guess.value), "sample", failures
+        # A sample of every row (small tables are read whole) counted them, unless a consistent
+        # search's snapshots should have been kept to.
+        method = "count" if found.fraction >= 1 and pinning is None else "sample"
+        return round(guess.value), method, failures
 
     async def _sample(
-        self, query: Query, plan: SearchPlan, fraction: float
+        self, query: Query, plan: SearchPlan, fraction: float, pinning: Pinning | None
     ) -> tuple[estimate.Tally, list[ShardFailure]]:
         if isinstance(query, AuditQuery):
             audit_query = query
@@ -341,12 +495,15 @@ class SearchService:
                 lambda _shard, tables: sql.audit_sample_sql(
                     audit_query, tables, fraction, estimate.MIN_PAGES
                 ),
+                pinning=pinning,
             )
             sums = [estimate.PageSums(*r) for _, records in answers for r in records]
             return estimate.audit_tally(sums), outcome.failures
         flow_query, classes = query, estimate.flow_classes(fraction)
         answers, outcome = await self._fan_out(
-            plan, lambda _shard, tables: sql.flow_sample_sql(flow_query, tables, classes)
+            plan,
+            lambda _shard, tables: sql.flow_sample_sql(flow_query, tables, classes),
+            pinning=pinning,
         )
         counts = [(r["hits"], r["in_range"]) for _, records in answers for r in records]
         return estimate.flow_tally(counts, classes), outcome.failures
@@ -356,13 +513,21 @@ class SearchService:
     async def _coordinator(
         self, query: Query, plan: SearchPlan, build: Any
     ) -> list[asyncpg.Record]:
-        """One query through the owner's parent table on the coordinator. It cannot answer
-        for some shards only: a failing shard fails the query (503 or 504)."""
+        """One query through the covered owners' parent tables on the coordinator. It cannot
+        answer for some shards only: a failing shard fails the query (503 or 504)."""
         if plan.empty:
             return []
-        kind, _ = _owner_of(query)
-        owner = plan.targets[0].tables[0].owner_id
-        text, params = build(parent_table(kind, owner))
+        kind, _ = covered_keys(query)
+        owner_ids = sorted({t.owner_id for target in plan.targets for t in target.tables})
+        most = self._settings.max_owners
+        if len(owner_ids) > most:
+            name = coverage.PLURAL[KEY_NAME[kind]]
+            raise BadRequest(
+                f"backend=fdw reads at most {most} {name} (SHARDLOG_SEARCH__MAX_OWNERS) and "
+                f"{len(owner_ids)} hold rows in the window: use backend=fanout",
+                "backend",
+            )
+        text, params = build([parent_table(kind, owner) for owner in owner_ids])
         try:
             return list(
                 await self._metadata.fetch(text, *params, timeout=self._settings.shard_timeout_s)
@@ -377,54 +542,119 @@ class SearchService:
 
     async def _fdw_count(self, query: Query, plan: SearchPlan) -> dict[str, Any]:
         records = await self._coordinator(
-            query, plan, lambda parent: sql.fdw_count_sql(query, parent)
+            query, plan, lambda parents: sql.fdw_count_sql(query, parents)
         )
         return {"value": int(records[0][0]) if records else 0, "exact": True, "method": "count"}
 
     # --- rows --------------------------------------------------------------------------
 
     @staticmethod
-    def _row(record: asyncpg.Record, shard: str, key: str, query: Query) -> Row:
+    def _row(record: asyncpg.Record, shard: str, owners: dict[int, str], kind: str) -> Row:
         row = dict(record)
         row["shard"] = shard
-        if isinstance(query, AuditQuery):
-            row["owner"] = key
-        else:
-            row["switch"] = key
+        row[KEY_NAME[kind]] = owners[row["owner_id"]]
         return row
 
     @staticmethod
     def _position(row: Row) -> Position:
-        return Position(row["ts"], row["shard"], row["id"])
+        return Position(row["ts"], row["shard"], row["owner_id"], row["id"])
 
     @staticmethod
-    def _public(row: Row) -> dict[str, Any]:
-        out = dict(row)
-        if "attrs" in out:
-            out["attrs"] = orjson.loads(out["attrs"]) if out["attrs"] is not None else None
-        if "last_seen" in out:
-            out["first_seen"] = out.pop("ts").isoformat()
-            out["last_seen"] = out["last_seen"].isoformat()
-        else:
-            out["ts"] = out["ts"].isoformat()
-        return out
+    def _pin(plan: SearchPlan, pinning: Pinning, outcome: Outcome) -> Pin:
+        """What the first page of a consistent search pins: the snapshots of the shards that
+        answered it; those that did not are missing from the result on every page."""
+        failed = {f.shard for f in outcome.failures}
+        snapshots = {s: snap for s, snap in pinning.snapshots.items() if s not in failed}
+        return Pin(snapshots, frozenset(failed | set(plan.unavailable)))
+
+    @staticmethod
+    def _item(kind: Kind, row: Row) -> dict[str, Any]:
+        """The item of a row: its ref made of the row's own owner id (a page may hold rows of
+        several owners), which the item then leaves out."""
+        out = {k: v for k, v in row.items() if k != "owner_id"}
+        return items.public({**out, "ref": refs.of_row(kind, row["owner_id"], row)})
 
     # --- export ------------------------------------------------------------------------
 
-    async def export(self, query: Query, grant: Grant) -> AsyncIterator[bytes]:
-        """Every match as NDJSON, page by page (memory stays at one page)."""
-        cursor: str | None = None
-        while True:
-            page = await self.search(
-                query,
-                self._settings.export_page_rows,
-                cursor,
-                "none",
-                partial_ok=False,
-                grant=grant,
+    async def export(
+        self, query: Query, format: ExportFormat, grant: Grant
+    ) -> AsyncIterator[bytes]:
+        """Every match, streamed from every shard (opened here, so a failing shard or a bad
+        pattern is an error before the answer begins; never partial). A shard reads its rows
+        through one cursor, or, with more day tables than one statement may keep locked, in
+        keyset pages read by statements of at most TABLES_PER_STATEMENT tables each."""
+        plan, owners = await self.plan(query, grant)
+        descending = query.order == "desc"
+        settings = self._settings
+        cursors = ShardCursors(
+            self._pools,
+            self.existing_tables,
+            settings.shard_timeout_s,
+            settings.export_page_rows,
+            "SHARDLOG_SEARCH__SHARD_TIMEOUT_S",
+        )
+        one_cursor = tuple(t for t in plan.targets if len(t.batches()) == 1)
+        paged = tuple(t for t in plan.targets if len(t.batches()) > 1)
+        stack = contextlib.AsyncExitStack()
+        try:
+            streams, failures = await cursors.open_all(
+                SearchPlan(one_cursor, plan.unavailable),
+                lambda _shard, tables: sql.export_sql(query, tables, descending),
+                stack,
             )
-            for item in page["items"]:
-                yield orjson.dumps(item) + b"\n"
-            cursor = page["next_cursor"]
-            if cursor is None:
+            pages, late = await self._open_pages(query, paged, descending)
+            if failures or late:
+                self._refuse_partial(failures + late)
+        except BaseException:
+            await stack.aclose()
+            raise
+        return _released(stack, export.render(query, streams + pages, owners, format))
+
+    async def _open_pages(
+        self, query: Query, targets: tuple[ShardTarget, ...], descending: bool
+    ) -> tuple[list[tuple[str, Batches]], list[ShardFailure]]:
+        """The first page of each target's rows read, and the rest to come, page by page."""
+        step = self._settings.export_page_rows
+
+        def first_page(shard: str, tables: list[Any]) -> tuple[str, list[Any]]:
+            return sql.page_sql(query, tables, shard, None, descending, step)
+
+        answers, outcome = await self._fan_out(
+            SearchPlan(targets), first_page, _keep_first(step, descending)
+        )
+        target_of = {t.shard: t for t in targets}
+        streams = [
+            (shard, self._pages(query, target_of[shard], descending, rows))
+            for shard, rows in answers
+        ]
+        return streams, outcome.failures
+
+    async def _pages(
+        self, query: Query, target: ShardTarget, descending: bool, first: list[Any]
+    ) -> Batches:
+        step = self._settings.export_page_rows
+        rows = first
+        while rows:
+            yield rows
+            if len(rows) < step:
                 return
+            last = rows[-1]
+            after = Position(last["ts"], target.shard, last["owner_id"], last["id"])
+
+            def page(tables: list[Any], after: Position = after) -> tuple[str, list[Any]]:
+                return sql.page_sql(query, tables, target.shard, after, descending, step)
+
+            try:
+                rows = await self._fetch(target, page, _keep_first(step, descending))
+            except (TimeoutError, *DRIVER_ERRORS) as exc:
+                # The answer has begun: the stream ends with this error as its last line.
+                message = f"a shard failed in the middle of the stream: {describe(exc)}"
+                raise Unavailable(message) from exc
+
+
+async def _released(
+    stack: contextlib.AsyncExitStack, chunks: AsyncIterator[bytes]
+) -> AsyncIterator[bytes]:
+    async with stack:
+        async for chunk in chunks:
+            yield chunk

@@ -1,6 +1,7 @@
-"""The one query a shard runs for a page: a UNION ALL over the shard's day tables in range,
-each branch ordered by its (ts, id) index and cut at LIMIT, with the keyset condition that
-continues after the cursor. Values travel as parameters; identifiers come from db.names."""
+"""The query a shard runs for a page: a UNION ALL over the shard's day tables in range (of
+every owner the search covers), each branch ordered by its (ts, id) index and cut at LIMIT, with
+the keyset condition that continues after the cursor. Values travel as parameters; identifiers
+come from db.names."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from router.db import ddl
 from router.db.names import DayTable
 from router.search.cursor import Position
 from router.search.query import AuditQuery, FlowQuery, IpFilter, PortFilter
+from router.search.snapshot import ShardSnapshot
 
 AUDIT_COLUMNS = "ts, id, content, attrs"
 FLOW_COLUMNS = (
@@ -30,20 +32,26 @@ class Params:
 
 
 def keyset(
-    after: Position | None, shard: str, column: str, descending: bool, params: Params
+    after: Position | None,
+    shard: str,
+    owner_id: int,
+    column: str,
+    descending: bool,
+    params: Params,
 ) -> str:
-    """Rows of ``shard`` that come after ``after`` in (ts, shard, id) order (before it when
-    descending). The shard is one value per query, so the condition folds to ts and id."""
+    """Rows of one day table (of ``owner_id`` on ``shard``) that come after ``after`` in
+    (ts, shard, owner id, id) order (before it when descending). Shard and owner are one value
+    per table, so the condition folds to ts and id, which the table's index serves."""
     if after is None:
         return "true"
     ts = params.add(after.ts)
     forward = "<" if descending else ">"
-    if shard == after.shard:
+    if (shard, owner_id) == (after.shard, after.owner_id):
         return f"({column}, id) {forward} ({ts}, {params.add(after.id)})"
-    # Another shard sorts after the cursor's on equal ts exactly when it comes later in the
-    # traversal: then rows at the cursor's ts still follow it.
-    shard_is_later = (shard > after.shard) != descending
-    return f"{column} {forward}= {ts}" if shard_is_later else f"{column} {forward} {ts}"
+    # A table that comes later in the traversal than the cursor's on equal ts: its rows at the
+    # cursor's ts still follow the cursor.
+    table_is_later = ((shard, owner_id) > (after.shard, after.owner_id)) != descending
+    return f"{column} {forward}= {ts}" if table_is_later else f"{column} {forward} {ts}"
 
 
 def time_range(query: AuditQuery | FlowQuery, params: Params) -> str:
@@ -120,9 +128,20 @@ def filter_parts(query: AuditQuery | FlowQuery, params: Params) -> tuple[str, st
     return _flow_parts(query, params)
 
 
-def where(query: AuditQuery | FlowQuery, params: Params) -> str:
+def where(
+    query: AuditQuery | FlowQuery, params: Params, pinned: ShardSnapshot | None = None
+) -> str:
     in_range, matches = filter_parts(query, params)
-    return in_range if matches == "true" else f"{in_range} AND {matches}"
+    condition = in_range if matches == "true" else f"{in_range} AND {matches}"
+    if pinned is None:
+        return condition
+    # NULL: a row from before rows recorded their transaction (schema/shard/0005), older than
+    # any snapshot. The snapshot travels as text: asyncpg has no codec for pg_snapshot.
+    snapshot = params.add(pinned.text())
+    return (
+        f"{condition} AND ({ddl.CREATED_XID} IS NULL OR "
+        f"pg_visible_in_snapshot({ddl.CREATED_XID}, {snapshot}::text::pg_snapshot))"
+    )
 
 
 def page_sql(
@@ -132,16 +151,20 @@ def page_sql(
     after: Position | None,
     descending: bool,
     limit: int,
+    pinned: ShardSnapshot | None = None,
 ) -> tuple[str, list[Any]]:
+    """The first ``limit`` rows after ``after`` of ``tables`` (of one shard, any owners), in
+    (ts, owner id, id) order; each row carries its table's owner id. ``pinned``: only the rows
+    the shard held in that snapshot (consistent=true)."""
     params = Params()
-    condition = where(query, params)
+    condition = where(query, params, pinned)
     column = "ts" if isinstance(query, AuditQuery) else "first_seen"
     columns = AUDIT_COLUMNS if isinstance(query, AuditQuery) else FLOW_COLUMNS
     direction = "DESC" if descending else "ASC"
-    seek = keyset(after, shard, column, descending, params)
     cap = params.add(limit)
     branches = [
-        f"(SELECT {columns} FROM {table.quoted} WHERE {condition} AND {seek} "
+        f"(SELECT {columns}, {int(table.owner_id)}::bigint AS owner_id FROM {table.quoted} "
+        f"WHERE {condition} AND {keyset(after, shard, table.owner_id, column, descending, params)} "
         f"ORDER BY {column} {direction}, id {direction} LIMIT {cap})"
         for table in tables
     ]
@@ -149,13 +172,36 @@ def page_sql(
         return branches[0][1:-1], params.values
     return (
         f"SELECT * FROM ({' UNION ALL '.join(branches)}) AS page "
-        f"ORDER BY ts {direction}, id {direction} LIMIT {cap}"
+        f"ORDER BY ts {direction}, owner_id {direction}, id {direction} LIMIT {cap}"
     ), params.values
 
 
-def count_sql(query: AuditQuery | FlowQuery, tables: list[DayTable]) -> tuple[str, list[Any]]:
+def export_sql(
+    query: AuditQuery | FlowQuery, tables: list[DayTable], descending: bool
+) -> tuple[str, list[Any]]:
+    """Every match on one shard in (ts, owner id, id) order, each row with its owner's id
+    last: one statement whose order the planner takes from the tables' (ts, id) indexes (a
+    Merge Append), read through a cursor."""
     params = Params()
     condition = where(query, params)
+    columns = AUDIT_COLUMNS if isinstance(query, AuditQuery) else FLOW_COLUMNS
+    direction = "DESC" if descending else "ASC"
+    branches = [
+        f"SELECT {columns}, {params.add(table.owner_id)}::bigint AS owner_id "
+        f"FROM {table.quoted} WHERE {condition}"
+        for table in tables
+    ]
+    return (
+        f"SELECT * FROM ({' UNION ALL '.join(branches)}) AS rows "
+        f"ORDER BY ts {direction}, owner_id {direction}, id {direction}"
+    ), params.values
+
+
+def count_sql(
+    query: AuditQuery | FlowQuery, tables: list[DayTable], pinned: ShardSnapshot | None = None
+) -> tuple[str, list[Any]]:
+    params = Params()
+    condition = where(query, params, pinned)
     branches = [f"SELECT count(*) AS n FROM {table.quoted} WHERE {condition}" for table in tables]
     return f"SELECT sum(n)::bigint FROM ({' UNION ALL '.join(branches)}) AS counts", params.values
 
@@ -259,35 +305,49 @@ def _fdw_columns(query: AuditQuery | FlowQuery) -> str:
     )
 
 
+# Shard names sort as the router's merge sorts them (by code point), whatever the database's
+# collation.
+_SHARD = 'c.shard COLLATE "C"'
+
+
 def fdw_page_sql(
-    query: AuditQuery | FlowQuery, parent: str, after: Position | None, descending: bool, limit: int
+    query: AuditQuery | FlowQuery,
+    parents: list[str],
+    after: Position | None,
+    descending: bool,
+    limit: int,
 ) -> tuple[str, list[Any]]:
-    """One query on the coordinator through the owner's parent table; the shard of each row
-    comes from fdw.children by the child it was read from."""
+    """One query on the coordinator through the owners' parent tables; the shard and owner of
+    each row come from fdw.children by the child it was read from."""
     params = Params()
     condition = where(query, params)
     column = "ts" if isinstance(query, AuditQuery) else "first_seen"
     direction = "DESC" if descending else "ASC"
     seek = "true"
     if after is not None:
-        ts, shard, ident = params.add(after.ts), params.add(after.shard), params.add(after.id)
+        ts, shard = params.add(after.ts), params.add(after.shard)
+        owner, ident = params.add(after.owner_id), params.add(after.id)
         forward = "<" if descending else ">"
         # The ts bound alone is pushed down to the shards; the full row comparison is not.
         seek = (
             f"p.{column} {forward}= {ts} AND "
-            f"(p.{column}, c.shard, p.id) {forward} ({ts}, {shard}, {ident})"
+            f"(p.{column}, {_SHARD}, c.owner_id, p.id) {forward} ({ts}, {shard}, {owner}, {ident})"
         )
+    branches = [
+        f"SELECT {_fdw_columns(query)}, c.shard, c.owner_id FROM {parent} AS p "
+        f"JOIN fdw.children AS c ON c.child = p.tableoid WHERE {condition} AND {seek}"
+        for parent in parents
+    ]
+    order = f'ts {direction}, shard COLLATE "C" {direction}, owner_id {direction}, id {direction}'
     return (
-        f"SELECT {_fdw_columns(query)}, c.shard FROM {parent} AS p "
-        f"JOIN fdw.children AS c ON c.child = p.tableoid "
-        f"WHERE {condition} AND {seek} "
-        f"ORDER BY 1 {direction}, c.shard {direction}, p.id {direction} "
+        f"SELECT * FROM ({' UNION ALL '.join(branches)}) AS page ORDER BY {order} "
         f"LIMIT {params.add(limit)}",
         params.values,
     )
 
 
-def fdw_count_sql(query: AuditQuery | FlowQuery, parent: str) -> tuple[str, list[Any]]:
+def fdw_count_sql(query: AuditQuery | FlowQuery, parents: list[str]) -> tuple[str, list[Any]]:
     params = Params()
     condition = where(query, params)
-    return f"SELECT count(*) FROM {parent} WHERE {condition}", params.values
+    branches = [f"SELECT 1 FROM {parent} WHERE {condition}" for parent in parents]
+    return f"SELECT count(*) FROM ({' UNION ALL '.join(branches)}) AS matches", params.values

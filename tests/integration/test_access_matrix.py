@@ -2,8 +2,10 @@
 without the operation's scope, one with exactly that scope, a revoked one and an expired one.
 
 401 for the first and the last two, 403 naming the scope or the key for the middle ones, 2xx
-only with the scope; nothing written, claimed or returned across tenants. The table of calls
-must name every guarded operation of the OpenAPI document, so a new route cannot skip it."""
+only with the scope; nothing written, claimed or returned across tenants. A search that names
+no key (or a prefix) answers another tenant's token too, with that tenant's rows only. The table
+of calls must name every guarded operation of the OpenAPI document, so a new route cannot skip
+it."""
 
 from __future__ import annotations
 
@@ -61,6 +63,8 @@ class World:
     marker: str  # in every row of A: must never show in an answer to another caller
     group: str  # a group of the local topology
     shard: str  # a shard of the matrix's own (down or draining; never active)
+    neighbour: httpx.Client  # every data scope of tenant C, which has rows of its own
+    neighbour_keys: tuple[str, str]  # tenant C's owner and switch (A's stems, other suffixes)
     tokens: dict[str, str] = field(default_factory=dict)  # (caller, admin?) -> token text
 
     def client(self, caller: str, scope: str) -> httpx.Client:
@@ -112,6 +116,18 @@ def world(
         timeout=60,
         headers=bearer(issue_token(settings, tenant_a, DATA_SCOPES)),
     )
+    # Tenant C: keys that start like A's, and rows (A's marker never in them).
+    neighbour = httpx.Client(
+        base_url=router_process.url,
+        timeout=60,
+        headers=bearer(issue_token(settings, unique("mx-c"), DATA_SCOPES)),
+    )
+    # Not hex: neither key holds the other.
+    neighbour_keys = (f"{owner[:-3]}xyz", f"{switch[:-3]}xyz")
+    written = neighbour.post("/v1/audit", json=[{"owner": neighbour_keys[0], "content": "of c"}])
+    assert written.status_code == 200, written.text
+    flow = {"switch": neighbour_keys[1], **FLOW, "bytes": 7}
+    assert neighbour.post("/v1/flows", json=[flow]).status_code == 200
     w = World(
         api,
         reader,
@@ -124,6 +140,8 @@ def world(
         marker,
         group,
         shard,
+        neighbour,
+        neighbour_keys,
     )
 
     everything = list(DATA_SCOPES)
@@ -157,7 +175,10 @@ def world(
     ran = run_cli(settings, "retention", "run", "--owner", unique("nobody"), "--json")
     assert ran.returncode == 0, ran.stderr
     with reader:
-        yield w
+        try:
+            yield w
+        finally:
+            neighbour.close()
 
 
 @dataclass
@@ -173,6 +194,9 @@ class Call:
     key_field: str | None = None
     status: int = 200
     after: Callable[[World, str, httpx.Response], None] | None = None
+    # A search naming no key, or a prefix: the wrong tenant's token is answered too, with its
+    # own tenant's rows (none of A's).
+    answers_any_tenant: bool = False
 
 
 def plain(**request: Any) -> Callable[[World, str], dict[str, Any]]:
@@ -225,6 +249,53 @@ def flows_deleted(w: World, caller: str, response: httpx.Response) -> None:
 def audit_found(w: World, caller: str, response: httpx.Response) -> None:
     if caller == "right_scope":
         assert w.marker in response.text
+
+
+def flows_found(w: World, caller: str, response: httpx.Response) -> None:
+    """A's switch shows only to A's token; C's, which starts like it, never."""
+    assert (w.switch in response.text) == (caller == "right_scope"), response.text
+    assert w.neighbour_keys[1] not in response.text
+
+
+def audit_found_alone(w: World, caller: str, response: httpx.Response) -> None:
+    audit_found(w, caller, response)
+    assert w.neighbour_keys[0] not in response.text
+
+
+def several(field: str, key: Callable[[World], str]) -> Callable[[World, str], dict[str, Any]]:
+    """A's key and one nobody has."""
+    return lambda w, _c: {"params": {field: [key(w), unique("mx-nobody")], **WINDOW}}
+
+
+def read(
+    path: str, make: Callable[[World, str], dict[str, Any]], key_field: str | None = None
+) -> Call:
+    """A search or an export. Naming a key of A's: the wrong tenant meets it (403). Naming
+    none, or a prefix: every tenant's token is answered, with its own tenant's rows."""
+    audit = path.startswith("/v1/audit/")
+    if key_field is not None:
+        after = audit_found if audit else None
+    else:
+        after = audit_found_alone if audit else flows_found
+    return Call(
+        "GET",
+        path,
+        AUDIT_READ if audit else FLOWS_READ,
+        make,
+        key_field,
+        after=after,
+        answers_any_tenant=key_field is None,
+    )
+
+
+def audit_row(w: World, _caller: str) -> dict[str, Any]:
+    params = {"owner": w.owner, **WINDOW, "limit": 1}
+    [item] = w.reader.get("/v1/audit/search", params=params).json()["items"]
+    return {"path": {"ref": item["ref"]}}
+
+
+def flow_row(w: World, _caller: str) -> dict[str, Any]:
+    return {"path": {"ref": w.flows()[0]["ref"]}}
 
 
 def new_group(w: World, _caller: str) -> dict[str, Any]:
@@ -323,36 +394,39 @@ CALLS: dict[str, Call] = {
     "delete flows": Call(
         "DELETE", "/v1/flows", FLOWS_WRITE, flows_delete, "switch", after=flows_deleted
     ),
-    "search audit": Call(
-        "GET",
-        "/v1/audit/search",
-        AUDIT_READ,
-        lambda w, _c: {"params": {"owner": w.owner, **WINDOW}},
-        "owner",
-        after=audit_found,
+    "search audit": read(
+        "/v1/audit/search", lambda w, _c: {"params": {"owner": w.owner, **WINDOW}}, "owner"
     ),
-    "export audit": Call(
-        "GET",
+    "export audit": read(
+        "/v1/audit/export", lambda w, _c: {"params": {"owner": w.owner, **WINDOW}}, "owner"
+    ),
+    "search flows": read(
+        "/v1/flows/search", lambda w, _c: {"params": {"switch": w.switch, **WINDOW}}, "switch"
+    ),
+    "export flows": read(
+        "/v1/flows/export", lambda w, _c: {"params": {"switch": w.switch, **WINDOW}}, "switch"
+    ),
+    "search audit, several owners": read(
+        "/v1/audit/search", several("owner", lambda w: w.owner), "owner"
+    ),
+    "search audit, every owner": read("/v1/audit/search", lambda _w, _c: {"params": WINDOW}),
+    "export audit, an owner prefix": read(
         "/v1/audit/export",
-        AUDIT_READ,
-        lambda w, _c: {"params": {"owner": w.owner, **WINDOW}},
-        "owner",
-        after=audit_found,
+        lambda w, _c: {"params": {"owner_prefix": w.owner[:-3], **WINDOW}},
     ),
-    "search flows": Call(
-        "GET",
+    "search flows, several switches": read(
+        "/v1/flows/search", several("switch", lambda w: w.switch), "switch"
+    ),
+    "search flows, every switch": read("/v1/flows/search", lambda _w, _c: {"params": WINDOW}),
+    "search flows, a switch prefix": read(
         "/v1/flows/search",
-        FLOWS_READ,
-        lambda w, _c: {"params": {"switch": w.switch, **WINDOW}},
-        "switch",
+        lambda w, _c: {"params": {"switch_prefix": w.switch[:-3], **WINDOW}},
     ),
-    "export flows": Call(
-        "GET",
-        "/v1/flows/export",
-        FLOWS_READ,
-        lambda w, _c: {"params": {"switch": w.switch, **WINDOW}},
-        "switch",
+    "export flows, every switch": read("/v1/flows/export", lambda _w, _c: {"params": WINDOW}),
+    "audit row": Call(
+        "GET", "/v1/audit/rows/{ref}", AUDIT_READ, audit_row, "ref", after=audit_found
     ),
+    "flow row": Call("GET", "/v1/flows/rows/{ref}", FLOWS_READ, flow_row, "ref"),
     "report audit": Call(
         "GET",
         "/v1/audit/report",
@@ -493,6 +567,8 @@ def test_access(world: World, name: str, caller: str) -> None:
         # Admin actions and deletions leave exactly one row in the platform's own audit.
         expected = audited + (1 if name in AUDITED else 0)
         assert world.audited("right_scope", call.scope) == expected, name
+    elif caller == "wrong_tenant" and call.answers_any_tenant:
+        assert response.status_code == call.status, response.text
     else:
         assert response.status_code == 403, response.text
         error = response.json()["error"]
@@ -506,6 +582,7 @@ def test_access(world: World, name: str, caller: str) -> None:
     if caller != "right_scope":
         assert world.marker not in response.text
         assert world.owner not in response.text or call.key_field is not None
+        assert world.switch not in response.text or call.key_field is not None
     if call.after is not None:
         call.after(world, caller, response)
 
@@ -523,6 +600,26 @@ def test_nothing_of_tenant_a_changed_but_by_its_own_tokens(world: World) -> None
     assert owners.json()["tenant"] == world.tenant_a
     tenants = {t["name"]: t for t in world.api.get("/v1/admin/tenants").json()}
     assert tenants[world.tenant_b]["owners"] == 0  # B claimed nothing
+
+
+def test_a_search_naming_no_key_covers_its_own_tenant_only(world: World) -> None:
+    """Tenants A and C both have rows, under keys that start alike: without a key, or with
+    their common prefix, each token finds its own tenant's keys and rows, never the other's."""
+    a_keys = (world.owner, world.switch)
+    for client, mine, theirs in (
+        (world.reader, a_keys, world.neighbour_keys),
+        (world.neighbour, world.neighbour_keys, a_keys),
+    ):
+        for path, name, index in (
+            ("/v1/audit/search", "owner", 0),
+            ("/v1/flows/search", "switch", 1),
+        ):
+            for narrowing in ({}, {f"{name}_prefix": a_keys[index][:-3]}):
+                page = client.get(path, params={**WINDOW, **narrowing, "limit": 1000})
+                assert page.status_code == 200, page.text
+                assert {item[name] for item in page.json()["items"]} == {mine[index]}
+                assert theirs[index] not in page.text
+                assert (world.marker in page.text) == (client is world.reader and index == 0)
 
 
 @pytest.mark.parametrize(

@@ -171,7 +171,7 @@ schema = schemathesis.openapi.from_dict(OPENAPI, config=CONFIG).exclude(**EXCLUD
     [
         (
             b'{"ts": "2026-11-23T00:00:00+00:00", "id": 1, "content": "x", "attrs": null, '
-            b'"shard": "s", "owner": "o"}',
+            b'"shard": "s", "owner": "o", "ref": "AQEAAAAAAAAAAwALSmcAAAAAAAAAAQFzAAZg5xz4JAA"}',
             True,
         ),
         (b'{"error": {"code": "unavailable", "message": "m", "field": null}}', True),

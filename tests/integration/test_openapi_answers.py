@@ -89,6 +89,8 @@ def test_writes_searches_and_exports_answer_as_documented(api, doc) -> None:
         ),
     )
     assert len(page["items"]) == 4 and page["next_cursor"] and page["count"]["value"] == 10
+    row = api.get(f"/v1/audit/rows/{page['items'][0]['ref']}")
+    assert ok(doc, row, path="/v1/audit/rows/{ref}") == page["items"][0]
     page = ok(
         doc,
         api.get(
@@ -111,6 +113,9 @@ def test_writes_searches_and_exports_answer_as_documented(api, doc) -> None:
         ),
     )
     assert len(page["items"]) == 5 and {i["ip_version"] for i in page["items"]} == {4, 6}
+    removed = next(i["ref"] for i in page["items"] if i["dst_port"] == 80)
+    row = ok(doc, api.get(f"/v1/flows/rows/{removed}"), path="/v1/flows/rows/{ref}")
+    assert row["dst_port"] == 80
     page = ok(
         doc,
         api.get(
@@ -136,6 +141,7 @@ def test_writes_searches_and_exports_answer_as_documented(api, doc) -> None:
         ],
     }
     assert ok(doc, api.request("DELETE", "/v1/flows", json=removal)) == {"removed": 1}
+    ok(doc, api.get(f"/v1/flows/rows/{removed}"), 404, path="/v1/flows/rows/{ref}")
 
 
 def test_write_and_search_errors_answer_as_documented(api, doc) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from router.auth import scopes
 from router.auth.scopes import (
@@ -17,6 +19,7 @@ from router.auth.scopes import (
     SYSTEM,
     Grant,
     check_key,
+    check_key_prefix,
     check_scope,
     everything,
     key_denial,
@@ -152,6 +155,50 @@ def test_check_key_names_the_field_and_never_the_other_tenant() -> None:
     assert caught.value.field == "records[3].owner"
     assert "secret-tenant-name" not in caught.value.message
     check_key(ACME, "audit", "k-1", "acme", "owner")
+
+
+@pytest.mark.parametrize(
+    ("grant", "kind", "prefix", "allowed"),
+    [
+        (NARROW, "audit", "eu-", True),
+        (NARROW, "audit", "eu", True),  # eu-* keys start with it
+        (NARROW, "audit", "us-east", True),
+        (NARROW, "audit", "x", False),
+        (NARROW, "audit", "edge-", False),
+        (NARROW, "flow", "e", True),
+        (NARROW, "flow", "eu-", False),
+        (ACME, "flow", "anything", True),
+        (ACME, "audit", "shardlog.", False),
+        (ACME, "audit", "shardlog.adm", False),
+        (ACME, "audit", "shardlog", True),  # shardlogs-1 may be acme's
+        (SYSTEM, "audit", "shardlog.", True),
+    ],
+)
+def test_a_prefix_is_refused_when_no_key_with_it_could_be_reached(
+    grant: Grant, kind: str, prefix: str, allowed: bool
+) -> None:
+    if allowed:
+        check_key_prefix(grant, kind, prefix, "f_prefix")
+        return
+    with pytest.raises(Forbidden) as caught:
+        check_key_prefix(grant, kind, prefix, "f_prefix")
+    assert caught.value.field == "f_prefix" and repr(prefix) in caught.value.message
+
+
+# Keys and prefixes from pieces of the grants' prefixes and the reserved one.
+PIECES = st.lists(st.sampled_from(["e", "u", "eu-", "us-", "edge-", "shardlog", ".", "x"]))
+
+
+@given(
+    st.sampled_from([ACME, NARROW, SYSTEM]),
+    st.sampled_from(["audit", "flow"]),
+    PIECES.filter(bool).map("".join),
+    PIECES.map("".join),
+)
+def test_a_refused_prefix_hides_no_reachable_key(grant, kind, prefix, rest) -> None:
+    """check_key_prefix refuses only prefixes that no key check_key accepts starts with."""
+    if key_denial(grant, kind, prefix + rest, grant.tenant) is None:
+        check_key_prefix(grant, kind, prefix, "f_prefix")
 
 
 def test_a_long_key_is_quoted_short() -> None:

@@ -33,3 +33,10 @@ def test_the_roles_migration_knows_day_tables_by_their_name() -> None:
     """0003_roles.sql gives the day tables of older routers to shardlog_tables by name."""
     (roles,) = [m for m in load_migrations(REPO_ROOT / "schema", "shard") if m.name == "roles"]
     assert f"c.relname ~ '{day_table_regex()}'" in roles.sql
+
+
+def test_the_created_xid_migration_knows_day_tables_by_their_name() -> None:
+    (migration,) = [
+        m for m in load_migrations(REPO_ROOT / "schema", "shard") if m.name == "created_xid"
+    ]
+    assert f"c.relname ~ '{day_table_regex()}'" in migration.sql

@@ -126,10 +126,11 @@ def test_record_schemas_follow_the_ingest_rules(doc) -> None:
     assert audit["properties"]["owner"]["maxLength"] == Settings().ingest.max_owner_chars
 
 
-def test_exports_document_ndjson_lines(doc) -> None:
+def test_exports_document_ndjson_lines_and_csv(doc) -> None:
     for path, item in (("/v1/audit/export", "AuditItem"), ("/v1/flows/export", "FlowItem")):
         content = doc["paths"][path]["get"]["responses"]["200"]["content"]
-        assert list(content) == ["application/x-ndjson"]
+        assert list(content) == ["application/x-ndjson", "text/csv"]
+        assert content["text/csv"]["schema"] == {"type": "string"}
         assert content["application/x-ndjson"]["schema"]["anyOf"] == [
             {"$ref": f"#/components/schemas/{item}"},
             ERROR,

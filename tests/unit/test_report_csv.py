@@ -1,6 +1,6 @@
 import pytest
 
-from router.api.reports import _csv_cell
+from router.csv_cells import csv_cell as _csv_cell
 
 
 @pytest.mark.parametrize(

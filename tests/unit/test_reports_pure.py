@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,19 +14,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from router.db import inet
 from router.errors import BadRequest
-from router.reports.merge import Partial, combine_groups, merge_sorted
+from router.reports.merge import Layout, finish, merge_complete
 from router.reports.order import ExternalSort, top
 from router.reports.spec import METRICS, build_spec
 from router.reports.sql import partial_sql
-from router.search.query import FlowQuery, Window
+from router.search.query import FlowQuery, Keys, Window
 
 START = datetime(2025, 1, 1, tzinfo=UTC)
 
 
 def flows(days: int = 1, ip_version: int | None = None) -> FlowQuery:
     window = Window(START, START + timedelta(days=days))
-    return FlowQuery("sw", window, None, None, None, None, ip_version, None, False, "asc")
+    return FlowQuery(
+        Keys.of(["sw"]), window, None, None, None, None, ip_version, None, False, "asc"
+    )
 
 
 def spec(**choice: Any) -> Any:
@@ -88,11 +91,13 @@ def test_the_shard_statement_groups_and_orders_by_the_key() -> None:
         [("sw", '"flow_s1_20250101"'), ("sw2", '"flow_s2_20250101"')],
     )
     assert text.count("UNION ALL") == 1
-    assert text.endswith("GROUP BY 1, 2 ORDER BY 1, 2")
+    assert text.endswith("GROUP BY 1, 2) AS groups ORDER BY k0, k1")
+    assert text.startswith("SELECT k0, inet_send(k1), m0, m1 ")  # addresses as bytes
     assert 'report_key COLLATE "C"' in text and "hll_add_agg" in text
     assert "sw" in params and "sw2" in params
     total, _ = partial_sql(spec(), [("sw", '"t"')])
     assert "GROUP BY" not in total
+    assert "report_key" not in total  # nothing reads the switch: no tag per row
 
 
 # --- the merge ---------------------------------------------------------------------------
@@ -104,13 +109,17 @@ def rows_strategy() -> Any:
     )
 
 
-async def _stream(items: Iterable[Partial]) -> AsyncIterator[Partial]:
-    for item in items:
-        yield item
+Partial = tuple[tuple[int, int], int, int, int, int]
+
+
+async def _batches(items: list[Any], size: int) -> AsyncIterator[list[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
 
 def partials(rows: list[tuple[int, int, int]]) -> list[Partial]:
-    """What a shard returns for its rows: groups by key, sorted, with count, sum, min, max."""
+    """What a shard returns for its rows: groups by key (two key columns), sorted, with count,
+    sum, min and max."""
     groups: dict[tuple[int, int], list[int]] = {}
     for a, b, value in rows:
         group = groups.setdefault((a, b), [0, 0, value, value])
@@ -118,45 +127,82 @@ def partials(rows: list[tuple[int, int, int]]) -> list[Partial]:
         group[1] += value
         group[2] = min(group[2], value)
         group[3] = max(group[3], value)
-    return [(key, list(groups[key])) for key in sorted(groups)]
-
-
-async def merged(shards: list[list[Partial]], metric_names: list[str]) -> list[Partial]:
-    metrics = [METRICS["flow"][n] for n in metric_names]
-    out = []
-    async for group in combine_groups(merge_sorted([_stream(p) for p in shards]), metrics):
-        out.append(group)
-    return out
+    return [(*key, *groups[key]) for key in sorted(groups)]  # type: ignore[misc]
 
 
 NAMES = ["rows", "bytes", "min(first_seen)", "max(last_seen)"]
+TWO_KEYS = spec(group_by=["src_port,dst_port"], metrics=NAMES)
 
 
-@settings(max_examples=200, deadline=None)
-@given(rows=rows_strategy(), shards=st.integers(1, 12), seed=st.integers())
+async def merged(shards: list[list[Partial]], batch: int) -> list[Partial]:
+    out = []
+    streams = [_batches(p, batch) for p in shards]
+    async for groups in merge_complete(streams, Layout.of(TWO_KEYS)):
+        out += [(*key, *values) for key, values in groups]
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rows=rows_strategy(),
+    shards=st.integers(1, 12),
+    batch=st.integers(1, 7),
+    seed=st.integers(),
+)
 def test_any_split_across_shards_merges_to_the_single_shard_answer(
-    rows: list[tuple[int, int, int]], shards: int, seed: int
+    rows: list[tuple[int, int, int]], shards: int, batch: int, seed: int
 ) -> None:
     rng = random.Random(seed)
     split: list[list[tuple[int, int, int]]] = [[] for _ in range(shards)]
     for row in rows:
         split[rng.randrange(shards)].append(row)
-    answer = asyncio.run(merged([partials(part) for part in split], NAMES))
+    answer = asyncio.run(merged([partials(part) for part in split], batch))
     assert answer == partials(rows)
-    assert sum(group[1][0] for group in answer) == len(rows)
+    assert sum(group[2] for group in answer) == len(rows)
 
 
-def metric_rows(values: list[int]) -> list[dict[str, Any]]:
-    return [{"k": n, "bytes": v} for n, v in enumerate(values)]
+def test_a_report_without_group_by_combines_one_row_per_shard() -> None:
+    total = spec(metrics=["rows", "bytes", "min(first_seen)"])
+    first = datetime(2025, 1, 1, tzinfo=UTC)
+    shards = [[(3, 30, first)], [(0, 0, None)], [(2, 5, first - timedelta(hours=1))]]
+
+    async def run() -> list[Any]:
+        streams = [_batches(p, 1) for p in shards]
+        return [g async for b in merge_complete(streams, Layout.of(total)) for g in b]
+
+    assert asyncio.run(run()) == [((), (5, 35, first - timedelta(hours=1)))]
 
 
-async def _top(values: list[int], limit: int, descending: bool) -> list[dict[str, Any]]:
-    return await top(_stream_rows(metric_rows(values)), METRICS["flow"]["bytes"], descending, limit)
+def test_addresses_merge_in_the_order_postgresql_sends_them() -> None:
+    """Keys arrive as inet's binary form: bytes order is PostgreSQL's inet order (10.0.0.2
+    before 10.0.0.10, every IPv4 address before every IPv6 one)."""
+    by_src = spec(group_by=["src_ip"], metrics=["rows"])
+    texts = ["10.0.0.2", "10.0.0.10", "9.255.255.255", "::1", "2001:db8::1"]
+    encoded = sorted(inet.encode_address(t) for t in texts)
+    assert [inet.decode(e) for e in encoded] == [
+        "9.255.255.255",
+        "10.0.0.2",
+        "10.0.0.10",
+        "::1",
+        "2001:db8::1",
+    ]
+    shards = [[(e, 1) for e in encoded], [(e, 2) for e in encoded[1:]]]
+
+    async def run() -> list[dict[str, Any]]:
+        streams = [_batches(p, 2) for p in shards]
+        batches = merge_complete(streams, Layout.of(by_src))
+        return [finish(by_src, g) async for b in batches for g in b]
+
+    assert asyncio.run(run()) == [
+        {"src_ip": "9.255.255.255", "rows": 1},
+        *({"src_ip": inet.decode(e), "rows": 3} for e in encoded[1:]),
+    ]
 
 
-async def _stream_rows(rows: list[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
-    for row in rows:
-        yield row
+async def _top(values: list[int], limit: int, descending: bool) -> list[Any]:
+    groups = [(n, (v,)) for n, v in enumerate(values)]
+    metric = METRICS["flow"]["bytes"]
+    return await top(_batches(groups, 7), 0, metric, descending, limit)
 
 
 @settings(max_examples=200, deadline=None)
@@ -166,10 +212,13 @@ async def _stream_rows(rows: list[dict[str, Any]]) -> AsyncIterator[dict[str, An
     descending=st.booleans(),
 )
 def test_top_n_equals_a_full_sort(values: list[int], limit: int, descending: bool) -> None:
-    expected = sorted(
-        metric_rows(values), key=lambda r: (-r["bytes"] if descending else r["bytes"], r["k"])
-    )
+    groups = [(n, (v,)) for n, v in enumerate(values)]
+    expected = sorted(groups, key=lambda g: (-g[1][0] if descending else g[1][0], g[0]))
     assert asyncio.run(_top(values, limit, descending)) == expected[:limit]
+
+
+def metric_rows(values: list[int]) -> list[dict[str, Any]]:
+    return [{"k": n, "bytes": v} for n, v in enumerate(values)]
 
 
 @settings(max_examples=50, deadline=None)

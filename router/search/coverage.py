@@ -1,0 +1,79 @@
+"""Which owners (audit) or switches (flows) a search covers, as {catalog id: key}.
+
+Listed keys pass ``check_key`` one by one, as the single key of a search always did: one the
+token may not reach is a 403 naming the field, an unknown one covers nothing. A prefix, or no
+key at all, covers the keys of the catalog with day tables in the window that the token
+reaches (its tenant's, within its prefixes): the others are not refused, just not covered.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Any
+
+import asyncpg
+
+from router.auth.scopes import KEY_NAME, Grant, check_key, check_key_prefix, key_denial
+from router.catalog import store
+from router.catalog.owners import OwnerDirectory
+from router.db.names import Kind
+from router.errors import BadRequest
+from router.search.query import Keys
+
+PLURAL = {"owner": "owners", "switch": "switches"}
+
+
+def visibility(kind: Kind, keys: Keys, grant: Grant) -> dict[str, Any]:
+    """What decides the covered set besides the query itself (part of a cursor's binding):
+    for a prefix or no key, whose keys the token reaches; listed keys are the same for all."""
+    if not keys.expands:
+        return {}
+    tenant = None if grant.any_tenant else grant.tenant
+    return {"reached_by": {"tenant": tenant, "prefixes": sorted(grant.prefixes(kind))}}
+
+
+async def covered(
+    metadata: asyncpg.Pool,
+    owners: OwnerDirectory,
+    kind: Kind,
+    keys: Keys,
+    grant: Grant,
+    days: tuple[date, date],
+    most: int,
+) -> dict[int, str]:
+    """``days``: the window's first and last day. ``most``: how many keys a prefix or no key
+    may cover (SHARDLOG_SEARCH__MAX_MATCHED_OWNERS); more is a 400."""
+    field = KEY_NAME[kind]
+    for key in keys.listed:
+        check_key(grant, kind, key, None, field)
+    found = await owners.lookup_many(kind, keys.listed) if keys.listed else {}
+    result: dict[int, str] = {}
+    for key, mapping in sorted(found.items()):
+        check_key(grant, kind, key, mapping.tenant, field)
+        result[mapping.id] = key
+    if not keys.expands:
+        return result
+    prefix_field = f"{field}_prefix"
+    if keys.prefix is not None:
+        check_key_prefix(grant, kind, keys.prefix, prefix_field)
+    matched = await store.owners_with_tables(
+        metadata,
+        kind,
+        None if grant.any_tenant else grant.tenant,
+        grant.prefixes(kind),
+        keys.prefix,
+        days[0],
+        days[-1],
+        most + 1,
+    )
+    if len(matched) > most:
+        raise BadRequest(
+            f"more than {most} {PLURAL[field]} hold rows in the window "
+            "(SHARDLOG_SEARCH__MAX_MATCHED_OWNERS): name them, give a longer "
+            f"{prefix_field} or a shorter range",
+            prefix_field if keys.prefix is not None else field,
+        )
+    for mapping in matched:
+        if key_denial(grant, kind, mapping.key, mapping.tenant) is None:
+            result[mapping.id] = mapping.key
+    return result

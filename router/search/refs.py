@@ -1,0 +1,183 @@
+"""Row permalinks. A ``ref`` names one stored row: its kind, its owner's catalog id, its shard,
+its day, its id, and what finds it by an index: an audit row's ts (the (ts, id) index), a flow's
+5-tuple (its unique key; first_seen moves when records merge into the flow, the 5-tuple and the
+id do not). Packed and base64url-encoded: URL-safe, opaque, stable. Not signed: whoever fetches
+a ref passes the same access check as a search of its owner. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import ipaddress
+import re
+import socket
+import struct
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from router.db.names import DayTable, Kind, day_table
+from router.errors import BadRequest
+from router.search import sql
+
+_VERSION = 1
+_KIND_CODE: dict[Kind, int] = {"audit": 1, "flow": 2}
+_HEAD = struct.Struct(">BBqiqB")  # version, kind, owner id, day (ordinal), row id, shard length
+_AUDIT_TAIL = struct.Struct(">q")  # ts in microseconds since 1970
+_FLOW_TAIL = struct.Struct(">HHh")  # ports, proto (-1: none)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_BASE64URL = re.compile(r"^[A-Za-z0-9_-]+$")
+# Longer than any ref issued (168 characters: a flow of two IPv6 addresses on a shard with a
+# 63-character name).
+MAX_REF_CHARS = 200
+_FIRST_DAY, _LAST_DAY = date(1000, 1, 1), date(9999, 12, 31)  # day tables name 8-digit dates
+_ROUTE = {"audit": "/v1/audit/rows/{ref}", "flow": "/v1/flows/rows/{ref}"}
+
+
+@dataclass(frozen=True)
+class FlowKey:
+    src_ip: str
+    dst_ip: str
+    src_port: int
+    dst_port: int
+    proto: int | None
+
+
+@dataclass(frozen=True)
+class RowRef:
+    kind: Kind
+    owner_id: int
+    shard: str
+    day: date
+    id: int
+    ts: datetime | None = None  # audit rows
+    flow: FlowKey | None = None  # flows
+
+    @property
+    def table(self) -> DayTable:
+        return day_table(self.kind, self.owner_id, self.day)
+
+
+def _not_a_ref() -> BadRequest:
+    return BadRequest("ref is not a row reference this service issued", "ref")
+
+
+def _micros(ts: datetime) -> int:
+    return (ts - _EPOCH) // timedelta(microseconds=1)
+
+
+def encode(ref: RowRef) -> str:
+    shard = ref.shard.encode("ascii")
+    packed = _HEAD.pack(
+        _VERSION, _KIND_CODE[ref.kind], ref.owner_id, ref.day.toordinal(), ref.id, len(shard)
+    )
+    if ref.ts is not None:
+        tail = _AUDIT_TAIL.pack(_micros(ref.ts))
+    else:
+        assert ref.flow is not None
+        flow = ref.flow
+        tail = b"".join(
+            bytes([len(address)]) + address
+            for address in (
+                ipaddress.ip_address(flow.src_ip).packed,
+                ipaddress.ip_address(flow.dst_ip).packed,
+            )
+        ) + _FLOW_TAIL.pack(flow.src_port, flow.dst_port, -1 if flow.proto is None else flow.proto)
+    return base64.urlsafe_b64encode(packed + shard + tail).decode().rstrip("=")
+
+
+def of_row(kind: Kind, owner_id: int, row: dict[str, Any]) -> str:
+    """The ref of a row as search reads it (``ts`` is first_seen for flows)."""
+    day = row["ts"].astimezone(UTC).date()
+    if kind == "audit":
+        return encode(RowRef(kind, owner_id, row["shard"], day, row["id"], ts=row["ts"]))
+    flow = FlowKey(row["src_ip"], row["dst_ip"], row["src_port"], row["dst_port"], row["proto"])
+    return encode(RowRef(kind, owner_id, row["shard"], day, row["id"], flow=flow))
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._at = 0
+
+    def take(self, size: int) -> bytes:
+        if self._at + size > len(self._data):
+            raise ValueError("short")
+        chunk = self._data[self._at : self._at + size]
+        self._at += size
+        return chunk
+
+    def unpack(self, layout: struct.Struct) -> tuple[Any, ...]:
+        return layout.unpack(self.take(layout.size))
+
+    def address(self) -> str:
+        size = self.take(1)[0]
+        if size not in (4, 16):
+            raise ValueError("address")
+        # As router/db/inet.py renders what a search reads.
+        return socket.inet_ntop(socket.AF_INET if size == 4 else socket.AF_INET6, self.take(size))
+
+    def finished(self) -> bool:
+        return self._at == len(self._data)
+
+
+def decode(text: str, kind: Kind) -> RowRef:
+    """The row a ref names; 400 naming ``ref`` for anything this module did not make, and for
+    a ref of the other kind of row."""
+    if len(text) > MAX_REF_CHARS or not _BASE64URL.match(text):
+        raise _not_a_ref()
+    try:
+        reader = _Reader(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+        version, code, owner_id, ordinal, ident, shard_length = reader.unpack(_HEAD)
+        shard = reader.take(shard_length).decode("ascii")
+        day = date.fromordinal(ordinal)
+        ts = flow = None
+        if code == _KIND_CODE["audit"]:
+            (micros,) = reader.unpack(_AUDIT_TAIL)
+            ts = _EPOCH + timedelta(microseconds=micros)
+        elif code == _KIND_CODE["flow"]:
+            src_ip, dst_ip = reader.address(), reader.address()
+            src_port, dst_port, proto = reader.unpack(_FLOW_TAIL)
+            flow = FlowKey(src_ip, dst_ip, src_port, dst_port, None if proto == -1 else proto)
+    except (binascii.Error, struct.error, ValueError, OverflowError):
+        raise _not_a_ref() from None
+    valid = (
+        version == _VERSION
+        and reader.finished()
+        and owner_id >= 1
+        and shard
+        and _FIRST_DAY <= day <= _LAST_DAY
+        and (ts is None or ts.date() == day)
+        and (flow is None or flow.proto is None or 0 <= flow.proto <= 255)
+        and (ts is not None or flow is not None)
+    )
+    if not valid:
+        raise _not_a_ref()
+    found: Kind = "audit" if ts is not None else "flow"
+    if found != kind:
+        what = "an audit row" if found == "audit" else "a flow"
+        raise BadRequest(f"ref names {what}: fetch it with GET {_ROUTE[found]}", "ref")
+    return RowRef(kind, owner_id, shard, day, ident, ts=ts, flow=flow)
+
+
+def point_sql(ref: RowRef) -> tuple[str, list[Any]]:
+    """The row, read by an index of its day table; values travel as parameters."""
+    table = ref.table.quoted
+    if ref.ts is not None:
+        return (
+            f"SELECT {sql.AUDIT_COLUMNS} FROM {table} WHERE ts = $1 AND id = $2",
+            [ref.ts, ref.id],
+        )
+    assert ref.flow is not None
+    flow = ref.flow
+    params: list[Any] = [flow.src_ip, flow.dst_ip, flow.src_port, flow.dst_port, ref.id]
+    proto = "proto IS NULL"
+    if flow.proto is not None:
+        params.append(flow.proto)
+        proto = "proto = $6"
+    return (
+        f"SELECT {sql.FLOW_COLUMNS} FROM {table} WHERE src_ip = $1::inet AND dst_ip = $2::inet "
+        f"AND src_port = $3 AND dst_port = $4 AND {proto} AND id = $5",
+        params,
+    )
