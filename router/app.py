@@ -16,7 +16,18 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
-from router.api import access, admin, health, ingest, lifecycle, openapi, reports, rows, search
+from router.api import (
+    access,
+    admin,
+    health,
+    ingest,
+    lifecycle,
+    openapi,
+    reports,
+    rows,
+    search,
+    tail,
+)
 from router.api.params import reject_nul
 from router.auth.middleware import Authenticate
 from router.db import catalog_login
@@ -59,6 +70,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             gc.freeze()
             yield
         finally:
+            await runtime.commit_signal.stop()
+            await runtime.tail.hub.stop()
             await runtime.auth.stop()
             await runtime.housekeeping.stop()
             await runtime.retention_job.stop()
@@ -78,6 +91,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(search.router)
     app.include_router(rows.router)
     app.include_router(reports.router)
+    app.include_router(tail.router)
     app.include_router(admin.router)
     app.include_router(lifecycle.router)
     app.include_router(access.router)

@@ -121,5 +121,33 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.tail_subscribers = Gauge(
+            "shardlog_tail_subscribers", "Open tail streams", registry=self.registry
+        )
+        self.tail_events = Counter(
+            "shardlog_tail_events_sent",
+            "Rows sent to tail streams, by kind",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.tail_overflows = Counter(
+            "shardlog_tail_overflows",
+            "Tail streams ended because their client fell too far behind",
+            registry=self.registry,
+        )
+        self.tail_lag = Histogram(
+            "shardlog_tail_delivery_lag_seconds",
+            "From the start of a row's writing transaction on its shard to the row's send "
+            "(the watermark included)",
+            registry=self.registry,
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 1.5, 2, 3, 5, 10, 30),
+        )
+        self.tail_read_failures = Counter(
+            "shardlog_tail_read_failures",
+            "Failed reads of a shard's tail log (retried)",
+            ["shard"],
+            registry=self.registry,
+        )
+
     def render(self) -> bytes:
         return bytes(generate_latest(self.registry))

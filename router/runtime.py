@@ -33,6 +33,9 @@ from router.search import fdw
 from router.search.rows import RowService
 from router.search.service import SearchService
 from router.settings import Settings
+from router.tail.hub import TailHub
+from router.tail.service import TailService
+from router.tail.signal import CommitSignal
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +64,8 @@ class Runtime:
     auth: TokenRegistry
     self_audit: SelfAudit
     rows: RowService
+    tail: TailService
+    commit_signal: CommitSignal
 
     @classmethod
     def build(cls, settings: Settings, metadata: asyncpg.Pool, metrics: Metrics) -> Runtime:
@@ -69,10 +74,14 @@ class Runtime:
         owners = OwnerDirectory(metadata, catalog)
         ingest = settings.ingest
         idempotency = IdempotencyStore(metadata, ingest.idempotency_lease_s, ingest.retry_after_s)
+        hub = TailHub(catalog, pools, metadata, settings.pools, settings.tail, metrics)
+        commit_signal = CommitSignal(hub, pools)
+        writer = PartWriter(pools, metadata, catalog, ingest)
+        writer.on_commit = commit_signal
         service = IngestService(
             catalog,
             owners,
-            PartWriter(pools, metadata, catalog, ingest),
+            writer,
             idempotency,
             ShardHealth(),
             ingest,
@@ -97,7 +106,13 @@ class Runtime:
             service,
             ByteBudget(ingest.inflight_budget_bytes),
             FlowDeletion(catalog, owners, pools, ingest.retry_after_s),
-            Housekeeping(idempotency, catalog, pools, ingest.idempotency_keep_hours),
+            Housekeeping(
+                idempotency,
+                catalog,
+                pools,
+                ingest.idempotency_keep_hours,
+                settings.tail.log_keep_s,
+            ),
             search,
             ReportService(metadata, catalog, owners, pools, search, settings.report),
             retention,
@@ -105,6 +120,8 @@ class Runtime:
             TokenRegistry(metadata, settings.auth),
             self_audit,
             RowService(metadata, catalog, pools, settings.search),
+            TailService(hub, search, owners, settings.tail, metrics),
+            commit_signal,
         )
         catalog.subscribe(runtime.on_catalog)
         return runtime
@@ -114,6 +131,7 @@ class Runtime:
         await self._refresh_coordinator_logins(snapshot)
         await self.owners.on_catalog(snapshot)
         await self.auth.on_catalog(snapshot)
+        await self.tail.hub.on_catalog(snapshot)
         self.metrics.catalog_version.set(snapshot.version)
         self.metrics.catalog_refreshes.inc()
         self.metrics.shard_state.clear()

@@ -291,6 +291,43 @@ class ReportSettings(Section):
     )
 
 
+class TailSettings(Section):
+    watermark_s: float = Field(
+        1.0,
+        ge=0,
+        description="How long a live row waits (after its ts, or after the router read it when "
+        "its ts lies ahead) so rows committed late on other shards still come in order.",
+    )
+    poll_interval_s: float = Field(
+        1.0,
+        gt=0,
+        description="How often the router reads each shard's tail log when no NOTIFY woke it "
+        "(a lost notification delays rows by at most this much, never loses them).",
+    )
+    max_subscriptions: int = Field(
+        2000, ge=1, description="Open tail streams per router; more get 429."
+    )
+    max_buffered_events: int = Field(
+        10_000,
+        ge=1,
+        description="Rows a subscriber may have waiting; past it the stream ends with an "
+        "overflow event carrying the resume cursor.",
+    )
+    heartbeat_s: float = Field(15.0, gt=0, description="Seconds between keep-alive comments.")
+    log_keep_s: float = Field(
+        900.0,
+        gt=0,
+        description="How long the shards keep their tail log: the oldest resume cursor a "
+        "stream can continue from.",
+    )
+    stall_timeout_s: float = Field(
+        60.0,
+        gt=0,
+        description="A stream whose client takes longer than this to accept one write is "
+        "closed (its rows wait in the shards, for a resume).",
+    )
+
+
 class RetentionSettings(Section):
     enabled: bool = Field(True, description="Run the retention job in the router.")
     interval_s: float = Field(3600.0, gt=0, description="Seconds between the router's runs.")
@@ -397,6 +434,7 @@ class Settings(BaseSettings):
     ingest: IngestSettings = IngestSettings()
     search: SearchSettings = SearchSettings()
     report: ReportSettings = ReportSettings()
+    tail: TailSettings = TailSettings()
     retention: RetentionSettings = RetentionSettings()
     auth: AuthSettings = AuthSettings()
     cluster: ClusterSettings = ClusterSettings()

@@ -98,7 +98,7 @@ class Shards:
                 await connection.copy_records_to_table(
                     ddl.FLOW_STAGE, records=batch, columns=ddl.FLOW_STAGE_COLUMNS
                 )
-                await connection.execute(ddl.flow_merge_sql(table))
+                await connection.execute(ddl.flow_merge_sql(table), table.name)
 
     async def settle(self) -> None:
         """VACUUM ANALYZE every shard and register its day tables; the connections close."""

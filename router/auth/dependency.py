@@ -1,6 +1,7 @@
 """The one dependency every /v1 route declares, as Annotated aliases: ``AuditWrite``,
 ``AuditRead``, ``FlowsWrite``, ``FlowsRead``, ``AuditReport``, ``FlowsReport`` (``reports``
-plus the read scope), ``Reports``, ``Tail``, ``Admin``. Each takes
+plus the read scope), ``Reports``, ``AuditTail``, ``FlowsTail`` (``tail`` plus the read scope),
+``Admin``. Each takes
 the caller the authentication middleware found (router/auth/middleware.py: 401 before the
 body is read; authenticated here when a request did not pass it), checks the token's request
 rate (429) and the scope (403 naming it), and hands the route the ``Caller``; routes pass
@@ -111,8 +112,21 @@ async def flows_report(request: Request) -> AsyncIterator[Caller]:
         yield caller
 
 
-async def tail(request: Request) -> Caller:
-    return _caller(request, scopes.TAIL)
+def _tailer(request: Request, read_scope: str) -> Caller:
+    """A tail needs ``tail`` and the read scope of its data: it shows what a search would. No
+    search slot: a stream lasts, and streams have a cap of their own per router
+    (SHARDLOG_TAIL__MAX_SUBSCRIPTIONS)."""
+    caller = _caller(request, scopes.TAIL)
+    scopes.check_scope(caller.grant, read_scope)
+    return caller
+
+
+async def audit_tail(request: Request) -> Caller:
+    return _tailer(request, scopes.AUDIT_READ)
+
+
+async def flows_tail(request: Request) -> Caller:
+    return _tailer(request, scopes.FLOWS_READ)
 
 
 async def admin(request: Request) -> Caller:
@@ -126,5 +140,6 @@ FlowsRead = Annotated[Caller, Depends(flows_read)]
 Reports = Annotated[Caller, Depends(reports)]
 AuditReport = Annotated[Caller, Depends(audit_report)]
 FlowsReport = Annotated[Caller, Depends(flows_report)]
-Tail = Annotated[Caller, Depends(tail)]
+AuditTail = Annotated[Caller, Depends(audit_tail)]
+FlowsTail = Annotated[Caller, Depends(flows_tail)]
 Admin = Annotated[Caller, Depends(admin)]

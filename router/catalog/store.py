@@ -214,6 +214,16 @@ async def get_owners(db: Executor, kind: str, keys: list[str]) -> dict[str, Owne
     return await _owners(db, kind, keys)
 
 
+async def owners_by_id(db: Executor, kind: str, ids: list[int]) -> dict[int, OwnerMapping]:
+    """The mappings of those of ``ids`` that exist, by catalog id."""
+    rows = await db.fetch(
+        f"SELECT {OWNER_COLUMNS} FROM owners WHERE kind = $1 AND id = ANY($2::bigint[])",
+        kind,
+        ids,
+    )
+    return {row["id"]: _owner(row) for row in rows}
+
+
 async def owners_with_tables(
     db: Executor,
     kind: str,

@@ -17,7 +17,7 @@ from router.cli.output import output, print_table
 from router.settings import Settings
 
 
-def _tls_context(settings: Settings, cacert: str | None) -> ssl.SSLContext:
+def tls_context(settings: Settings, cacert: str | None) -> ssl.SSLContext:
     """Verifies the router with --cacert, else the local cluster's CA when it has one, else the
     system's CAs."""
     if cacert is None and local_tls.recorded(settings):
@@ -45,7 +45,7 @@ def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
     )
     try:
         with urllib.request.urlopen(  # noqa: S310
-            request, timeout=args.timeout, context=_tls_context(settings, args.cacert)
+            request, timeout=args.timeout, context=tls_context(settings, args.cacert)
         ) as response:
             answer: dict[str, Any] = json.loads(response.read())
     except urllib.error.HTTPError as exc:

@@ -45,6 +45,12 @@ FLOW_SAMPLE_COLUMNS = ("id", "src_ip", "dst_ip", "src_port", "dst_port", "ip_ver
 # A merge into a flow row leaves it as it was. NULL in rows older than the column.
 CREATED_XID = "created_xid"
 _CREATED_XID_COLUMN = f"{CREATED_XID} xid8 DEFAULT pg_current_xact_id()"
+# The transaction that last merged records into a flow row (NULL until then), for the live
+# tail (router/tail): a merge is an event too. Not indexed, so a merge stays a HOT update.
+MERGED_XID = "merged_xid"
+# Every write of a part records the table and the time range it wrote in the shard's tail_log
+# (schema/shard/0007_tail_log.sql), in the write's transaction.
+TAIL_LOG_COLUMNS = "table_name, first_ts, last_ts, rows"
 
 
 def _time_index(table: DayTable, column: str, kind: IndexKind) -> str:
@@ -91,6 +97,7 @@ def table_ddl(table: DayTable, index: IndexKind) -> list[str]:
             first_seen timestamptz NOT NULL,
             last_seen  timestamptz NOT NULL,
             {_CREATED_XID_COLUMN},
+            {MERGED_XID} xid8,
             CONSTRAINT {table.index_name("flow_key")}
                 UNIQUE NULLS NOT DISTINCT (src_ip, dst_ip, src_port, dst_port, proto)
         )""",
@@ -134,17 +141,35 @@ def _saturating_sum(column: str) -> str:
 
 def flow_merge_sql(table: DayTable) -> str:
     """Fold the staged batch (one row per 5-tuple) into the day table: counters added (never
-    past bigint), first/last seen widened. Rows go in index order, which keeps the unique
-    index's pages hot."""
+    past bigint), first/last seen widened, the merging transaction recorded. Rows go in index
+    order, which keeps the unique index's pages hot. The statement also adds the batch's line
+    to the tail log: the first_seen range of the rows it inserted or merged into (a merge may
+    move a row's first_seen before any staged one). $1: the table's name."""
     key = ", ".join(FLOW_KEY)
     columns = ", ".join(FLOW_STAGE_COLUMNS)
     return f"""
-        INSERT INTO {table.quoted} AS t ({columns})
-        SELECT {columns} FROM {FLOW_STAGE} ORDER BY {key}
-        ON CONFLICT ({key}) DO UPDATE SET
-            bytes = {_saturating_sum("bytes")},
-            packets = {_saturating_sum("packets")},
-            flow_count = {_saturating_sum("flow_count")},
-            first_seen = least(t.first_seen, EXCLUDED.first_seen),
-            last_seen = greatest(t.last_seen, EXCLUDED.last_seen)
+        WITH written AS (
+            INSERT INTO {table.quoted} AS t ({columns})
+            SELECT {columns} FROM {FLOW_STAGE} ORDER BY {key}
+            ON CONFLICT ({key}) DO UPDATE SET
+                bytes = {_saturating_sum("bytes")},
+                packets = {_saturating_sum("packets")},
+                flow_count = {_saturating_sum("flow_count")},
+                first_seen = least(t.first_seen, EXCLUDED.first_seen),
+                last_seen = greatest(t.last_seen, EXCLUDED.last_seen),
+                {MERGED_XID} = pg_current_xact_id()
+            RETURNING t.first_seen
+        )
+        INSERT INTO tail_log ({TAIL_LOG_COLUMNS})
+        SELECT $1, min(first_seen), max(first_seen), count(*) FROM written HAVING count(*) > 0
     """
+
+
+# The audit part's line of the tail log, in the statement that opens its transaction: $1 the
+# synchronous_commit of the write, $2.. the tail log's columns.
+AUDIT_OPENING_SQL = f"""
+    WITH logged AS (
+        INSERT INTO tail_log ({TAIL_LOG_COLUMNS}) VALUES ($2, $3, $4, $5)
+    )
+    SELECT set_config('synchronous_commit', $1, true)
+"""

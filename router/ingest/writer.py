@@ -9,7 +9,7 @@ COMMIT leaves that in doubt; anything before it certainly rolled back.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,6 +71,8 @@ class PartWriter:
         self._catalog = catalog
         self._settings = settings
         self.tables = KnownTables()
+        # Told the shard after each commit (the live tail's wake-up, router/tail/signal.py).
+        self.on_commit: Callable[[str], None] | None = None
 
     async def write(self, part: Part, shard: str, request_key: str | None) -> bool:
         """True when the rows were written now, False when the ledger shows an earlier attempt
@@ -91,13 +93,12 @@ class PartWriter:
                 transaction = connection.transaction()
                 await transaction.start()
                 try:
-                    await connection.execute(
-                        "SELECT set_config('synchronous_commit', $1, true)",
-                        self._synchronous_commit(shard, part.table.kind),
-                    )
+                    await self._open(connection, part, shard)
                     written = await self._load(connection, part, request_key)
                     committing = True
                     await transaction.commit()
+                    if self.on_commit is not None:
+                        self.on_commit(shard)
                     return written
                 except asyncpg.PostgresError:
                     if not committing:
@@ -113,6 +114,25 @@ class PartWriter:
             raise
         except DRIVER_ERRORS as exc:
             raise PartFailed(part, shard, exc, in_doubt=committing) from exc
+
+    async def _open(self, connection: Connection, part: Part, shard: str) -> None:
+        """The transaction's settings and, for audit, its line in the tail log (a flow part's
+        comes with its merge)."""
+        synchronous_commit = self._synchronous_commit(shard, part.table.kind)
+        if part.table.kind != "audit" or not part.rows:
+            await connection.execute(
+                "SELECT set_config('synchronous_commit', $1, true)", synchronous_commit
+            )
+            return
+        times = [row[0] for row in part.rows]
+        await connection.execute(
+            ddl.AUDIT_OPENING_SQL,
+            synchronous_commit,
+            part.table.name,
+            min(times),
+            max(times),
+            len(times),
+        )
 
     def _synchronous_commit(self, shard: str, kind: str) -> str:
         """'on' waits for a standby (where one is configured), 'local' does not."""
@@ -158,5 +178,5 @@ class PartWriter:
             await connection.copy_records_to_table(
                 ddl.FLOW_STAGE, records=part.rows, columns=ddl.FLOW_STAGE_COLUMNS
             )
-            await connection.execute(ddl.flow_merge_sql(part.table))
+            await connection.execute(ddl.flow_merge_sql(part.table), part.table.name)
         return True

@@ -126,6 +126,7 @@ class SearchService:
         self._pools = pools
         self._settings = settings
         self.codec: CursorCodec | None = None
+        self.secret = b""
 
     async def load_secret(self) -> None:
         if self._settings.cursor_secret:
@@ -134,7 +135,8 @@ class SearchService:
             secret = await self._metadata.fetchval(
                 "SELECT secret FROM router_secrets WHERE name = 'cursor'"
             )
-        self.codec = CursorCodec(bytes(secret), self._settings.cursor_ttl_s)
+        self.secret = bytes(secret)
+        self.codec = CursorCodec(self.secret, self._settings.cursor_ttl_s)
 
     # --- planning ----------------------------------------------------------------------
 
@@ -396,7 +398,7 @@ class SearchService:
                 query, plan, count, partial_ok and backend == "fanout", outcome, pinned
             )
         return {
-            "items": [self._item(kind, row) for row in page],
+            "items": [self.item(kind, row) for row in page],
             "next_cursor": next_cursor,
             "prev_cursor": prev_cursor,
             "count": counted,
@@ -546,6 +548,30 @@ class SearchService:
         )
         return {"value": int(records[0][0]) if records else 0, "exact": True, "method": "count"}
 
+    async def pinned_page(
+        self, query: Query, grant: Grant, pin: Pin, after: Position | None, limit: int
+    ) -> tuple[list[Row], list[ShardFailure]]:
+        """The first ``limit`` rows after ``after`` of those the shards held in ``pin``'s
+        snapshots, and the shards that failed: a live tail's replay (router/tail/replay.py)."""
+        kind, _ = covered_keys(query)
+        plan, owners = await self.plan(query, grant)
+        plan, not_pinned = pinned_plan(plan, pin)
+        pinning = Pinning(dict(pin.snapshots))
+        descending = query.order == "desc"
+
+        def build(shard: str, tables: list[Any]) -> tuple[str, list[Any]]:
+            return sql.page_sql(query, tables, shard, after, descending, limit, pinning.of(shard))
+
+        answers, outcome = await self._fan_out(
+            plan, build, _keep_first(limit, descending), pinning=pinning
+        )
+        outcome.failures += [ShardFailure(s, f"{NOT_PINNED} here") for s in not_pinned]
+        streams = [
+            [self._row(record, shard, owners, kind) for record in records]
+            for shard, records in answers
+        ]
+        return merge(streams, descending, limit), outcome.failures
+
     # --- rows --------------------------------------------------------------------------
 
     @staticmethod
@@ -568,7 +594,7 @@ class SearchService:
         return Pin(snapshots, frozenset(failed | set(plan.unavailable)))
 
     @staticmethod
-    def _item(kind: Kind, row: Row) -> dict[str, Any]:
+    def item(kind: Kind, row: Row) -> dict[str, Any]:
         """The item of a row: its ref made of the row's own owner id (a page may hold rows of
         several owners), which the item then leaves out."""
         out = {k: v for k, v in row.items() if k != "owner_id"}

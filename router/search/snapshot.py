@@ -42,6 +42,11 @@ class ShardSnapshot:
         low, high, running = text.split(":")
         return cls(int(low), int(high), tuple(int(x) for x in running.split(",") if x))
 
+    def sees(self, xid: int) -> bool:
+        """Whether a transaction had committed (or ended) in this snapshot: PostgreSQL's
+        pg_visible_in_snapshot for a transaction that committed."""
+        return xid < self.xmin or (xid < self.xmax and xid not in self.in_progress)
+
     def text(self) -> str:
         return f"{self.xmin}:{self.xmax}:{','.join(str(x) for x in self.in_progress)}"
 

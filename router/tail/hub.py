@@ -1,0 +1,413 @@
+"""The router's side of the live tail: one reader per shard, running while anyone subscribes.
+
+Each reader keeps the snapshot of the shard it last read (``seen``). Woken by a NOTIFY from
+whichever router wrote (router/tail/signal.py), by a write of this router, or every
+SHARDLOG_TAIL__POLL_INTERVAL_S, it reads in one REPEATABLE READ transaction the tail log's
+lines of the transactions its last snapshot did not see, then the rows those wrote into day
+tables that some subscription covers, with every subscription's filter evaluated on the shard.
+It hands each subscription its rows and moves ``seen`` on, in one step with no await: a row is
+read by exactly one read of a shard, and every subscription present then receives it. A lost
+notification or a broken connection only delays the next read; nothing is skipped, as the
+next read starts from ``seen``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import defaultdict
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from router.auth.scopes import KEY_NAME
+from router.catalog import store
+from router.catalog.cache import CatalogCache
+from router.catalog.snapshot import OwnerMapping
+from router.db import roles
+from router.db.connection import Connection
+from router.db.failures import DRIVER_ERRORS, describe
+from router.db.names import DayTable, parse_day_table
+from router.db.pools import ShardPools, connect
+from router.metrics import Metrics
+from router.search.snapshot import ShardSnapshot
+from router.settings import PoolSettings, TailSettings
+from router.tail import sql
+from router.tail.events import Batch, Event
+from router.tail.subscription import Filter, Subscription
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "shardlog_tail"
+LISTENER_APPLICATION_NAME = "shardlog-tail-listener"
+# A statement evaluates at most this many filters per row; more read the rows again.
+MAX_FILTERS_PER_STATEMENT = 64
+_RETRY_PAUSES_S = (0.2, 0.5, 1.0, 2.0)
+_FIRST_READ_DEADLINE_S = 5.0
+_NOT_ROW = ("xid", "merged")
+
+
+class Interest:
+    """Which subscriptions want the rows of one owner, and under which of the distinct
+    filters; cached per owner until a subscription comes or goes."""
+
+    def __init__(self, subscriptions: list[Subscription]) -> None:
+        self.filters: list[Filter | None] = []
+        index: dict[Filter | None, int] = {}
+        self.wanted: list[tuple[Subscription, int]] = []
+        for subscription in subscriptions:
+            number = index.get(subscription.condition)
+            if number is None:
+                number = index[subscription.condition] = len(self.filters)
+                self.filters.append(subscription.condition)
+            self.wanted.append((subscription, number))
+
+
+class ShardReader:
+    def __init__(self, hub: TailHub, shard: str) -> None:
+        self.hub = hub
+        self.shard = shard
+        self.seen: ShardSnapshot | None = None
+        self.wake = asyncio.Event()
+        self._listener: asyncpg.Connection | None = None
+        self._task: asyncio.Task[None] | None = None
+        # Subscriptions that came while a read was under way (it may not deliver to them):
+        # they start at that read's snapshot.
+        self.reading = False
+        self.joining: list[Subscription] = []
+        self.stopped = False
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def halt(self) -> None:
+        """Stops the reader at once (no await: it must happen even in a cancelled task). An
+        orphaned reader would hand every row out twice."""
+        self.stopped = True
+        self.wake.set()
+        if self._task is not None:
+            self._task.cancel()
+
+    async def stop(self) -> None:
+        self.halt()
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self._close_listener()
+
+    async def _close_listener(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None and not listener.is_closed():
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(listener.close(), 2)
+
+    async def _run(self) -> None:
+        failures = 0
+        while not self.stopped:
+            try:
+                if self._listener is None or self._listener.is_closed():
+                    await self._listen()
+                self.wake.clear()
+                await self._read()
+                failures = 0
+            except DRIVER_ERRORS as exc:
+                pause = _RETRY_PAUSES_S[min(failures, len(_RETRY_PAUSES_S) - 1)]
+                failures += 1
+                if failures in (1, 10) or failures % 100 == 0:
+                    log.warning(
+                        "tail: reading %s failed (%s); again in %g s",
+                        self.shard,
+                        describe(exc),
+                        pause,
+                    )
+                self.hub.metrics.tail_read_failures.labels(self.shard).inc()
+                await self._close_listener()
+                await asyncio.sleep(pause)
+                continue
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.hub.settings.poll_interval_s):
+                    await self.wake.wait()
+
+    async def _listen(self) -> None:
+        known = self.hub.catalog.snapshot.shards.get(self.shard)
+        if known is None:
+            return
+        self._listener = await connect(known.dsn, self.hub.pool_settings, role=roles.READER)
+        await self._listener.add_listener(CHANNEL, self._on_notify)
+
+    def _on_notify(self, _connection: Any, _pid: int, _channel: str, _payload: object) -> None:
+        self.wake.set()
+
+    def join(self, subscription: Subscription) -> None:
+        if self.reading or self.seen is None:
+            self.joining.append(subscription)
+        else:
+            subscription.started(self.shard, self.seen)
+
+    def _joined(self) -> None:
+        joining, self.joining = self.joining, []
+        for subscription in joining:
+            if self.seen is not None:
+                subscription.started(self.shard, self.seen)
+            else:
+                self.joining.append(subscription)
+
+    async def _read(self) -> None:
+        self.reading = True
+        try:
+            await self._read_once()
+        finally:
+            self.reading = False
+            self._joined()
+
+    async def _read_once(self) -> None:
+        pool = self.hub.pools.reader(self.shard, primary=True)
+        async with (
+            pool.acquire() as connection,
+            connection.transaction(isolation="repeatable_read", readonly=True),
+        ):
+            now = ShardSnapshot.parse(await connection.fetchval(sql.CURRENT_SNAPSHOT))
+            if self.seen is None:
+                self.seen = now
+                return
+            start = self.seen
+            text, params = sql.log_sql(start, None)
+            lines = await connection.fetch(text, *params)
+            read = await self.hub.read_rows(connection, self.shard, start, None, lines)
+        if self.stopped:
+            return
+        self.hub.dispatch(self.shard, start, read)
+        self.seen = now
+
+
+class Read:
+    """What one read of a shard found: per owner, the rows and who wants them."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[Interest, OwnerMapping, list[asyncpg.Record]]] = []
+        self.committed_at: dict[int, datetime] = {}
+        self.read_at = time.time()
+
+
+class TailHub:
+    def __init__(
+        self,
+        catalog: CatalogCache,
+        pools: ShardPools,
+        metadata: asyncpg.Pool,
+        pool_settings: PoolSettings,
+        settings: TailSettings,
+        metrics: Metrics,
+    ) -> None:
+        self.catalog = catalog
+        self.pools = pools
+        self.metadata = metadata
+        self.pool_settings = pool_settings
+        self.settings = settings
+        self.metrics = metrics
+        self.subscriptions: set[Subscription] = set()
+        self._readers: dict[str, ShardReader] = {}
+        self._interest: dict[tuple[str, int], Interest] = {}
+        self._owners: dict[tuple[str, int], OwnerMapping | None] = {}
+        self._lock = asyncio.Lock()
+
+    # --- subscriptions -----------------------------------------------------------------
+
+    async def subscribe(self, subscription: Subscription) -> dict[str, ShardSnapshot]:
+        """Adds ``subscription``; every row committed after the returned snapshots (per shard)
+        reaches it. A shard not read within a few seconds is missing from them: its rows
+        count from the hub's first read of it."""
+        async with self._lock:
+            self._sync_readers()
+            self.subscriptions.add(subscription)
+            self._interest.clear()
+            self.metrics.tail_subscribers.set(len(self.subscriptions))
+            subscription.expect(self._readers.keys())
+            for reader in self._readers.values():
+                reader.join(subscription)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(subscription.all_started.wait(), _FIRST_READ_DEADLINE_S)
+        return dict(subscription.start)
+
+    async def unsubscribe(self, subscription: Subscription) -> None:
+        """Everything but the readers' clean-up happens before the first await: a stream's
+        task is often cancelled already when it unsubscribes."""
+        self.subscriptions.discard(subscription)
+        self._interest.clear()
+        for reader in self._readers.values():
+            if subscription in reader.joining:
+                reader.joining.remove(subscription)
+        self.metrics.tail_subscribers.set(len(self.subscriptions))
+        if self.subscriptions:
+            return
+        readers, self._readers = self._readers, {}
+        for reader in readers.values():
+            reader.halt()
+        await asyncio.shield(asyncio.gather(*(r.stop() for r in readers.values())))
+
+    async def on_catalog(self, _snapshot: object) -> None:
+        """Shards that joined the catalog get a reader (their rows are all new); those that
+        left lose theirs."""
+        async with self._lock:
+            if not self.subscriptions:
+                return
+            self._sync_readers()
+            shards = self.catalog.snapshot.shards
+            gone = [self._readers.pop(name) for name in self._readers.keys() - shards.keys()]
+            for reader in gone:
+                reader.halt()
+            await asyncio.gather(*(r.stop() for r in gone))
+
+    def _sync_readers(self) -> None:
+        shards = self.catalog.snapshot.shards
+        for name in shards.keys() - self._readers.keys():
+            reader = self._readers[name] = ShardReader(self, name)
+            reader.start()
+
+    def seen(self) -> dict[str, ShardSnapshot]:
+        return {n: r.seen for n, r in self._readers.items() if r.seen is not None}
+
+    def wake(self, shard: str) -> None:
+        reader = self._readers.get(shard)
+        if reader is not None:
+            reader.wake.set()
+
+    async def stop(self) -> None:
+        readers, self._readers = self._readers, {}
+        for reader in readers.values():
+            reader.halt()
+        await asyncio.gather(*(r.stop() for r in readers.values()))
+
+    # --- reading -----------------------------------------------------------------------
+
+    async def mappings(self, kind: str, ids: set[int]) -> dict[int, OwnerMapping | None]:
+        missing = [i for i in ids if (kind, i) not in self._owners]
+        if missing:
+            found = await store.owners_by_id(self.metadata, kind, missing)
+            if len(self._owners) > 200_000:
+                self._owners.clear()
+            for owner_id in missing:
+                self._owners[(kind, owner_id)] = found.get(owner_id)
+        return {i: self._owners.get((kind, i)) for i in ids}
+
+    def interest(self, mapping: OwnerMapping, among: list[Subscription] | None = None) -> Interest:
+        if among is not None:
+            return Interest([s for s in among if s.spec.covers(mapping)])
+        cached = self._interest.get((mapping.kind, mapping.id))
+        if cached is None:
+            cached = self._interest[(mapping.kind, mapping.id)] = Interest(
+                [
+                    s
+                    for s in self.subscriptions
+                    if s.spec.kind == mapping.kind and s.spec.covers(mapping)
+                ]
+            )
+        return cached
+
+    async def read_rows(
+        self,
+        connection: Connection,
+        shard: str,
+        start: ShardSnapshot,
+        until: ShardSnapshot | None,
+        lines: list[asyncpg.Record],
+        among: list[Subscription] | None = None,
+    ) -> Read:
+        """The rows the tail log's ``lines`` wrote, of owners someone (of ``among``, else of
+        every subscription) covers, each with the filters it matches."""
+        read = Read()
+        ranges: dict[DayTable, tuple[datetime, datetime]] = {}
+        for line in lines:
+            read.committed_at[line["xid"]] = line["logged_at"]
+            table = parse_day_table(line["table_name"])
+            if table is None:
+                continue
+            first, last = ranges.get(table, (line["first_ts"], line["last_ts"]))
+            ranges[table] = (min(first, line["first_ts"]), max(last, line["last_ts"]))
+        by_kind: dict[str, set[int]] = defaultdict(set)
+        for table in ranges:
+            by_kind[table.kind].add(table.owner_id)
+        mappings = {kind: await self.mappings(kind, ids) for kind, ids in by_kind.items()}
+        for table, (first, last) in sorted(ranges.items()):
+            mapping = mappings[table.kind].get(table.owner_id)
+            if mapping is None:
+                continue
+            interest = self.interest(mapping, among)
+            if not interest.wanted:
+                continue
+            records: list[asyncpg.Record] = []
+            for offset in range(0, len(interest.filters), MAX_FILTERS_PER_STATEMENT):
+                chunk = interest.filters[offset : offset + MAX_FILTERS_PER_STATEMENT]
+                text, params = sql.rows_sql(table, first, last, start, until, chunk)
+                found = await connection.fetch(text, *params)
+                records = found if offset == 0 else _joined(records, found, offset)
+            if records:
+                read.rows.append((interest, mapping, records))
+        return read
+
+    @staticmethod
+    def events(
+        shard: str, read: Read, number: int | None, records: list[Any], mapping: OwnerMapping
+    ) -> list[Event]:
+        """The events of ``records`` (of one owner) that match filter ``number`` (None: all)."""
+        flag = None if number is None else f"m{number}"
+        out = []
+        key_name = KEY_NAME[mapping.kind]
+        for record in records:
+            if flag is not None and not record.get(flag, False):
+                continue
+            row = {k: v for k, v in record.items() if k not in _NOT_ROW and not _is_flag(k)}
+            row["shard"] = shard
+            row[key_name] = mapping.key
+            row["owner_id"] = mapping.id
+            xid = record["xid"]
+            committed = read.committed_at.get(xid)
+            out.append(
+                Event(
+                    (row["ts"], shard, mapping.id, row["id"], xid),
+                    row,
+                    record["merged"],
+                    committed_at=committed.timestamp() if committed else read.read_at,
+                )
+            )
+        return out
+
+    def batches_for(
+        self, shard: str, start: ShardSnapshot, read: Read
+    ) -> dict[Subscription, list[Event]]:
+        """Each subscription's events of one read."""
+        per: dict[Subscription, list[Event]] = defaultdict(list)
+        for interest, mapping, records in read.rows:
+            for subscription, number in interest.wanted:
+                per[subscription].extend(self.events(shard, read, number, records, mapping))
+        return per
+
+    def dispatch(self, shard: str, start: ShardSnapshot, read: Read) -> None:
+        """Hands every subscription its events of one read (no await: none comes or goes
+        meanwhile)."""
+        seen = self.seen()
+        for subscription, events in self.batches_for(shard, start, read).items():
+            if subscription not in self.subscriptions or not events:
+                continue
+            batch = Batch(shard, start, read.read_at)
+            if not subscription.deliver(batch, events, seen):
+                self.metrics.tail_overflows.inc()
+
+
+def _joined(records: list[Any], more: list[Any], offset: int) -> list[Any]:
+    """The rows of two statements over the same rows with different filters, by id: the
+    flags of the second renumbered after the first's."""
+    merged: dict[int, dict[str, Any]] = {r["id"]: dict(r) for r in records}
+    for record in more:
+        row = merged.setdefault(record["id"], {k: v for k, v in record.items() if not _is_flag(k)})
+        for key, value in record.items():
+            if _is_flag(key):
+                row[f"m{int(key[1:]) + offset}"] = value
+    return list(merged.values())
+
+
+def _is_flag(name: str) -> bool:
+    return name[:1] == "m" and name[1:].isdigit()
