@@ -45,6 +45,10 @@ After = Annotated[
         description="Resume after this event (an event's id); the Last-Event-ID header wins",
     ),
 ]
+RowLimit = Annotated[
+    int | None,
+    Query(ge=1, description="End the stream after this many rows (replayed ones included)"),
+]
 LastEventId = Annotated[
     str | None,
     Header(
@@ -92,8 +96,9 @@ async def _open(
     after: str | None,
     last_event_id: str | None,
     replay_from: datetime | None,
+    limit: int | None,
 ) -> EventStreamResponse:
-    frames = await runtime.tail.open(spec, last_event_id or after, replay_from)
+    frames = await runtime.tail.open(spec, last_event_id or after, replay_from, limit)
     return EventStreamResponse(frames, runtime.settings.tail.stall_timeout_s)
 
 
@@ -117,13 +122,14 @@ async def tail_audit(
     match: Annotated[queries.Match, Query()] = "substring",
     since: Since = None,
     after: After = None,
+    limit: RowLimit = None,
     last_event_id: LastEventId = None,
 ) -> EventStreamResponse:
     owners = named_keys(runtime, owner, owner_prefix, "owner")
     start, end, replay_from = _window(runtime, since)
     query = audit_query(runtime, owners, start, end, q, match, "asc")
     spec = _spec("audit", query, caller.grant)
-    return await _open(runtime, spec, after, last_event_id, replay_from)
+    return await _open(runtime, spec, after, last_event_id, replay_from, limit)
 
 
 @router.get(
@@ -146,6 +152,7 @@ async def tail_flows(
     either_direction: Annotated[bool, Query(description="Also match dst->src")] = False,
     since: Since = None,
     after: After = None,
+    limit: RowLimit = None,
     last_event_id: LastEventId = None,
 ) -> EventStreamResponse:
     start, end, replay_from = _window(runtime, since)
@@ -164,4 +171,4 @@ async def tail_flows(
         "asc",
     )
     spec = _spec("flow", query, caller.grant)
-    return await _open(runtime, spec, after, last_event_id, replay_from)
+    return await _open(runtime, spec, after, last_event_id, replay_from, limit)

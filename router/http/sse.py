@@ -23,8 +23,10 @@ class StalledClient(Exception):
 
 
 class EventStreamResponse(StreamingResponse):
-    def __init__(self, frames: AsyncIterator[bytes], stall_timeout_s: float) -> None:
-        super().__init__(frames, media_type=MEDIA_TYPE, headers=HEADERS)
+    def __init__(
+        self, frames: AsyncIterator[bytes], stall_timeout_s: float, status_code: int = 200
+    ) -> None:
+        super().__init__(frames, status_code, media_type=MEDIA_TYPE, headers=HEADERS)
         self._frames = frames
         self._stall_timeout_s = stall_timeout_s
 

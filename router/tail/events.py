@@ -25,8 +25,13 @@ class Batch:
     shard: str
     start: ShardSnapshot
     read_at: float
+    # The snapshot of the read (None: not known, a resume's catch-up).
+    end: ShardSnapshot | None = None
     pending: int = 0
     late_pending: int = 0
+    # The largest key of the batch's late events sent so far (they leave in key order).
+    late_sent: EventKey | None = None
+    seq: int = 0
 
 
 @dataclass(eq=False)

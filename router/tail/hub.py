@@ -179,7 +179,7 @@ class ShardReader:
             read = await self.hub.read_rows(connection, self.shard, start, None, lines)
         if self.stopped:
             return
-        self.hub.dispatch(self.shard, start, read)
+        self.hub.dispatch(self.shard, start, now, read)
         self.seen = now
 
 
@@ -385,14 +385,14 @@ class TailHub:
                 per[subscription].extend(self.events(shard, read, number, records, mapping))
         return per
 
-    def dispatch(self, shard: str, start: ShardSnapshot, read: Read) -> None:
+    def dispatch(self, shard: str, start: ShardSnapshot, end: ShardSnapshot, read: Read) -> None:
         """Hands every subscription its events of one read (no await: none comes or goes
         meanwhile)."""
         seen = self.seen()
         for subscription, events in self.batches_for(shard, start, read).items():
             if subscription not in self.subscriptions or not events:
                 continue
-            batch = Batch(shard, start, read.read_at)
+            batch = Batch(shard, start, read.read_at, end)
             if not subscription.deliver(batch, events, seen):
                 self.metrics.tail_overflows.inc()
 

@@ -63,6 +63,7 @@ class Buffer:
         self._ahead: list[tuple[float, EventKey]] = []
         self._batches: dict[str, deque[Batch]] = {}
         self._shard_last: dict[str, EventKey] = {}
+        self._added = 0
 
     def __len__(self) -> int:
         return len(self._heap) + len(self._late)
@@ -89,10 +90,13 @@ class Buffer:
             self.clear()
             raise Overflow(marks)
         waiting = self._batches.setdefault(batch.shard, deque())
+        self._added += 1
+        batch.seq = -self._added if earliest else self._added
         if earliest:
             waiting.appendleft(batch)
         else:
             waiting.append(batch)
+        late = []
         for event in events:
             event.batch = batch
             batch.pending += 1
@@ -102,15 +106,19 @@ class Buffer:
             else:
                 event.due_at = event.key[0].timestamp() + self.watermark_s
             if self.live and self.last is not None and event.key <= self.last:
-                self._add_late(event)
+                late.append(event)
             else:
                 heapq.heappush(self._heap, event)
+        self._add_late(late)
 
-    def _add_late(self, event: Event) -> None:
-        event.late = True
-        assert event.batch is not None
-        event.batch.late_pending += 1
-        self._late.append(event)
+    def _add_late(self, events: list[Event]) -> None:
+        """Late events leave batch by batch (in the order the batches came), each batch's in
+        key order: what a partly sent batch has sent is then its events up to a key."""
+        for event in sorted(events, key=lambda e: (e.batch.seq if e.batch else 0, e.key)):
+            event.late = True
+            assert event.batch is not None
+            event.batch.late_pending += 1
+            self._late.append(event)
 
     def go_live(self, last: EventKey | None) -> None:
         """After a replay that sent everything up to ``last``: what came in meanwhile and sorts
@@ -120,8 +128,10 @@ class Buffer:
             self.last = last
         if self.last is None:
             return
+        late = []
         while self._heap and self._heap[0].key <= self.last:
-            self._add_late(heapq.heappop(self._heap))
+            late.append(heapq.heappop(self._heap))
+        self._add_late(late)
 
     def clear(self) -> None:
         self._heap.clear()
@@ -180,6 +190,7 @@ class Buffer:
         batch.pending -= 1
         if event.late:
             batch.late_pending -= 1
+            batch.late_sent = event.key
         waiting = self._batches.get(batch.shard)
         while waiting and waiting[0].pending == 0:
             waiting.popleft()
@@ -196,17 +207,20 @@ class Buffer:
     ) -> Marks:
         """``base`` as it was before this release began: a batch emptied by a later event of
         the same release is not sent yet for an earlier one."""
-        claimed = dict(seen)
-        for shard, waiting in self._batches.items():
-            for batch in waiting:
-                if batch.late_pending:
-                    claimed[shard] = batch.start
-                    break
-        claims = {
-            shard: ((claimed[shard], key),)
-            for shard, key in self._shard_last.items()
-            if shard in claimed
+        claims: dict[str, tuple[Claim, ...]] = {
+            shard: ((seen[shard], key),) for shard, key in self._shard_last.items() if shard in seen
         }
+        for shard, waiting in self._batches.items():
+            partly = next((b for b in waiting if b.late_pending), None)
+            key = self._shard_last.get(shard)
+            if partly is None or key is None:
+                continue
+            # Nothing of the oldest batch with late events waiting counts as sent by the
+            # shard's key, but its late events sent so far do (by their own key).
+            found: tuple[Claim, ...] = ((partly.start, key),)
+            if partly.late_sent is not None and partly.end is not None:
+                found += ((partly.end, partly.late_sent),)
+            claims[shard] = found
         oldest = min((w[0].read_at for w in self._batches.values() if w), default=None)
         return Marks(base, claims, self.last, oldest)
 

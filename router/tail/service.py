@@ -91,7 +91,11 @@ class TailService:
         )
 
     async def open(
-        self, spec: TailSpec, after: str | None, replay_from: datetime | None
+        self,
+        spec: TailSpec,
+        after: str | None,
+        replay_from: datetime | None,
+        limit: int | None = None,
     ) -> AsyncIterator[bytes]:
         """Subscribes (refusing with 429 past SHARDLOG_TAIL__MAX_SUBSCRIPTIONS, 400 for a
         cursor it cannot continue) and returns the stream's frames."""
@@ -112,7 +116,7 @@ class TailService:
         starts = await self.hub.subscribe(subscription)
         stream = Stream(self, subscription, digest, starts)
         stream.resume_id = after
-        return self._stream(stream, position, replay_from)
+        return self._stream(stream, position, replay_from, limit)
 
     async def _check_access(self, spec: TailSpec) -> None:
         """As a search: a named key or a prefix the token may not reach is a 403 naming the
@@ -127,34 +131,52 @@ class TailService:
             check_key_prefix(spec.grant, spec.kind, spec.keys.prefix, f"{field}_prefix")
 
     async def _stream(
-        self, stream: Stream, position: TailPosition | None, replay_from: datetime | None
+        self,
+        stream: Stream,
+        position: TailPosition | None,
+        replay_from: datetime | None,
+        limit: int | None,
     ) -> AsyncIterator[bytes]:
+        """The stream's bytes: its frames, ended after ``limit`` rows when one is given."""
+        left = limit
         try:
-            yield b"retry: 2000\n\n"
-            hello = {"subscribed": True, "shards": sorted(stream.starts)}
-            if position is None:
-                first = TailPosition(stream.starts, {}, None, time.time(), replay_from)
-                stream.resume_id = stream.encode(self.codec.shard_part(first), None)
-                yield frame(hello, stream.resume_id, "subscribed")
-                if replay_from is not None:
-                    async for chunk in stream.replay(stream.starts, replay_from, None):
-                        yield chunk
-            else:
-                yield frame(hello, None, "subscribed")
-                if position.replay_from is not None:
-                    stream.last = position.last
-                    async for chunk in stream.replay(
-                        position.base, position.replay_from, position.last
-                    ):
-                        yield chunk
-                    position = TailPosition(position.base, {}, stream.last, position.since)
-                async for chunk in stream.catch_up(position):
-                    yield chunk
-            stream.subscription.buffer.go_live(stream.last)
-            async for chunk in stream.live():
-                yield chunk
+            async for frames in self._frames(stream, position, replay_from):
+                if left is not None:
+                    rows = [n for n, f in enumerate(frames) if f[:3] in (b"id:", b"dat")]
+                    if len(rows) >= left:
+                        yield b"".join(frames[: rows[left - 1] + 1])
+                        return
+                    left -= len(rows)
+                yield b"".join(frames)
         finally:
             await self.hub.unsubscribe(stream.subscription)
+
+    async def _frames(
+        self, stream: Stream, position: TailPosition | None, replay_from: datetime | None
+    ) -> AsyncIterator[list[bytes]]:
+        yield [b"retry: 2000\n\n"]
+        hello = {"subscribed": True, "shards": sorted(stream.starts)}
+        if position is None:
+            first = TailPosition(stream.starts, {}, None, time.time(), replay_from)
+            stream.resume_id = stream.encode(self.codec.shard_part(first), None)
+            yield [frame(hello, stream.resume_id, "subscribed")]
+            if replay_from is not None:
+                async for frames in stream.replay(stream.starts, replay_from, None):
+                    yield frames
+        else:
+            yield [frame(hello, None, "subscribed")]
+            if position.replay_from is not None:
+                stream.last = position.last
+                async for frames in stream.replay(
+                    position.base, position.replay_from, position.last
+                ):
+                    yield frames
+                position = TailPosition(position.base, {}, stream.last, position.since)
+            async for frames in stream.catch_up(position):
+                yield frames
+        stream.subscription.buffer.go_live(stream.last)
+        async for frames in stream.live():
+            yield frames
 
 
 class Stream:
@@ -201,7 +223,7 @@ class Stream:
 
     async def replay(
         self, pin: Mapping[str, ShardSnapshot], since: datetime, after: EventKey | None
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncIterator[list[bytes]]:
         """The matching rows of ``pin``'s snapshots from ``since`` on (after ``after``), in
         order, each with a replay cursor."""
         spec = self.subscription.spec
@@ -224,11 +246,8 @@ class Stream:
             )
             if failures and not told_partial:
                 told_partial = True
-                yield frame(
-                    {"failed_shards": [{"shard": f.shard, "reason": f.reason} for f in failures]},
-                    None,
-                    "partial",
-                )
+                failed = [{"shard": f.shard, "reason": f.reason} for f in failures]
+                yield [frame({"failed_shards": failed}, None, "partial")]
             chunks = []
             for row in rows:
                 key: EventKey = (row["ts"], row["shard"], row["owner_id"], row["id"], 0)
@@ -238,7 +257,7 @@ class Stream:
                 chunks.append(frame(item, self.resume_id))
             if chunks:
                 self.service.metrics.tail_events.labels(self.kind).inc(len(chunks))
-                yield b"".join(chunks)
+                yield chunks
             if len(rows) < REPLAY_PAGE_ROWS:
                 return
             last = rows[-1]
@@ -246,7 +265,7 @@ class Stream:
 
     # --- catch-up ----------------------------------------------------------------------
 
-    async def catch_up(self, position: TailPosition) -> AsyncIterator[bytes]:
+    async def catch_up(self, position: TailPosition) -> AsyncIterator[list[bytes]]:
         """A resume's rows committed after the cursor's ``base`` and up to where the hub took
         this subscription up, less those the cursor says were sent: shard by shard, each in
         key order (marked late where they sort before a row sent already), in pages of at
@@ -262,7 +281,7 @@ class Stream:
         for shard, base in sorted(position.base.items()):
             until = self.subscription.start.get(shard)
             while until is None:
-                yield b": waiting for a shard\n\n"
+                yield [b": waiting for a shard\n\n"]
                 await asyncio.sleep(_CATCH_UP_PAUSE_S)
                 until = self.subscription.start.get(shard)
             if until != base:
@@ -273,7 +292,7 @@ class Stream:
 
     async def _catch_up_shard(
         self, shard: str, base: ShardSnapshot, until: ShardSnapshot, position: TailPosition
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncIterator[list[bytes]]:
         page_rows = self.service.settings.max_buffered_events
         tables = await self._retrying(shard, lambda: self._written(shard, base, until))
         if not tables:
@@ -317,7 +336,7 @@ class Stream:
                 chunks.append(frame(item, self.resume_id))
             if chunks:
                 self.service.metrics.tail_events.labels(self.kind).inc(len(chunks))
-                yield b"".join(chunks)
+                yield chunks
             if len(records) < page_rows:
                 return
             last = records[-1]
@@ -363,7 +382,7 @@ class Stream:
         since = marks.oldest_read_at if marks.oldest_read_at is not None else time.time()
         return self.service.codec.shard_part(TailPosition(marks.base, marks.claims, None, since))
 
-    def _frames(self, released: list[tuple[Event, Marks]]) -> bytes:
+    def _frames(self, released: list[tuple[Event, Marks]]) -> list[bytes]:
         metrics = self.service.metrics
         now = time.time()
         chunks = []
@@ -376,9 +395,9 @@ class Stream:
             chunks.append(frame(item, self.resume_id))
             metrics.tail_lag.observe(max(0.0, now - event.committed_at))
         metrics.tail_events.labels(self.kind).inc(len(chunks))
-        return b"".join(chunks)
+        return chunks
 
-    async def live(self) -> AsyncIterator[bytes]:
+    async def live(self) -> AsyncIterator[list[bytes]]:
         settings = self.service.settings
         subscription = self.subscription
         buffer = subscription.buffer
@@ -387,7 +406,7 @@ class Stream:
         while True:
             subscription.wake.clear()
             if subscription.overflowed:
-                yield self._overflowed(subscription.overflow)
+                yield [self._overflowed(subscription.overflow)]
                 return
             released = buffer.release(time.time(), self.service.hub.seen())
             if released:
@@ -403,4 +422,4 @@ class Stream:
                         await subscription.wake.wait()
             if loop.time() >= heartbeat_at:
                 heartbeat_at = loop.time() + settings.heartbeat_s
-                yield b": keep-alive\n\n"
+                yield [b": keep-alive\n\n"]

@@ -29,6 +29,7 @@ from router.auth.scopes import (
     FLOWS_WRITE,
     REPORTS,
     SCOPES,
+    TAIL,
 )
 from router.settings import Settings
 from services.cluster import LocalCluster
@@ -149,8 +150,9 @@ def world(
         admin = scope == ADMIN
         home = "system" if admin else tenant_a
         all_of_home = list(SCOPES) if admin else everything
-        # A report needs `reports` and the read scope of its data (router/auth/dependency.py).
-        granted = [REPORTS, AUDIT_READ, FLOWS_READ] if scope == REPORTS else [scope]
+        # A report needs `reports` and the read scope of its data, a tail `tail` and the read
+        # scope (router/auth/dependency.py).
+        granted = [scope, AUDIT_READ, FLOWS_READ] if scope in (REPORTS, TAIL) else [scope]
         w.tokens[f"right_scope:{scope}"] = issue_token(settings, home, granted)
         w.tokens[f"missing_scope:{scope}"] = issue_token(
             settings, home, [s for s in all_of_home if s != scope]
@@ -384,6 +386,30 @@ def reported(caller: str, response: httpx.Response, rows: int) -> None:
         assert total["rows"] >= rows
 
 
+def tailed(rows: int) -> Callable[[World, str, httpx.Response], None]:
+    """The right token's stream replays tenant A's rows and ends after ``rows`` of them."""
+
+    def check(w: World, caller: str, response: httpx.Response) -> None:
+        if caller == "right_scope":
+            assert response.headers["content-type"].startswith("text/event-stream")
+            data = [line for line in response.text.splitlines() if line.startswith("data: {")]
+            assert len(data) == rows + 1  # the subscribed event, then the rows
+            if rows == 3:
+                assert all(w.marker in line for line in data[1:])
+
+    return check
+
+
+def tail_call(kind: str, key: str, rows: int) -> Call:
+    """A tail of tenant A's key that replays its rows from the window's start and ends after
+    ``rows`` of them."""
+
+    def make(w: World, _caller: str) -> dict[str, Any]:
+        return {"params": {key: getattr(w, key), "from": WINDOW["from"], "limit": rows}}
+
+    return Call("GET", f"/v1/{kind}/tail", TAIL, make, key, after=tailed(rows))
+
+
 CALLS: dict[str, Call] = {
     "write audit": Call(
         "POST", "/v1/audit", AUDIT_WRITE, audit_write, "records[0].owner", after=audit_written
@@ -443,6 +469,8 @@ CALLS: dict[str, Call] = {
         "switch",
         after=lambda w, c, r: reported(c, r, 1),
     ),
+    "tail audit": tail_call("audit", "owner", 3),
+    "tail flows": tail_call("flows", "switch", 1),
     "catalog": Call("GET", "/v1/admin/catalog", ADMIN, plain()),
     "list groups": Call("GET", "/v1/admin/groups", ADMIN, plain()),
     "add group": Call(
@@ -623,13 +651,18 @@ def test_a_search_naming_no_key_covers_its_own_tenant_only(world: World) -> None
 
 
 @pytest.mark.parametrize(
-    ("path", "key", "read"),
-    [("/v1/audit/report", "owner", AUDIT_READ), ("/v1/flows/report", "switch", FLOWS_READ)],
+    ("path", "key", "read", "scope"),
+    [
+        ("/v1/audit/report", "owner", AUDIT_READ, REPORTS),
+        ("/v1/flows/report", "switch", FLOWS_READ, REPORTS),
+        ("/v1/audit/tail", "owner", AUDIT_READ, TAIL),
+        ("/v1/flows/tail", "switch", FLOWS_READ, TAIL),
+    ],
 )
-def test_a_report_also_needs_the_read_scope(
-    world: World, settings: Settings, path, key, read
+def test_a_report_or_tail_also_needs_the_read_scope(
+    world: World, settings: Settings, path, key, read, scope
 ) -> None:
-    token = issue_token(settings, world.tenant_a, [REPORTS])
+    token = issue_token(settings, world.tenant_a, [scope])
     params = {key: world.owner if key == "owner" else world.switch, **WINDOW}
     with httpx.Client(base_url=world.url, timeout=60, headers=bearer(token)) as client:
         response = client.get(path, params=params)
