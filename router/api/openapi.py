@@ -1,6 +1,7 @@
 """The OpenAPI schema as FastAPI builds it, completed: models only ``openapi_extra`` and
 ``responses`` name (records, export lines) are added to ``components/schemas``, every /v1
-operation declares the bearer token scheme (router/auth), and any 422 that
+operation declares the bearer token scheme (router/auth), every operation the 431 of the HTTP
+layer, and any 422 that
 FastAPI documented with its own HTTPValidationError gets the error body the app really answers
 with (``_install_error_handlers`` in router.app renders validation errors as router.errors)."""
 
@@ -29,6 +30,12 @@ EXTRA_MODELS: tuple[tuple[type[BaseModel], JsonSchemaMode], ...] = (
     (Error, "serialization"),
 )
 FASTAPI_VALIDATION_ERROR = REF + "HTTPValidationError"
+# Answered by the HTTP layer (router/http/protocol.py) before any route: any operation can get it.
+HEADERS_TOO_LARGE = {
+    "description": "The request line and headers are larger than "
+    "SHARDLOG_SERVER__MAX_HEADER_BYTES (a query string too long, say)",
+    "content": {"application/json": {"schema": {"$ref": REF + "Error"}}},
+}
 
 
 def install(app: FastAPI) -> None:
@@ -51,6 +58,7 @@ def complete(schema: dict[str, Any]) -> dict[str, Any]:
             for operation in operations({"paths": {path: item}}):
                 operation["security"] = [{SCHEME_NAME: []}]
     for operation in operations(schema):
+        operation.setdefault("responses", {}).setdefault("431", HEADERS_TOO_LARGE)
         operation["responses"] = dict(sorted(operation.get("responses", {}).items()))
         for response in operation["responses"].values():
             for media in response.get("content", {}).values():

@@ -49,6 +49,10 @@ RowLimit = Annotated[
     int | None,
     Query(ge=1, description="End the stream after this many rows (replayed ones included)"),
 ]
+Duration = Annotated[
+    float | None,
+    Query(gt=0, le=86400, description="End the stream after this many seconds"),
+]
 LastEventId = Annotated[
     str | None,
     Header(
@@ -76,7 +80,21 @@ STREAM: dict[int | str, dict[str, Any]] = {
         "the row as a search item, with `late`, and for flows `merged`; `id`: the resume "
         "cursor), `partial` when a replay missed shards, `overflow` as the last event of a "
         "client that fell behind; a comment every SHARDLOG_TAIL__HEARTBEAT_S",
-        "content": {MEDIA_TYPE: {"schema": {"type": "string"}}},
+        # One event of the stream, as the SSE format defines its fields (OpenAPI 3.2 calls
+        # this the item schema of text/event-stream).
+        "content": {
+            MEDIA_TYPE: {
+                "schema": {
+                    "type": "object",
+                    "properties": {
+                        "event": {"type": "string"},
+                        "data": {"type": "string"},
+                        "id": {"type": "string"},
+                        "retry": {"type": "integer"},
+                    },
+                }
+            }
+        },
     }
 }
 
@@ -97,8 +115,9 @@ async def _open(
     last_event_id: str | None,
     replay_from: datetime | None,
     limit: int | None,
+    duration_s: float | None,
 ) -> EventStreamResponse:
-    frames = await runtime.tail.open(spec, last_event_id or after, replay_from, limit)
+    frames = await runtime.tail.open(spec, last_event_id or after, replay_from, limit, duration_s)
     return EventStreamResponse(frames, runtime.settings.tail.stall_timeout_s)
 
 
@@ -123,13 +142,14 @@ async def tail_audit(
     since: Since = None,
     after: After = None,
     limit: RowLimit = None,
+    duration_s: Duration = None,
     last_event_id: LastEventId = None,
 ) -> EventStreamResponse:
     owners = named_keys(runtime, owner, owner_prefix, "owner")
     start, end, replay_from = _window(runtime, since)
     query = audit_query(runtime, owners, start, end, q, match, "asc")
     spec = _spec("audit", query, caller.grant)
-    return await _open(runtime, spec, after, last_event_id, replay_from, limit)
+    return await _open(runtime, spec, after, last_event_id, replay_from, limit, duration_s)
 
 
 @router.get(
@@ -153,6 +173,7 @@ async def tail_flows(
     since: Since = None,
     after: After = None,
     limit: RowLimit = None,
+    duration_s: Duration = None,
     last_event_id: LastEventId = None,
 ) -> EventStreamResponse:
     start, end, replay_from = _window(runtime, since)
@@ -171,4 +192,4 @@ async def tail_flows(
         "asc",
     )
     spec = _spec("flow", query, caller.grant)
-    return await _open(runtime, spec, after, last_event_id, replay_from, limit)
+    return await _open(runtime, spec, after, last_event_id, replay_from, limit, duration_s)

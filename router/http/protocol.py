@@ -113,6 +113,7 @@ class GuardedProtocol(HttpToolsProtocol):
         self._header_bytes = 0
         self._request_started = False  # a byte of the awaited request has come
         self._began_in_chunk = False
+        self._chunk_bytes = 0
         self._pace: BodyPace | None = None
 
     # --- connection ----------------------------------------------------------------------
@@ -141,6 +142,7 @@ class GuardedProtocol(HttpToolsProtocol):
             self._request_started = True
         counted = self._phase is Phase.HEADERS
         self._began_in_chunk = False
+        self._chunk_bytes = len(data)
         super().data_received(data)
         # A chunk in which a request began may also hold the end of the one before; it is not
         # counted, so the limit is enforced within one read (at most 256 KiB) but never early.
@@ -151,6 +153,19 @@ class GuardedProtocol(HttpToolsProtocol):
                 limit = self.limits.max_header_bytes
                 message = f"request line and headers are larger than {limit} bytes"
                 self._answer_and_close(431, "headers_too_large", message)
+
+    def send_400_response(self, msg: str) -> None:
+        """What the HTTP parser refuses gets the one error body too: 431 when the headers
+        grew past the limit within one read (the parser's own header limit struck first),
+        else 400."""
+        if self._phase is Phase.HEADERS and (
+            self._header_bytes + self._chunk_bytes > self.limits.max_header_bytes
+        ):
+            limit = self.limits.max_header_bytes
+            message = f"request line and headers are larger than {limit} bytes"
+            self._answer_and_close(431, "headers_too_large", message)
+            return
+        self._answer_and_close(400, "bad_request", f"not an HTTP/1.1 request: {msg}")
 
     # --- parser callbacks ----------------------------------------------------------------
 

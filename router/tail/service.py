@@ -96,6 +96,7 @@ class TailService:
         after: str | None,
         replay_from: datetime | None,
         limit: int | None = None,
+        duration_s: float | None = None,
     ) -> AsyncIterator[bytes]:
         """Subscribes (refusing with 429 past SHARDLOG_TAIL__MAX_SUBSCRIPTIONS, 400 for a
         cursor it cannot continue) and returns the stream's frames."""
@@ -116,6 +117,8 @@ class TailService:
         starts = await self.hub.subscribe(subscription)
         stream = Stream(self, subscription, digest, starts)
         stream.resume_id = after
+        if duration_s is not None:
+            stream.deadline = asyncio.get_running_loop().time() + duration_s
         return self._stream(stream, position, replay_from, limit)
 
     async def _check_access(self, spec: TailSpec) -> None:
@@ -139,8 +142,12 @@ class TailService:
     ) -> AsyncIterator[bytes]:
         """The stream's bytes: its frames, ended after ``limit`` rows when one is given."""
         left = limit
+        loop = asyncio.get_running_loop()
         try:
             async for frames in self._frames(stream, position, replay_from):
+                if stream.deadline is not None and loop.time() >= stream.deadline:
+                    yield b"".join(frames)
+                    return
                 if left is not None:
                     rows = [n for n, f in enumerate(frames) if f[:3] in (b"id:", b"dat")]
                     if len(rows) >= left:
@@ -198,6 +205,8 @@ class Stream:
         self.kind = subscription.spec.kind
         self.base: dict[str, ShardSnapshot] = {}
         self.claims: dict[str, tuple[Claim, ...]] = {}
+        # Loop time at which the stream ends (duration_s), if any.
+        self.deadline: float | None = None
 
     def encode(self, part: Mapping[str, Any], last: EventKey | None) -> str:
         return self.service.codec.encode(part, last, self.digest, time.time())
@@ -416,6 +425,10 @@ class Stream:
             wait = heartbeat_at - loop.time()
             if due is not None:
                 wait = min(wait, due - time.time())
+            if self.deadline is not None:
+                if loop.time() >= self.deadline:
+                    return
+                wait = min(wait, self.deadline - loop.time())
             if wait > 0:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(wait):

@@ -77,6 +77,21 @@ CONSTRAINED = {
     ("PATCH", "/v1/admin/shards/{name}"): {"name": "fuzz-no-such-shard"},
     ("POST", "/v1/admin/shards/{name}/drain"): {"name": "fuzz-no-such-shard"},
 }
+# A tail stream lasts until its client leaves: these end after a moment, whatever else the
+# example asks.
+BOUNDED = {
+    ("GET", "/v1/audit/tail"): {"duration_s": 0.05},
+    ("GET", "/v1/flows/tail"): {"duration_s": 0.05},
+}
+
+
+def constrain(case: schemathesis.Case) -> None:
+    fixed = CONSTRAINED.get((case.method.upper(), case.path), {})
+    if fixed:
+        case.path_parameters = {**(case.path_parameters or {}), **fixed}
+    bounded = BOUNDED.get((case.method.upper(), case.path), {})
+    if bounded:
+        case.query = {**(case.query or {}), **bounded}
 
 
 @pytest.fixture(scope="module")
@@ -212,9 +227,7 @@ def test_the_router_serves_the_fuzzed_schema(fuzz_router: RouterProcess) -> None
 def test_every_operation_keeps_to_its_schema(
     case: schemathesis.Case, fuzz_router: RouterProcess, fuzz_token: str
 ) -> None:
-    fixed = CONSTRAINED.get((case.method.upper(), case.path), {})
-    if fixed:
-        case.path_parameters = {**(case.path_parameters or {}), **fixed}
+    constrain(case)
     # Authenticated: what is fuzzed is the operation behind the token check (the token check
     # itself is tests/integration/test_access_matrix.py's).
     headers = {k: v for k, v in (case.headers or {}).items() if k.lower() != "authorization"}
@@ -237,9 +250,7 @@ def test_without_a_valid_token_every_v1_operation_is_401(
 ) -> None:
     """As schemathesis sends them: no Authorization header, or one it made up from the
     security scheme. Nothing behind the token check is reached (open operations answer)."""
-    fixed = CONSTRAINED.get((case.method.upper(), case.path), {})
-    if fixed:
-        case.path_parameters = {**(case.path_parameters or {}), **fixed}
+    constrain(case)
     response = case.call_and_validate(base_url=fuzz_router.url, checks=CHECKS, timeout=60)
     if case.path.startswith("/v1/"):
         assert response.status_code == 401, response.text
