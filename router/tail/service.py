@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+import asyncpg
 import orjson
 
 from router.auth.scopes import KEY_NAME, check_key, check_key_prefix
@@ -26,10 +27,11 @@ from router.catalog.owners import OwnerDirectory
 from router.catalog.snapshot import OwnerMapping
 from router.db.failures import DRIVER_ERRORS, describe
 from router.db.names import DayTable, parse_day_table
-from router.errors import Overloaded
+from router.errors import BadRequest, Overloaded
 from router.metrics import Metrics
 from router.search import coverage
 from router.search.cursor import Position, query_digest
+from router.search.query import AuditQuery
 from router.search.service import SearchService
 from router.search.snapshot import Pin, ShardSnapshot
 from router.settings import TailSettings
@@ -107,6 +109,7 @@ class TailService:
                 retry_after_s=5,
             )
         await self._check_access(spec)
+        await self._check_patterns(spec)
         digest = self.digest(spec)
         position = (
             self.codec.decode(after, digest, "after", time.time()) if after is not None else None
@@ -132,6 +135,19 @@ class TailService:
             check_key(spec.grant, spec.kind, key, mapping.tenant, field)
         if spec.keys.prefix is not None:
             check_key_prefix(spec.grant, spec.kind, spec.keys.prefix, f"{field}_prefix")
+
+    async def _check_patterns(self, spec: TailSpec) -> None:
+        """A regular expression PostgreSQL refuses is a 400 naming ``q`` now: later it would
+        fail every read of the shards."""
+        query = spec.query
+        if not isinstance(query, AuditQuery) or query.match == "substring":
+            return
+        operator = "~" if query.match == "regex" else "~*"
+        for pattern in query.patterns:
+            try:
+                await self.hub.metadata.fetchval(f"SELECT '' {operator} $1", pattern)
+            except asyncpg.InvalidRegularExpressionError as exc:
+                raise BadRequest(f"invalid regular expression: {exc}", "q") from None
 
     async def _stream(
         self,

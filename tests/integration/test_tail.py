@@ -19,7 +19,14 @@ from router.settings import Settings
 from services.cluster import LocalCluster
 from services.process import free_port
 from services.router_process import RouterProcess
-from tests.support import bearer, eventually, issue_token, running_router, settings_env
+from tests.support import (
+    bearer,
+    eventually,
+    issue_token,
+    run_cli,
+    running_router,
+    settings_env,
+)
 from tests.tail_client import TailClient
 
 
@@ -329,3 +336,34 @@ def _metric(router: RouterProcess, name: str) -> float:
 
 def _subscribers(router: RouterProcess) -> float:
     return _metric(router, "shardlog_tail_subscribers")
+
+
+def test_the_cli_replays_follows_and_resumes(
+    router_process: RouterProcess, settings: Settings, api: httpx.Client, api_token: str
+) -> None:
+    """`shardlog tail`: replays from --from, then prints live rows as they come, one line
+    each; a refused stream is an error naming the field."""
+    owner = _owner()
+    start = datetime.now(UTC) - timedelta(minutes=5)
+    _post_audit(api, _audit(owner, 3, "denied old", start + timedelta(minutes=1)))
+    env = {"SHARDLOG_TOKEN": api_token}
+    args = ("tail", "audit", owner, "--q", "denied", "--from", start.isoformat())
+    writer = threading.Timer(2.0, lambda: _post_audit(api, _audit(owner, 2, "denied new")))
+    writer.start()
+    done = run_cli(settings, *args, "--limit", "5", env=env)
+    writer.join()
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [line.split(" ", 2)[2] for line in lines] == [
+        "denied old 0 [replayed]",
+        "denied old 1 [replayed]",
+        "denied old 2 [replayed]",
+        "denied new 0",
+        "denied new 1",
+    ]
+    assert all(line.split(" ")[1] == owner for line in lines)
+    refused = run_cli(settings, "tail", "audit", owner, "--match", "regex", "--q", "(", env=env)
+    assert refused.returncode != 0
+    foreign = issue_token(settings, f"other-{uuid.uuid4().hex[:6]}", DATA_SCOPES)
+    denied = run_cli(settings, "tail", "audit", owner, env={"SHARDLOG_TOKEN": foreign})
+    assert denied.returncode != 0 and "403 (owner)" in denied.stderr
