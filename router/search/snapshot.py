@@ -12,6 +12,7 @@ so a flow belongs to the pinned result when its row was first inserted before th
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,7 +53,12 @@ class ShardSnapshot:
 
     def compact(self) -> list[int]:
         """As small integers for a cursor: ``xmin``, then ``xmax`` and each running
-        transaction as its distance from ``xmin``."""
+        transaction as its distance from ``xmin``. Computed once (a tail cursor carries the
+        same snapshots event after event); not to be changed by the caller."""
+        return self._compact
+
+    @functools.cached_property
+    def _compact(self) -> list[int]:
         return [self.xmin, self.xmax - self.xmin, *(x - self.xmin for x in self.in_progress)]
 
     @classmethod

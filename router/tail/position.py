@@ -14,11 +14,12 @@ import base64
 import binascii
 import hashlib
 import hmac
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+import orjson
 
 from router.errors import BadRequest
 from router.search.snapshot import ShardSnapshot
@@ -48,12 +49,6 @@ class TailPosition:
         return any(snap.sees(xid) and key <= most for snap, most in self.claims.get(shard, ()))
 
 
-def _key_json(key: EventKey | None) -> list[Any] | None:
-    if key is None:
-        return None
-    return [key[0].isoformat(), key[1], key[2], key[3], key[4]]
-
-
 def _key_from(value: Any) -> EventKey | None:
     if value is None:
         return None
@@ -75,6 +70,16 @@ class TailCursorCodec:
     def __init__(self, secret: bytes, keep_s: float) -> None:
         self._secret = secret
         self._keep_s = keep_s
+        # Keys as JSON, by key: a cursor repeats most shards' keys event after event.
+        self._keys: dict[EventKey, list[Any]] = {}
+
+    def _key(self, key: EventKey) -> list[Any]:
+        found = self._keys.get(key)
+        if found is None:
+            if len(self._keys) > 50_000:
+                self._keys.clear()
+            found = self._keys[key] = [key[0].isoformat(), key[1], key[2], key[3], key[4]]
+        return found
 
     def _sign(self, payload: bytes) -> bytes:
         return hmac.new(self._secret, payload, hashlib.sha256).digest()[:_SIGNATURE_BYTES]
@@ -83,7 +88,7 @@ class TailCursorCodec:
         """The part of a cursor that only changes between releases (encoded once for all the
         events of one)."""
         claims = {
-            shard: [[snap.compact(), _key_json(key)] for snap, key in found]
+            shard: [[snap.compact(), self._key(key)] for snap, key in found]
             for shard, found in sorted(position.claims.items())
             if found
         }
@@ -99,8 +104,8 @@ class TailCursorCodec:
     def encode(
         self, shard_part: Mapping[str, Any], last: EventKey | None, digest: str, now: float
     ) -> str:
-        fields = {"v": _VERSION, "q": digest, "c": int(now), "k": _key_json(last), **shard_part}
-        body = json.dumps(fields, separators=(",", ":")).encode()
+        key = None if last is None else self._key(last)
+        body = orjson.dumps({"v": _VERSION, "q": digest, "c": int(now), "k": key, **shard_part})
         return base64.urlsafe_b64encode(self._sign(body) + body).decode().rstrip("=")
 
     def decode(self, text: str, digest: str, field: str, now: float) -> TailPosition:
@@ -117,7 +122,7 @@ class TailCursorCodec:
         ):
             raise not_ours
         try:
-            fields = json.loads(body)
+            fields = orjson.loads(body)
             if fields["v"] != _VERSION:
                 raise ValueError("version")
             base = _snapshots(fields["b"])
@@ -135,7 +140,7 @@ class TailCursorCodec:
                 datetime.fromisoformat(fields["r"]) if "r" in fields else None,
             )
             bound_to = fields["q"]
-        except (ValueError, KeyError, TypeError, OverflowError):
+        except (ValueError, KeyError, TypeError, OverflowError, orjson.JSONDecodeError):
             raise not_ours from None
         if bound_to != digest:
             raise BadRequest(
