@@ -44,6 +44,12 @@ class Event:
     due_at: float = 0.0
     late: bool = False
     batch: Batch | None = field(default=None, repr=False)
+    # The row's item as JSON once the first subscription rendered it, shared by the events
+    # of every subscription (without the per-event flags).
+    rendered: list[bytes] | None = field(default=None, repr=False)
+
+    def copy(self) -> Event:
+        return Event(self.key, self.row, self.merged, self.committed_at, rendered=self.rendered)
 
     @property
     def shard(self) -> str:

@@ -349,16 +349,12 @@ class TailHub:
         return read
 
     @staticmethod
-    def events(
-        shard: str, read: Read, number: int | None, records: list[Any], mapping: OwnerMapping
-    ) -> list[Event]:
-        """The events of ``records`` (of one owner) that match filter ``number`` (None: all)."""
-        flag = None if number is None else f"m{number}"
+    def rows(shard: str, read: Read, records: list[Any], mapping: OwnerMapping) -> list[Event]:
+        """One event per record (of one owner), to be shared by the subscriptions that want
+        it: ``Event.copy`` gives each its own, with the row and its rendering shared."""
         out = []
         key_name = KEY_NAME[mapping.kind]
         for record in records:
-            if flag is not None and not record.get(flag, False):
-                continue
             row = {k: v for k, v in record.items() if k not in _NOT_ROW and not _is_flag(k)}
             row["shard"] = shard
             row[key_name] = mapping.key
@@ -371,6 +367,7 @@ class TailHub:
                     row,
                     record["merged"],
                     committed_at=committed.timestamp() if committed else read.read_at,
+                    rendered=[],
                 )
             )
         return out
@@ -378,11 +375,18 @@ class TailHub:
     def batches_for(
         self, shard: str, start: ShardSnapshot, read: Read
     ) -> dict[Subscription, list[Event]]:
-        """Each subscription's events of one read."""
+        """Each subscription's events of one read; a row several subscriptions want is read,
+        built and rendered once."""
         per: dict[Subscription, list[Event]] = defaultdict(list)
         for interest, mapping, records in read.rows:
+            shared = self.rows(shard, read, records, mapping)
             for subscription, number in interest.wanted:
-                per[subscription].extend(self.events(shard, read, number, records, mapping))
+                flag = None if number is None else f"m{number}"
+                per[subscription].extend(
+                    event.copy()
+                    for event, record in zip(shared, records, strict=True)
+                    if flag is None or record.get(flag)
+                )
         return per
 
     def dispatch(self, shard: str, start: ShardSnapshot, end: ShardSnapshot, read: Read) -> None:

@@ -50,12 +50,17 @@ _CATCH_UP_PAUSE_S = 1.0
 
 
 def frame(data: Any, event_id: str | None = None, event: str | None = None) -> bytes:
+    return raw_frame(orjson.dumps(data), event_id, event)
+
+
+def raw_frame(data: bytes, event_id: str | None = None, event: str | None = None) -> bytes:
+    """One event; ``data`` is JSON (one line: JSON text holds no raw newline)."""
     head = b""
     if event is not None:
         head += b"event: " + event.encode() + b"\n"
     if event_id is not None:
         head += b"id: " + event_id.encode() + b"\n"
-    return head + b"data: " + orjson.dumps(data) + b"\n\n"
+    return head + b"data: " + data + b"\n\n"
 
 
 class TailService:
@@ -412,12 +417,18 @@ class Stream:
         now = time.time()
         chunks = []
         for event, marks in released:
-            item = self.service.search.item(self.kind, event.row)
-            item["late"] = event.late
+            rendered = event.rendered
+            if rendered:
+                item = rendered[0]
+            else:
+                item = orjson.dumps(self.service.search.item(self.kind, event.row))
+                if rendered is not None:
+                    rendered.append(item)
+            flags = b',"late":true' if event.late else b',"late":false'
             if self.kind == "flow":
-                item["merged"] = event.merged
+                flags += b',"merged":true' if event.merged else b',"merged":false'
             self.resume_id = self.encode(self._part(marks), marks.last)
-            chunks.append(frame(item, self.resume_id))
+            chunks.append(raw_frame(item[:-1] + flags + b"}", self.resume_id))
             metrics.tail_lag.observe(max(0.0, now - event.committed_at))
         metrics.tail_events.labels(self.kind).inc(len(chunks))
         return chunks
