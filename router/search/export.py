@@ -2,8 +2,9 @@
 line (router/search/lines.py) and read them in (ts, owner id, id) order a batch at a time; the
 router merges the shards a round at a time (the rows up to the smallest last position any
 shard has buffered, sorted together by ts: runs already in order, so the sort is a C merge)
-and writes the lines as they are, in chunks of about 256 KiB. No Python object is made per
-row beyond the driver's record, and memory holds about two batches per shard.
+and writes the lines' bytes in chunks of at least 256 KiB. No Python code runs per row: a
+round is sorted, escaped and joined by whole lists, in C. Memory holds about two batches per
+shard (the next one is read ahead).
 """
 
 from __future__ import annotations
