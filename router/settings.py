@@ -231,7 +231,7 @@ class SearchSettings(Section):
         2_000,
         ge=1,
         description="Rows an export reads from each shard's cursor per step (the router "
-        "holds about shards x this many).",
+        "holds about 2 x shards x this many: each shard's next batch is read ahead).",
     )
     estimate_sample_fraction: float = Field(
         0.003,

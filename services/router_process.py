@@ -18,7 +18,8 @@ from services.process import ServiceError
 
 class RouterProcess:
     """``ca_file``: the router serves HTTPS, with a certificate this CA signed (health checks
-    verify it, and the name ``host``, against it); None: plain HTTP."""
+    verify it, and the name ``host``, against it); None: plain HTTP. ``code``: run the router
+    package of that checkout instead of this one (benchmarks compare two)."""
 
     def __init__(
         self,
@@ -27,8 +28,10 @@ class RouterProcess:
         port: int,
         env: dict[str, str] | None = None,
         ca_file: Path | None = None,
+        code: Path | None = None,
     ) -> None:
         self.home = root.absolute() / "router"
+        self.code = code
         self.host = host
         self.port = port
         self.env = env
@@ -95,6 +98,7 @@ class RouterProcess:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env=env,
+                cwd=self.code,
                 start_new_session=True,
             )
         self.pid_file.write_text(f"{child.pid}\n")

@@ -2,10 +2,12 @@
 spread over a group's shards) through the router, as NDJSON and as CSV, against the floor:
 the same rows read straight from the shards by psql (COPY of the same query to stdout, all
 shards at once: the sum of their rates), and against paging through the search with
-limit=10000. Same run, alternated, medians. Target: export >= 0.5x the floor.
+limit=10000. With --baseline, a second router runs another checkout's code (say a worktree of
+the commit before a change) on the same cluster, and its exports are measured in the same
+rounds. Same run, alternated, medians. Target: export >= 0.5x the floor.
 Writes bench/results/search_export.{json,png}.
 
-    python -m bench.search.export [--rows 1000000] [--repeats 3]
+    python -m bench.search.export [--rows 1000000] [--repeats 3] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -25,10 +27,19 @@ from typing import Any
 import asyncpg
 import httpx
 
-from bench.harness import auth_for, bench_cluster, bench_settings, register_loaded, write_results
+from bench.harness import (
+    TOKENS,
+    auth_for,
+    bench_cluster,
+    bench_settings,
+    register_loaded,
+    router_env,
+    write_results,
+)
 from router.catalog import store
 from router.db import catalog_login, ddl
 from router.db.names import day_table
+from services.router_process import RouterProcess
 
 TARGET = 0.5
 CONTENT = 512
@@ -159,15 +170,34 @@ def main() -> int:
         help="py-spy records the router during one more NDJSON export into this file (top "
         "functions as text)",
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a checkout of the code to compare with: its router runs beside this one's and "
+        "its exports are measured in the same rounds (baseline_ndjson, baseline_csv)",
+    )
     args = parser.parse_args()
     settings = bench_settings(args.data_dir)
     day = (datetime.now(UTC) - timedelta(days=2)).replace(hour=0, minute=0, second=0, microsecond=0)
     end = day + timedelta(days=1)
     params = {"owner": OWNER, "from": day.isoformat(), "to": end.isoformat()}
     samples: dict[str, list[float]] = {"floor_psql": [], "ndjson": [], "csv": [], "paging": []}
+    if args.baseline:
+        samples = {**samples, "baseline_ndjson": [], "baseline_csv": []}
+    baseline: RouterProcess | None = None
     try:
         with bench_cluster(settings) as (_cluster, router):
             assert router is not None
+            if args.baseline:
+                baseline = RouterProcess(
+                    settings.cluster.data_dir / "baseline",
+                    settings.server.host,
+                    settings.server.port + 1,
+                    env={**router_env(settings), "SHARDLOG_SERVER__PORT": str(router.port + 1)},
+                    code=args.baseline.absolute(),
+                )
+                baseline.start()
+                TOKENS[baseline.url] = auth_for(router.url)
             print("loading", flush=True)
             owner, dsns = asyncio.run(load(settings, router.url, args.rows, day))
             table = day_table("audit", owner, day).quoted
@@ -181,6 +211,9 @@ def main() -> int:
                     "csv": export(router.url, {**params, "format": "csv"})[0],
                     "paging": paging(router.url, params)[0],
                 }
+                if baseline is not None:
+                    seconds["baseline_ndjson"] = export(baseline.url, params)[0]
+                    seconds["baseline_csv"] = export(baseline.url, {**params, "format": "csv"})[0]
                 print(
                     f"  round {repeat}: " + ", ".join(f"{k} {v:.2f}s" for k, v in seconds.items())
                 )
@@ -193,9 +226,11 @@ def main() -> int:
             if lines != total:
                 raise RuntimeError(f"the export had {lines} lines, not {total}")
     finally:
+        if baseline is not None:
+            baseline.stop()
         shutil.rmtree(args.data_dir, ignore_errors=True)
     rate = {n: round(total / statistics.median(v)) for n, v in samples.items()}
-    ratios = {n: round(rate[n] / rate["floor_psql"], 3) for n in ("ndjson", "csv", "paging")}
+    ratios = {n: round(rate[n] / rate["floor_psql"], 3) for n in samples if n != "floor_psql"}
     worst = min(ratios["ndjson"], ratios["csv"])
     met = worst >= TARGET
     print(f"  rows/s {rate}; vs the floor {ratios}")

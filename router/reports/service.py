@@ -24,8 +24,8 @@ from router.reports.order import ExternalSort, Row, spill_directory, top
 from router.reports.plan import ReportPlan, plan_report
 from router.reports.spec import ReportSpec
 from router.reports.sql import partial_sql
-from router.search.service import SearchService, refuse_partial
-from router.search.streams import Batches, ShardCursors, ShardFailure
+from router.search.service import SearchService
+from router.search.streams import Batches, ShardCursors, ShardFailure, refuse_partial
 from router.settings import ReportSettings
 
 Backend = Literal["fanout", "fdw"]

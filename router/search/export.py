@@ -1,38 +1,31 @@
-"""Exports: every match of a search, streamed as NDJSON or CSV. Each shard runs one statement
-over its day tables in range, in (ts, owner id, id) order, read through a cursor a batch at a
-time (or keyset pages, router/search/service.py, when it has too many tables for one); the
+"""Exports: every match of a search, streamed as NDJSON or CSV. The shards render each row's
+line (router/search/lines.py) and read them in (ts, owner id, id) order a batch at a time; the
 router merges the shards a round at a time (the rows up to the smallest last position any
-shard has buffered, sorted together: runs already in order, so the sort is a C merge) and
-writes each round as one chunk. No page is planned twice, no row becomes a Python dict on
-the way to JSON except the one orjson serialises, and memory holds about one batch per shard.
+shard has buffered, sorted together by ts: runs already in order, so the sort is a C merge)
+and writes the lines' bytes in chunks of at least 256 KiB. No Python code runs per row: a
+round is sorted, escaped and joined by whole lists, in C. Memory holds about two batches per
+shard (the next one is read ahead).
 """
 
 from __future__ import annotations
 
 import asyncio
-import csv
-import io
+import itertools
 from bisect import bisect_left, bisect_right
-from collections.abc import AsyncIterator, Callable, Sequence
-from datetime import datetime
+from collections.abc import AsyncIterator, Sequence
 from operator import itemgetter
-from typing import Any, Literal
+from typing import Any
 
-import orjson
-
-from router.csv_cells import FORMULA_START, csv_cell
-from router.db.ddl import FLOW_STAGE_COLUMNS
-from router.search import refs
-from router.search.query import AuditQuery, FlowQuery
+from router.search.lines import BODIES, ExportFormat
 from router.search.streams import Batches, Buffered
 
-ExportFormat = Literal["ndjson", "csv"]
+__all__ = ["ExportFormat", "merge_rounds", "write"]
+
 Record = Sequence[Any]
-# What each row of an export statement holds: ts and id first (the merge reads them), the
-# owner's id last.
-AUDIT_FIELDS = ("ts", "id", "content", "attrs")
-FLOW_FIELDS = ("first_seen", "id", *FLOW_STAGE_COLUMNS[:-2], "last_seen")
+# What each row of an export statement holds (router/search/lines.py's OUTPUT): the merge's
+# key (ts), then its line's pieces.
 _TS = itemgetter(0)
+_HEAD, _BODY, _TAIL = itemgetter(1), itemgetter(2), itemgetter(3)
 _CHUNK_BYTES = 256 * 1024
 
 
@@ -41,12 +34,11 @@ class _Shard(Buffered):
         super().__init__(batches)
         self.name = name
 
-    def last(self) -> tuple[datetime, str, int]:
-        row = self.rows[-1]
-        return (row[0], self.name, row[1])
+    def last(self) -> tuple[Any, str]:
+        return (self.rows[-1][0], self.name)
 
 
-def _cut_descending(rows: Sequence[Record], ts: datetime, inclusive: bool) -> int:
+def _cut_descending(rows: Sequence[Record], ts: Any, inclusive: bool) -> int:
     """How many of ``rows`` (ts descending) come before ``ts`` in that order: those with a
     later ts, and with ``inclusive`` those at ``ts`` too."""
     low, high = 0, len(rows)
@@ -73,7 +65,7 @@ async def merge_rounds(
         if not shards:
             return
         horizon = max(s.last() for s in shards) if descending else min(s.last() for s in shards)
-        ts, name, _ = horizon
+        ts, name = horizon
         runs: list[tuple[str, list[Record]]] = []
         for shard in shards:
             rows = shard.rows
@@ -91,106 +83,33 @@ async def merge_rounds(
         yield runs
 
 
-Renderer = Callable[[Record, str], Any]
-
-
-def _audit_item(owners: dict[int, str]) -> Renderer:
-    def render(row: Record, shard: str) -> dict[str, Any]:
-        attrs = row[3]
-        position = {"ts": row[0], "shard": shard, "id": row[1]}
-        return {
-            "ts": row[0],
-            "id": row[1],
-            "content": row[2],
-            "attrs": None if attrs is None else orjson.Fragment(attrs),
-            "shard": shard,
-            "owner": owners[row[4]],
-            "ref": refs.of_row("audit", row[4], position),
-        }
-
-    return render
-
-
-def _flow_item(owners: dict[int, str]) -> Renderer:
-    def render(row: Record, shard: str) -> dict[str, Any]:
-        item = dict(zip(FLOW_FIELDS, row, strict=False))
-        item["shard"] = shard
-        item["switch"] = owners[row[12]]
-        item["ref"] = refs.of_row("flow", row[12], {**item, "ts": row[0]})
-        return item
-
-    return render
-
-
-def csv_header(query: AuditQuery | FlowQuery) -> list[str]:
-    if isinstance(query, AuditQuery):
-        return ["ts", "id", "owner", "shard", "content", "attrs"]
-    return [FLOW_FIELDS[0], "switch", "shard", *FLOW_FIELDS[1:]]
-
-
-def _csv_row(query: AuditQuery | FlowQuery, owners: dict[int, str]) -> Renderer:
-    cells = {ident: csv_cell(key) for ident, key in owners.items()}
-    if isinstance(query, AuditQuery):
-
-        def audit(row: Record, shard: str) -> list[Any]:
-            content, attrs = row[2], row[3]
-            if content.startswith(FORMULA_START):
-                content = "'" + content
-            return [row[0].isoformat(), row[1], cells[row[4]], shard, content, attrs]
-
-        return audit
-
-    def flow(row: Record, shard: str) -> list[Any]:
-        return [
-            row[0].isoformat(),
-            cells[row[12]],
-            shard,
-            *row[1:11],
-            row[11].isoformat(),
-        ]
-
-    return flow
-
-
-async def render(
-    query: AuditQuery | FlowQuery,
+async def write(
     streams: Sequence[tuple[str, Batches]],
-    owners: dict[int, str],
+    descending: bool,
     format: ExportFormat,
+    head: bytes = b"",
 ) -> AsyncIterator[bytes]:
-    """The export's body in chunks of about 256 KiB."""
-    descending = query.order == "desc"
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    if format == "csv":
-        writer.writerow(csv_header(query))
-        row_of = _csv_row(query, owners)
-    else:
-        item_of = _audit_item(owners) if isinstance(query, AuditQuery) else _flow_item(owners)
-    pending: list[bytes] = []
-    size = 0
+    """``head``, then every line of the merged streams, in chunks of at least 256 KiB (a
+    round's lines, or several rounds'). A round is put together by whole lists: its rows sorted,
+    their free text escaped in one call, the pieces of every line joined in one."""
+    bodies = BODIES[format]
+    pending = [head] if head else []
+    size = len(head)
     async for runs in merge_rounds(streams, descending):
-        if format == "csv":
-            rendered = [(r[0], row_of(r, shard)) for shard, run in runs for r in run]
-            writer.writerows(cells for _, cells in _sorted_pairs(rendered, descending))
-            if buffer.tell() >= _CHUNK_BYTES:
-                yield buffer.getvalue().encode()
-                buffer.seek(0)
-                buffer.truncate()
+        rows = list(itertools.chain.from_iterable(run for _, run in runs))
+        rows.sort(key=_TS, reverse=descending)
+        pieces: list[bytes] = [b""] * (3 * len(rows))
+        pieces[0::3] = map(_HEAD, rows)
+        pieces[1::3] = bodies(list(map(_BODY, rows)))
+        pieces[2::3] = map(_TAIL, rows)
+        chunk = b"".join(pieces)
+        if not pending and len(chunk) >= _CHUNK_BYTES:
+            yield chunk
             continue
-        lines = [(r[0], orjson.dumps(item_of(r, shard))) for shard, run in runs for r in run]
-        chunk = b"\n".join(line for _, line in _sorted_pairs(lines, descending)) + b"\n"
         pending.append(chunk)
         size += len(chunk)
         if size >= _CHUNK_BYTES:
             yield b"".join(pending)
             pending, size = [], 0
-    if format == "csv":
-        yield buffer.getvalue().encode()
-    elif pending:
+    if pending:
         yield b"".join(pending)
-
-
-def _sorted_pairs(pairs: list[tuple[datetime, Any]], descending: bool) -> list[Any]:
-    pairs.sort(key=_TS, reverse=descending)
-    return pairs

@@ -25,3 +25,19 @@ def merge(
     ``descending``); reads no further into any stream than it must."""
     merged: Iterator[Any] = heapq.merge(*streams, key=key, reverse=descending)
     return list(itertools.islice(merged, limit))
+
+
+def within_shard(record: Any) -> tuple[Any, int, int]:
+    """The order of one shard's rows (the shard is the same for all)."""
+    return (record["ts"], record["owner_id"], record["id"])
+
+
+def keep_first(limit: int, descending: bool) -> Callable[[list[Any], list[Any]], list[Any]]:
+    """A shard's first ``limit`` rows of its statements' answers so far."""
+
+    def combine(kept: list[Any], more: list[Any]) -> list[Any]:
+        if not kept:
+            return more
+        return merge([kept, more], descending, limit, key=within_shard)
+
+    return combine

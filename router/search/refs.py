@@ -13,6 +13,7 @@ import ipaddress
 import re
 import socket
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -24,6 +25,7 @@ from router.search import sql
 _VERSION = 1
 _KIND_CODE: dict[Kind, int] = {"audit": 1, "flow": 2}
 _HEAD = struct.Struct(">BBqiqB")  # version, kind, owner id, day (ordinal), row id, shard length
+_HEAD_START = struct.Struct(">BBq")  # what of the head one day table's rows share
 _AUDIT_TAIL = struct.Struct(">q")  # ts in microseconds since 1970
 _FLOW_TAIL = struct.Struct(">HHh")  # ports, proto (-1: none)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -94,6 +96,33 @@ def of_row(kind: Kind, owner_id: int, row: dict[str, Any]) -> str:
         return encode(RowRef(kind, owner_id, row["shard"], day, row["id"], ts=row["ts"]))
     flow = FlowKey(row["src_ip"], row["dst_ip"], row["src_port"], row["dst_port"], row["proto"])
     return encode(RowRef(kind, owner_id, row["shard"], day, row["id"], flow=flow))
+
+
+def ref_sql(kind: Kind, owner_id: int, shard: str, add: Callable[[Any], str]) -> str:
+    """SQL that makes the ref of each row of ``owner_id``'s day table on ``shard``, as
+    ``of_row`` does (the same bytes, base64url without padding), for exports rendered on the
+    shards; ``add`` makes a parameter of a value. Reads ts (audit) or first_seen, id and the
+    5-tuple of the row."""
+    column = "ts" if kind == "audit" else "first_seen"
+    start = add(_HEAD_START.pack(_VERSION, _KIND_CODE[kind], owner_id))
+    name = shard.encode("ascii")
+    named = add(bytes([len(name)]) + name)
+    day = f"int4send(({column} AT TIME ZONE 'UTC')::date - DATE '0001-01-01' + 1)"
+    parts = [f"{start}::bytea", day, "int8send(id)", f"{named}::bytea"]
+    if kind == "audit":
+        parts.append("int8send((extract(epoch FROM ts) * 1000000)::bigint)")
+    else:
+        # inet's binary form from its 4th byte: the address's length, then its bytes.
+        parts += [
+            "substring(inet_send(src_ip) FROM 4)",
+            "substring(inet_send(dst_ip) FROM 4)",
+            "substring(int4send(src_port) FROM 3)",
+            "substring(int4send(dst_port) FROM 3)",
+            "int2send(coalesce(proto, -1::smallint))",
+        ]
+    # encode() writes base64 with a newline every 76 characters.
+    base64 = f"encode({' || '.join(parts)}, 'base64')"
+    return f"rtrim(replace(replace(replace({base64}, E'\\n', ''), '+', '-'), '/', '_'), '=')"
 
 
 class _Reader:

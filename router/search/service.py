@@ -4,7 +4,6 @@ and cut the page with its cursors."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -19,9 +18,9 @@ from router.catalog.owners import OwnerDirectory
 from router.db.failures import DRIVER_ERRORS, coordinator_error, describe, is_transient
 from router.db.names import Kind, parent_table
 from router.db.pools import ShardPools
-from router.errors import BadRequest, GatewayTimeout, Unavailable
+from router.errors import BadRequest
 from router.routing.search_plan import SearchPlan, ShardTarget, plan_search
-from router.search import coverage, estimate, export, items, refs, sql
+from router.search import coverage, estimate, items, refs, sql
 from router.search.cursor import (
     POSITION_HEADROOM,
     Cursor,
@@ -30,11 +29,12 @@ from router.search.cursor import (
     Position,
     query_digest,
 )
-from router.search.export import ExportFormat
-from router.search.merge import Row, merge
+from router.search.exporter import Exporter
+from router.search.lines import ExportFormat
+from router.search.merge import Row, keep_first, merge
 from router.search.query import AuditQuery, FlowQuery, covered_keys
 from router.search.snapshot import NOT_PINNED, Pin, ShardSnapshot, pinned_plan
-from router.search.streams import Batches, ShardCursors, ShardFailure
+from router.search.streams import ShardFailure, refuse_partial
 from router.settings import SearchSettings
 
 CountMode = Literal["none", "estimate", "exact"]
@@ -68,39 +68,14 @@ class Pinning:
         return Pinning(self.snapshots)
 
 
-def refuse_partial(failures: list[ShardFailure], what: str) -> None:
-    """The answer when shards failed and the caller asked for no partial one: 504 if one was
-    late, else 503."""
-    detail = "; ".join(f"{f.shard}: {f.reason}" for f in failures)
-    if any(f.timed_out for f in failures):
-        raise GatewayTimeout(f"shards did not answer in time: {detail}")
-    raise Unavailable(f"shards could not be {what}: {detail}", retry_after_s=1)
-
-
 def _new_failures(known: list[ShardFailure], more: list[ShardFailure]) -> list[ShardFailure]:
     """Those of ``more`` whose shard ``known`` does not name yet."""
     names = {f.shard for f in known}
     return [f for f in more if f.shard not in names]
 
 
-def _within_shard(record: asyncpg.Record) -> tuple[Any, int, int]:
-    """The order of one shard's rows (the shard is the same for all)."""
-    return (record["ts"], record["owner_id"], record["id"])
-
-
 def _concatenate(kept: list[asyncpg.Record], more: list[asyncpg.Record]) -> list[asyncpg.Record]:
     return kept + more
-
-
-def _keep_first(limit: int, descending: bool) -> Combine:
-    """A shard's first ``limit`` rows of its statements' answers so far."""
-
-    def combine(kept: list[Any], more: list[Any]) -> list[Any]:
-        if not kept:
-            return more
-        return merge([kept, more], descending, limit, key=_within_shard)
-
-    return combine
 
 
 def _digest(query: Query, consistent: bool, visibility: dict[str, Any]) -> str:
@@ -127,6 +102,7 @@ class SearchService:
         self._settings = settings
         self.codec: CursorCodec | None = None
         self.secret = b""
+        self._exporter = Exporter(self, pools, settings)
 
     async def load_secret(self) -> None:
         if self._settings.cursor_secret:
@@ -161,7 +137,7 @@ class SearchService:
 
     # --- one shard ---------------------------------------------------------------------
 
-    async def _fetch(
+    async def fetch_target(
         self,
         target: ShardTarget,
         build: Any,
@@ -249,7 +225,7 @@ class SearchService:
                 )
         return [t for t in tables if t.name in names]
 
-    async def _fan_out(
+    async def fan_out(
         self,
         plan: SearchPlan,
         build: Any,
@@ -261,7 +237,9 @@ class SearchService:
         outcome.failures += [ShardFailure(s, "marked down") for s in plan.unavailable]
         results = await asyncio.gather(
             *(
-                self._fetch(t, lambda tables, t=t: build(t.shard, tables), combine, pinning=pinning)
+                self.fetch_target(
+                    t, lambda tables, t=t: build(t.shard, tables), combine, pinning=pinning
+                )
                 for t in plan.targets
             ),
             return_exceptions=True,
@@ -365,10 +343,10 @@ class SearchService:
             outcome = Outcome()
             rows = [self._row(record, record["shard"], owners, kind) for record in records]
         else:
-            answers, outcome = await self._fan_out(
+            answers, outcome = await self.fan_out(
                 plan,
                 build,
-                _keep_first(limit + 1, descending),
+                keep_first(limit + 1, descending),
                 pinning=pinning if consistent else None,
             )
             outcome.failures += [ShardFailure(s, f"{NOT_PINNED} here") for s in not_pinned]
@@ -430,7 +408,7 @@ class SearchService:
     async def _exact_count(
         self, query: Query, plan: SearchPlan, pinning: Pinning | None
     ) -> tuple[int, list[ShardFailure]]:
-        answers, outcome = await self._fan_out(
+        answers, outcome = await self.fan_out(
             plan,
             lambda shard, tables: sql.count_sql(
                 query, tables, pinning.of(shard) if pinning else None
@@ -444,7 +422,7 @@ class SearchService:
         self, plan: SearchPlan, build: Any, pinning: Pinning | None
     ) -> tuple[int, list[ShardFailure]]:
         """The planner's row estimates of an EXPLAIN per statement, summed."""
-        answers, outcome = await self._fan_out(plan, build, pinning=pinning)
+        answers, outcome = await self.fan_out(plan, build, pinning=pinning)
         plans = [orjson.loads(r[0]) for _, records in answers for r in records]
         return sum(int(plan[0]["Plan"]["Plan Rows"]) for plan in plans), outcome.failures
 
@@ -492,7 +470,7 @@ class SearchService:
     ) -> tuple[estimate.Tally, list[ShardFailure]]:
         if isinstance(query, AuditQuery):
             audit_query = query
-            answers, outcome = await self._fan_out(
+            answers, outcome = await self.fan_out(
                 plan,
                 lambda _shard, tables: sql.audit_sample_sql(
                     audit_query, tables, fraction, estimate.MIN_PAGES
@@ -502,7 +480,7 @@ class SearchService:
             sums = [estimate.PageSums(*r) for _, records in answers for r in records]
             return estimate.audit_tally(sums), outcome.failures
         flow_query, classes = query, estimate.flow_classes(fraction)
-        answers, outcome = await self._fan_out(
+        answers, outcome = await self.fan_out(
             plan,
             lambda _shard, tables: sql.flow_sample_sql(flow_query, tables, classes),
             pinning=pinning,
@@ -562,8 +540,8 @@ class SearchService:
         def build(shard: str, tables: list[Any]) -> tuple[str, list[Any]]:
             return sql.page_sql(query, tables, shard, after, descending, limit, pinning.of(shard))
 
-        answers, outcome = await self._fan_out(
-            plan, build, _keep_first(limit, descending), pinning=pinning
+        answers, outcome = await self.fan_out(
+            plan, build, keep_first(limit, descending), pinning=pinning
         )
         outcome.failures += [ShardFailure(s, f"{NOT_PINNED} here") for s in not_pinned]
         streams = [
@@ -605,82 +583,5 @@ class SearchService:
     async def export(
         self, query: Query, format: ExportFormat, grant: Grant
     ) -> AsyncIterator[bytes]:
-        """Every match, streamed from every shard (opened here, so a failing shard or a bad
-        pattern is an error before the answer begins; never partial). A shard reads its rows
-        through one cursor, or, with more day tables than one statement may keep locked, in
-        keyset pages read by statements of at most TABLES_PER_STATEMENT tables each."""
-        plan, owners = await self.plan(query, grant)
-        descending = query.order == "desc"
-        settings = self._settings
-        cursors = ShardCursors(
-            self._pools,
-            self.existing_tables,
-            settings.shard_timeout_s,
-            settings.export_page_rows,
-            "SHARDLOG_SEARCH__SHARD_TIMEOUT_S",
-        )
-        one_cursor = tuple(t for t in plan.targets if len(t.batches()) == 1)
-        paged = tuple(t for t in plan.targets if len(t.batches()) > 1)
-        stack = contextlib.AsyncExitStack()
-        try:
-            streams, failures = await cursors.open_all(
-                SearchPlan(one_cursor, plan.unavailable),
-                lambda _shard, tables: sql.export_sql(query, tables, descending),
-                stack,
-            )
-            pages, late = await self._open_pages(query, paged, descending)
-            if failures or late:
-                self._refuse_partial(failures + late)
-        except BaseException:
-            await stack.aclose()
-            raise
-        return _released(stack, export.render(query, streams + pages, owners, format))
-
-    async def _open_pages(
-        self, query: Query, targets: tuple[ShardTarget, ...], descending: bool
-    ) -> tuple[list[tuple[str, Batches]], list[ShardFailure]]:
-        """The first page of each target's rows read, and the rest to come, page by page."""
-        step = self._settings.export_page_rows
-
-        def first_page(shard: str, tables: list[Any]) -> tuple[str, list[Any]]:
-            return sql.page_sql(query, tables, shard, None, descending, step)
-
-        answers, outcome = await self._fan_out(
-            SearchPlan(targets), first_page, _keep_first(step, descending)
-        )
-        target_of = {t.shard: t for t in targets}
-        streams = [
-            (shard, self._pages(query, target_of[shard], descending, rows))
-            for shard, rows in answers
-        ]
-        return streams, outcome.failures
-
-    async def _pages(
-        self, query: Query, target: ShardTarget, descending: bool, first: list[Any]
-    ) -> Batches:
-        step = self._settings.export_page_rows
-        rows = first
-        while rows:
-            yield rows
-            if len(rows) < step:
-                return
-            last = rows[-1]
-            after = Position(last["ts"], target.shard, last["owner_id"], last["id"])
-
-            def page(tables: list[Any], after: Position = after) -> tuple[str, list[Any]]:
-                return sql.page_sql(query, tables, target.shard, after, descending, step)
-
-            try:
-                rows = await self._fetch(target, page, _keep_first(step, descending))
-            except (TimeoutError, *DRIVER_ERRORS) as exc:
-                # The answer has begun: the stream ends with this error as its last line.
-                message = f"a shard failed in the middle of the stream: {describe(exc)}"
-                raise Unavailable(message) from exc
-
-
-async def _released(
-    stack: contextlib.AsyncExitStack, chunks: AsyncIterator[bytes]
-) -> AsyncIterator[bytes]:
-    async with stack:
-        async for chunk in chunks:
-            yield chunk
+        """Every match as NDJSON or CSV (router/search/exporter.py)."""
+        return await self._exporter.export(query, format, grant)

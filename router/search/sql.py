@@ -6,6 +6,7 @@ come from db.names."""
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,9 @@ FLOW_COLUMNS = (
     "first_seen AS ts, id, src_ip, dst_ip, src_port, dst_port, ip_version, proto, "
     "bytes, packets, flow_count, last_seen"
 )
+
+# A branch's columns over one day table, given Params.add (exports: the rendered line).
+Columns = Callable[[DayTable, Callable[[Any], str]], str]
 
 
 @dataclass
@@ -156,18 +160,21 @@ def page_sql(
     descending: bool,
     limit: int,
     pinned: ShardSnapshot | None = None,
+    columns: Columns | None = None,
 ) -> tuple[str, list[Any]]:
     """The first ``limit`` rows after ``after`` of ``tables`` (of one shard, any owners), in
     (ts, owner id, id) order; each row carries its table's owner id. ``pinned``: only the rows
-    the shard held in that snapshot (consistent=true)."""
+    the shard held in that snapshot (consistent=true). ``columns``: other columns than the
+    search's (they must hold ts and id)."""
     params = Params()
     condition = where(query, params, pinned)
     column = "ts" if isinstance(query, AuditQuery) else "first_seen"
-    columns = AUDIT_COLUMNS if isinstance(query, AuditQuery) else FLOW_COLUMNS
+    select = columns or _search_columns(query)
     direction = "DESC" if descending else "ASC"
     cap = params.add(limit)
     branches = [
-        f"(SELECT {columns}, {int(table.owner_id)}::bigint AS owner_id FROM {table.quoted} "
+        f"(SELECT {select(table, params.add)}, {int(table.owner_id)}::bigint AS owner_id "
+        f"FROM {table.quoted} "
         f"WHERE {condition} AND {keyset(after, shard, table.owner_id, column, descending, params)} "
         f"ORDER BY {column} {direction}, id {direction} LIMIT {cap})"
         for table in tables
@@ -180,23 +187,33 @@ def page_sql(
     ), params.values
 
 
+def _search_columns(query: AuditQuery | FlowQuery) -> Columns:
+    columns = AUDIT_COLUMNS if isinstance(query, AuditQuery) else FLOW_COLUMNS
+    return lambda _table, _add: columns
+
+
 def export_sql(
-    query: AuditQuery | FlowQuery, tables: list[DayTable], descending: bool
+    query: AuditQuery | FlowQuery,
+    tables: list[DayTable],
+    descending: bool,
+    columns: Columns,
+    output: str = "*",
 ) -> tuple[str, list[Any]]:
     """Every match on one shard in (ts, owner id, id) order, each row with its owner's id
     last: one statement whose order the planner takes from the tables' (ts, id) indexes (a
-    Merge Append), read through a cursor."""
+    Merge Append), read through a cursor. ``columns`` as in page_sql (they must hold ts and
+    id); ``output``: those the statement answers with."""
     params = Params()
     condition = where(query, params)
-    columns = AUDIT_COLUMNS if isinstance(query, AuditQuery) else FLOW_COLUMNS
+    select = columns
     direction = "DESC" if descending else "ASC"
     branches = [
-        f"SELECT {columns}, {params.add(table.owner_id)}::bigint AS owner_id "
+        f"SELECT {select(table, params.add)}, {params.add(table.owner_id)}::bigint AS owner_id "
         f"FROM {table.quoted} WHERE {condition}"
         for table in tables
     ]
     return (
-        f"SELECT * FROM ({' UNION ALL '.join(branches)}) AS rows "
+        f"SELECT {output} FROM ({' UNION ALL '.join(branches)}) AS rows "
         f"ORDER BY ts {direction}, owner_id {direction}, id {direction}"
     ), params.values
 

@@ -1,13 +1,14 @@
 """Statements streamed from every shard of a plan at once: one read-only transaction and one
 server-side cursor per shard, its first batch read under a deadline (a shard that fails or is
 late is a ShardFailure: the caller answers partially or refuses), the rest read a batch at a
-time as the caller merges. Reports and exports read the shards this way."""
+time as the caller merges (exports: with the next batch read ahead while the caller merges
+this one). Reports and exports read the shards this way."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +17,7 @@ import asyncpg
 from router.db.failures import DRIVER_ERRORS, describe, is_transient
 from router.db.names import DayTable
 from router.db.pools import ShardPools
-from router.errors import BadRequest, Unavailable
+from router.errors import BadRequest, GatewayTimeout, Unavailable
 from router.routing.search_plan import SearchPlan, ShardTarget
 
 RETRY_PAUSE_S = 0.2
@@ -34,6 +35,15 @@ class ShardFailure:
     timed_out: bool = False
 
 
+def refuse_partial(failures: list[ShardFailure], what: str) -> None:
+    """The answer when shards failed and the caller asked for no partial one: 504 if one was
+    late, else 503."""
+    detail = "; ".join(f"{f.shard}: {f.reason}" for f in failures)
+    if any(f.timed_out for f in failures):
+        raise GatewayTimeout(f"shards did not answer in time: {detail}")
+    raise Unavailable(f"shards could not be {what}: {detail}", retry_after_s=1)
+
+
 class ShardCursors:
     def __init__(
         self,
@@ -42,12 +52,15 @@ class ShardCursors:
         timeout_s: float,
         fetch_rows: int,
         timeout_setting: str,
+        *,
+        read_ahead: bool = False,
     ) -> None:
         self._pools = pools
         self._existing = existing
         self._timeout_s = timeout_s
         self._fetch_rows = fetch_rows
         self._timeout_setting = timeout_setting
+        self._read_ahead = read_ahead
 
     async def open_all(
         self, plan: SearchPlan, statement: Statement, stack: contextlib.AsyncExitStack
@@ -114,18 +127,26 @@ class ShardCursors:
             # the heap in random order over a whole day table).
             await connection.execute("SET LOCAL cursor_tuple_fraction = 1.0")
             text, params = statement(shard, tables)
-            return exits, await self.stream(connection, text, params)
+            ahead = _ReadAhead() if self._read_ahead else None
+            if ahead is not None:
+                # Before the transaction ends: no fetch may still run on the connection then.
+                exits.push_async_callback(ahead.cancel)
+            return exits, await self.stream(connection, text, params, ahead)
         except BaseException:
             await exits.aclose()
             raise
 
-    async def stream(self, connection: Any, text: str, params: list[Any]) -> Batches:
+    async def stream(
+        self, connection: Any, text: str, params: list[Any], ahead: _ReadAhead | None = None
+    ) -> Batches:
         """``text`` under a cursor on ``connection`` (in a transaction); its first batch is
-        read before this returns, under the deadline."""
+        read before this returns, under the deadline. With ``ahead``, each next batch is
+        fetched while the caller works on the one before (the shard renders rows while the
+        router merges)."""
         timeout = self._timeout_s
         cursor = await connection.cursor(text, *params, timeout=timeout)
         first = await cursor.fetch(self._fetch_rows, timeout=timeout)
-        return _batches(cursor, first, self._fetch_rows, timeout)
+        return _batches(cursor, first, self._fetch_rows, timeout, ahead)
 
 
 class Buffered:
@@ -152,14 +173,48 @@ async def _empty() -> Batches:
     yield
 
 
-async def _batches(cursor: Any, first: list[Any], step: int, deadline_s: float) -> Batches:
+class _ReadAhead:
+    """The fetch of a cursor's next batch, running while its stream's consumer works."""
+
+    def __init__(self) -> None:
+        self._task: asyncio.Future[list[Any]] | None = None
+
+    def start(self, fetch: Awaitable[list[Any]]) -> None:
+        self._task = asyncio.ensure_future(fetch)
+
+    async def take(self) -> list[Any]:
+        task = self._task
+        assert task is not None
+        # Shielded: a reader cancelled here leaves the fetch to cancel(), which the stream's
+        # exit awaits before its transaction ends.
+        batch = await asyncio.shield(task)
+        self._task = None
+        return batch
+
+    async def cancel(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+
+
+async def _batches(
+    cursor: Any, first: list[Any], step: int, deadline_s: float, ahead: _ReadAhead | None
+) -> Batches:
     batch = first
     while batch:
+        more = len(batch) == step
+        if more and ahead is not None:
+            ahead.start(cursor.fetch(step, timeout=deadline_s))
         yield batch
-        if len(batch) < step:
+        if not more:
             return
         try:
-            batch = await cursor.fetch(step, timeout=deadline_s)
+            if ahead is not None:
+                batch = await ahead.take()
+            else:
+                batch = await cursor.fetch(step, timeout=deadline_s)
         except (TimeoutError, *DRIVER_ERRORS) as exc:
             # The answer has begun: the caller ends the stream with this error as its last line.
             message = f"a shard failed in the middle of the stream: {describe(exc)}"
