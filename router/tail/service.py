@@ -120,7 +120,10 @@ class TailService:
             self.codec.decode(after, digest, "after", time.time()) if after is not None else None
         )
         buffer = Buffer(self.settings.watermark_s, self.settings.max_buffered_events)
-        buffer.live = False
+        # A new stream is live at once: an overflow before its first row must still yield the
+        # marks of the shards the hub has read since (its first cursor may predate a shard's
+        # first read). A replay or a resume goes live when it has caught up.
+        buffer.live = position is None and replay_from is None
         subscription = Subscription(spec, buffer)
         starts = await self.hub.subscribe(subscription)
         stream = Stream(self, subscription, digest, starts)
