@@ -15,10 +15,16 @@ from fastapi.responses import StreamingResponse
 from router.api.deps import RuntimeDep
 from router.api.responses import ERROR_DESCRIPTIONS, described, ref
 from router.api.search import (
+    Address,
     BackendParam,
+    EitherDirection,
     From,
     IpVersionParam,
+    MatchParam,
     Partial,
+    Patterns,
+    Ports,
+    Proto,
     To,
     audit_query,
     flow_query,
@@ -166,8 +172,8 @@ async def report_audit(
     owner: Keys,
     start: From,
     to: To,
-    q: Annotated[list[str], Query(description="Patterns, all must match")] = [],  # noqa: B006
-    match: Annotated[queries.Match, Query()] = "substring",
+    q: Patterns = [],  # noqa: B006
+    match: MatchParam = "substring",
     group_by: GroupBy = [],  # noqa: B006
     metrics: Metrics = [],  # noqa: B006
     bucket: Bucket = None,
@@ -205,13 +211,13 @@ async def report_flows(
     switch: Keys,
     start: From,
     to: To,
-    src_ip: Annotated[str | None, Query(description="Address or CIDR prefix")] = None,
-    dst_ip: Annotated[str | None, Query(description="Address or CIDR prefix")] = None,
-    src_port: Annotated[str | None, Query(description="Port or range 1000-2000")] = None,
-    dst_port: Annotated[str | None, Query(description="Port or range 1000-2000")] = None,
+    src_ip: Address = None,
+    dst_ip: Address = None,
+    src_port: Ports = None,
+    dst_port: Ports = None,
     ip_version: IpVersionParam = None,
-    proto: Annotated[int | None, Query(ge=0, le=255)] = None,
-    either_direction: Annotated[bool, Query(description="Also match dst->src")] = False,
+    proto: Proto = None,
+    either_direction: EitherDirection = False,
     group_by: GroupBy = [],  # noqa: B006
     metrics: Metrics = [],  # noqa: B006
     bucket: Bucket = None,

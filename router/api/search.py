@@ -99,6 +99,13 @@ class IpVersion(IntEnum):
 
 
 IpVersionParam = Annotated[IpVersion | None, Query(description="4 or 6")]
+# The filters every read of the data takes alike (search, export, report, tail).
+Patterns = Annotated[list[str], Query(description="Patterns, all must match")]
+MatchParam = Annotated[queries.Match, Query()]
+Address = Annotated[str | None, Query(description="Address or CIDR prefix")]
+Ports = Annotated[str | None, Query(description="Port or range 1000-2000")]
+Proto = Annotated[int | None, Query(ge=0, le=255)]
+EitherDirection = Annotated[bool, Query(description="Also match dst->src")]
 SEARCH_ERRORS: dict[int | str, dict[str, Any]] = described(
     {
         400: "A parameter is invalid, or a prefix or no key at all covers too many owners or "
@@ -241,8 +248,8 @@ async def search_audit(
     to: To,
     owner: Owners = [],  # noqa: B006
     owner_prefix: OwnerPrefix = None,
-    q: Annotated[list[str], Query(description="Patterns, all must match")] = [],  # noqa: B006
-    match: Annotated[queries.Match, Query()] = "substring",
+    q: Patterns = [],  # noqa: B006
+    match: MatchParam = "substring",
     order: Order = "asc",
     limit: Limit = None,
     cursor: CursorText = None,
@@ -271,13 +278,13 @@ async def search_flows(
     to: To,
     switch: Switches = [],  # noqa: B006
     switch_prefix: SwitchPrefix = None,
-    src_ip: Annotated[str | None, Query(description="Address or CIDR prefix")] = None,
-    dst_ip: Annotated[str | None, Query(description="Address or CIDR prefix")] = None,
-    src_port: Annotated[str | None, Query(description="Port or range 1000-2000")] = None,
-    dst_port: Annotated[str | None, Query(description="Port or range 1000-2000")] = None,
+    src_ip: Address = None,
+    dst_ip: Address = None,
+    src_port: Ports = None,
+    dst_port: Ports = None,
     ip_version: IpVersionParam = None,
-    proto: Annotated[int | None, Query(ge=0, le=255)] = None,
-    either_direction: Annotated[bool, Query(description="Also match dst->src")] = False,
+    proto: Proto = None,
+    either_direction: EitherDirection = False,
     order: Order = "asc",
     limit: Limit = None,
     cursor: CursorText = None,
@@ -318,8 +325,8 @@ async def export_audit(
     to: To,
     owner: Owners = [],  # noqa: B006
     owner_prefix: OwnerPrefix = None,
-    q: Annotated[list[str], Query()] = [],  # noqa: B006
-    match: Annotated[queries.Match, Query()] = "substring",
+    q: Patterns = [],  # noqa: B006
+    match: MatchParam = "substring",
     order: Order = "asc",
     format: ExportFormatParam = "ndjson",
 ) -> StreamingResponse:
@@ -341,12 +348,12 @@ async def export_flows(
     to: To,
     switch: Switches = [],  # noqa: B006
     switch_prefix: SwitchPrefix = None,
-    src_ip: str | None = None,
-    dst_ip: str | None = None,
-    src_port: str | None = None,
-    dst_port: str | None = None,
+    src_ip: Address = None,
+    dst_ip: Address = None,
+    src_port: Ports = None,
+    dst_port: Ports = None,
     ip_version: IpVersionParam = None,
-    proto: Annotated[int | None, Query(ge=0, le=255)] = None,
+    proto: Proto = None,
     either_direction: bool = False,
     order: Order = "asc",
     format: ExportFormatParam = "ndjson",

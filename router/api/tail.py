@@ -10,9 +10,15 @@ from fastapi import APIRouter, Header, Query
 from router.api.deps import RuntimeDep
 from router.api.responses import ERROR_DESCRIPTIONS, described
 from router.api.search import (
+    Address,
+    EitherDirection,
     IpVersionParam,
+    MatchParam,
     OwnerPrefix,
     Owners,
+    Patterns,
+    Ports,
+    Proto,
     Switches,
     SwitchPrefix,
     audit_query,
@@ -137,8 +143,8 @@ async def tail_audit(
     runtime: RuntimeDep,
     owner: Owners = [],  # noqa: B006
     owner_prefix: OwnerPrefix = None,
-    q: Annotated[list[str], Query(description="Patterns, all must match")] = [],  # noqa: B006
-    match: Annotated[queries.Match, Query()] = "substring",
+    q: Patterns = [],  # noqa: B006
+    match: MatchParam = "substring",
     since: Since = None,
     after: After = None,
     limit: RowLimit = None,
@@ -163,13 +169,13 @@ async def tail_flows(
     runtime: RuntimeDep,
     switch: Switches = [],  # noqa: B006
     switch_prefix: SwitchPrefix = None,
-    src_ip: Annotated[str | None, Query(description="Address or CIDR prefix")] = None,
-    dst_ip: Annotated[str | None, Query(description="Address or CIDR prefix")] = None,
-    src_port: Annotated[str | None, Query(description="Port or range 1000-2000")] = None,
-    dst_port: Annotated[str | None, Query(description="Port or range 1000-2000")] = None,
+    src_ip: Address = None,
+    dst_ip: Address = None,
+    src_port: Ports = None,
+    dst_port: Ports = None,
     ip_version: IpVersionParam = None,
-    proto: Annotated[int | None, Query(ge=0, le=255)] = None,
-    either_direction: Annotated[bool, Query(description="Also match dst->src")] = False,
+    proto: Proto = None,
+    either_direction: EitherDirection = False,
     since: Since = None,
     after: After = None,
     limit: RowLimit = None,
