@@ -176,7 +176,7 @@ class ShardReader:
             start = self.seen
             text, params = sql.log_sql(start, None)
             lines = await connection.fetch(text, *params)
-            read = await self.hub.read_rows(connection, self.shard, start, None, lines)
+            read = await self.hub.read_rows(connection, self.shard, start, lines)
         if self.stopped:
             return
         self.hub.dispatch(self.shard, start, now, read)
@@ -293,9 +293,7 @@ class TailHub:
                 self._owners[(kind, owner_id)] = found.get(owner_id)
         return {i: self._owners.get((kind, i)) for i in ids}
 
-    def interest(self, mapping: OwnerMapping, among: list[Subscription] | None = None) -> Interest:
-        if among is not None:
-            return Interest([s for s in among if s.spec.covers(mapping)])
+    def interest(self, mapping: OwnerMapping) -> Interest:
         cached = self._interest.get((mapping.kind, mapping.id))
         if cached is None:
             cached = self._interest[(mapping.kind, mapping.id)] = Interest(
@@ -308,25 +306,13 @@ class TailHub:
         return cached
 
     async def read_rows(
-        self,
-        connection: Connection,
-        shard: str,
-        start: ShardSnapshot,
-        until: ShardSnapshot | None,
-        lines: list[asyncpg.Record],
-        among: list[Subscription] | None = None,
+        self, connection: Connection, shard: str, start: ShardSnapshot, lines: list[asyncpg.Record]
     ) -> Read:
-        """The rows the tail log's ``lines`` wrote, of owners someone (of ``among``, else of
-        every subscription) covers, each with the filters it matches."""
+        """The rows the tail log's ``lines`` wrote, of owners some subscription covers, each
+        with the filters it matches."""
         read = Read()
-        ranges: dict[DayTable, tuple[datetime, datetime]] = {}
-        for line in lines:
-            read.committed_at[line["xid"]] = line["logged_at"]
-            table = parse_day_table(line["table_name"])
-            if table is None:
-                continue
-            first, last = ranges.get(table, (line["first_ts"], line["last_ts"]))
-            ranges[table] = (min(first, line["first_ts"]), max(last, line["last_ts"]))
+        read.committed_at = {line["xid"]: line["logged_at"] for line in lines}
+        ranges = written_ranges(lines)
         by_kind: dict[str, set[int]] = defaultdict(set)
         for table in ranges:
             by_kind[table.kind].add(table.owner_id)
@@ -335,13 +321,13 @@ class TailHub:
             mapping = mappings[table.kind].get(table.owner_id)
             if mapping is None:
                 continue
-            interest = self.interest(mapping, among)
+            interest = self.interest(mapping)
             if not interest.wanted:
                 continue
             records: list[asyncpg.Record] = []
             for offset in range(0, len(interest.filters), MAX_FILTERS_PER_STATEMENT):
                 chunk = interest.filters[offset : offset + MAX_FILTERS_PER_STATEMENT]
-                text, params = sql.rows_sql(table, first, last, start, until, chunk)
+                text, params = sql.rows_sql(table, first, last, start, chunk)
                 found = await connection.fetch(text, *params)
                 records = found if offset == 0 else _joined(records, found, offset)
             if records:
@@ -399,6 +385,21 @@ class TailHub:
             batch = Batch(shard, start, read.read_at, end)
             if not subscription.deliver(batch, events, seen):
                 self.metrics.tail_overflows.inc()
+
+
+def written_ranges(
+    lines: list[asyncpg.Record], kind: str | None = None
+) -> dict[DayTable, tuple[datetime, datetime]]:
+    """The day tables (of ``kind``, else of both) that the tail log's ``lines`` name, each with
+    the time range its writes covered."""
+    ranges: dict[DayTable, tuple[datetime, datetime]] = {}
+    for line in lines:
+        table = parse_day_table(line["table_name"])
+        if table is None or (kind is not None and table.kind != kind):
+            continue
+        first, last = ranges.get(table, (line["first_ts"], line["last_ts"]))
+        ranges[table] = (min(first, line["first_ts"]), max(last, line["last_ts"]))
+    return ranges
 
 
 def _joined(records: list[Any], more: list[Any], offset: int) -> list[Any]:

@@ -26,7 +26,7 @@ from router.auth.scopes import KEY_NAME, check_key, check_key_prefix
 from router.catalog.owners import OwnerDirectory
 from router.catalog.snapshot import OwnerMapping
 from router.db.failures import DRIVER_ERRORS, describe
-from router.db.names import DayTable, parse_day_table
+from router.db.names import DayTable
 from router.errors import BadRequest, Overloaded
 from router.metrics import Metrics
 from router.search import coverage
@@ -37,7 +37,7 @@ from router.search.snapshot import Pin, ShardSnapshot
 from router.settings import TailSettings
 from router.tail import sql
 from router.tail.events import Event, EventKey
-from router.tail.hub import TailHub
+from router.tail.hub import TailHub, written_ranges
 from router.tail.ordering import Buffer, Claim, Marks
 from router.tail.position import TailCursorCodec, TailPosition
 from router.tail.subscription import Subscription, TailSpec
@@ -383,13 +383,7 @@ class Stream:
         hub = self.service.hub
         text, params = sql.log_sql(base, until)
         lines = await hub.pools.reader(shard, primary=True).fetch(text, *params)
-        ranges: dict[DayTable, tuple[datetime, datetime]] = {}
-        for line in lines:
-            table = parse_day_table(line["table_name"])
-            if table is None or table.kind != self.subscription.spec.kind:
-                continue
-            first, last = ranges.get(table, (line["first_ts"], line["last_ts"]))
-            ranges[table] = (min(first, line["first_ts"]), max(last, line["last_ts"]))
+        ranges = written_ranges(lines, self.subscription.spec.kind)
         mappings = await hub.mappings(self.subscription.spec.kind, {t.owner_id for t in ranges})
         out = []
         for table, (first, last) in sorted(ranges.items()):

@@ -57,11 +57,10 @@ def rows_sql(
     first_ts: datetime,
     last_ts: datetime,
     start: ShardSnapshot,
-    until: ShardSnapshot | None,
     filters: list[AuditQuery | FlowQuery | None],
 ) -> tuple[str, list[Any]]:
     """The rows of ``table`` between ``first_ts`` and ``last_ts`` written (inserted, or for
-    flows merged into) after ``start`` and seen by ``until`` (else by the transaction), with
+    flows merged into) after ``start`` and seen by the transaction's snapshot, with
     the change's transaction (``xid``), whether it was a merge into a row older than ``start``
     (``merged``), and per filter whether the row matches it (``m0``, ``m1`` ...; None: every
     row matches). Rows matching none of the filters are left on the shard."""
@@ -78,10 +77,6 @@ def rows_sql(
         f"{time_column} <= {params.add(last_ts)}",
         _after(change, since),
     ]
-    if until is not None:
-        where.append(
-            f"pg_visible_in_snapshot({change}, {params.add(until.text())}::text::pg_snapshot)"
-        )
     if "true" not in conditions:
         where.append("(" + " OR ".join(f"({c})" for c in conditions) + ")")
     return (
