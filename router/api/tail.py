@@ -123,7 +123,12 @@ async def _open(
     limit: int | None,
     duration_s: float | None,
 ) -> EventStreamResponse:
-    frames = await runtime.tail.open(spec, last_event_id or after, replay_from, limit, duration_s)
+    # A reconnecting EventSource sends the header and its first URL (with after= or from=
+    # still in it): the header wins, and an error names it.
+    field = "Last-Event-ID" if last_event_id else "after"
+    frames = await runtime.tail.open(
+        spec, last_event_id or after, replay_from, limit, duration_s, field
+    )
     return EventStreamResponse(frames, runtime.settings.tail.stall_timeout_s)
 
 

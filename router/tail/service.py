@@ -104,6 +104,7 @@ class TailService:
         replay_from: datetime | None,
         limit: int | None = None,
         duration_s: float | None = None,
+        after_field: str = "after",
     ) -> AsyncIterator[bytes]:
         """Subscribes (refusing with 429 past SHARDLOG_TAIL__MAX_SUBSCRIPTIONS, 400 for a
         cursor it cannot continue) and returns the stream's frames."""
@@ -117,7 +118,9 @@ class TailService:
         await self._check_patterns(spec)
         digest = self.digest(spec)
         position = (
-            self.codec.decode(after, digest, "after", time.time()) if after is not None else None
+            self.codec.decode(after, digest, after_field, time.time())
+            if after is not None
+            else None
         )
         buffer = Buffer(self.settings.watermark_s, self.settings.max_buffered_events)
         # A new stream is live at once: an overflow before its first row must still yield the

@@ -373,3 +373,21 @@ def test_the_cli_replays_follows_and_resumes(
     foreign = issue_token(settings, f"other-{uuid.uuid4().hex[:6]}", DATA_SCOPES)
     denied = run_cli(settings, "tail", "audit", owner, env={"SHARDLOG_TOKEN": foreign})
     assert denied.returncode != 0 and "403 (owner)" in denied.stderr
+
+
+def test_a_cursor_it_cannot_continue_is_a_400_naming_where_it_came_from(
+    router_process: RouterProcess, api_token: str
+) -> None:
+    owner = _owner()
+    with _tail(router_process, api_token, {"owner": owner}) as tail:
+        cursor = tail.of("subscribed")[0].id
+    assert cursor is not None
+    for params, header, field in (
+        ({"owner": owner, "after": "not-a-cursor"}, None, "after"),
+        ({"owner": owner}, "not-a-cursor", "Last-Event-ID"),
+        ({"owner": owner, "q": "other", "after": cursor}, None, "after"),
+    ):
+        client = TailClient(router_process.url, "/v1/audit/tail", params, api_token, header)
+        client.start().wait(lambda c: c.status is not None and c.closed.is_set())
+        assert client.status == 400
+        assert orjson.loads(client.body)["error"]["field"] == field
