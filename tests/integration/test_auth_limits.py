@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from socket import SO_RCVBUF, SOL_SOCKET
 
 import httpx
 import orjson
@@ -26,9 +27,21 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
-def client(router_process, settings: Settings, tenant: str, limits: TokenLimits) -> httpx.Client:
+def client(
+    router_process,
+    settings: Settings,
+    tenant: str,
+    limits: TokenLimits,
+    receive_buffer: int | None = None,
+) -> httpx.Client:
+    """``receive_buffer``: a fixed socket receive buffer (loopback autotuning grows it up to
+    net.ipv4.tcp_rmem's maximum, 32 MB here, which can take a whole answer unread)."""
     token = issue_token(settings, tenant, DATA_SCOPES, limits=limits)
-    return httpx.Client(base_url=router_process.url, timeout=60, headers=bearer(token))
+    options = [] if receive_buffer is None else [(SOL_SOCKET, SO_RCVBUF, receive_buffer)]
+    transport = httpx.HTTPTransport(socket_options=options)
+    return httpx.Client(
+        base_url=router_process.url, timeout=60, headers=bearer(token), transport=transport
+    )
 
 
 def test_over_the_request_rate_is_429_with_retry_after(router_process, settings) -> None:
@@ -69,9 +82,11 @@ def test_write_bytes_over_the_rate_make_the_next_write_wait(router_process, sett
 
 def test_a_token_runs_at_most_its_searches_at_once(router_process, settings) -> None:
     tenant, owner = unique("searches"), unique("o")
-    with client(router_process, settings, tenant, TokenLimits(max_searches=1)) as api:
-        # About 24 MB of export: far more than the sockets buffer, so the router is still
-        # sending (and holds the token's one search slot) while this client does not read.
+    limits = TokenLimits(max_searches=1)
+    with client(router_process, settings, tenant, limits, receive_buffer=65536) as api:
+        # About 24 MB of export: far more than the sockets buffer (the receive buffer is fixed
+        # small), so the router is still sending (and holds the token's one search slot) while
+        # this client does not read.
         record = {"owner": owner, "content": "y" * 1000}
         body = b"".join(orjson.dumps(record) + b"\n" for _ in range(20_000))
         headers = {"content-type": "application/x-ndjson"}
