@@ -70,6 +70,10 @@ class TailClient:
         self._thread.start()
         return self
 
+    def pause_reading(self) -> None:
+        """No more reads after the one under way (if any)."""
+        self._reading.clear()
+
     def resume_reading(self) -> None:
         self._reading.set()
 

@@ -32,6 +32,7 @@ from router.db.connection import Connection
 from router.db.failures import DRIVER_ERRORS, describe
 from router.db.names import DayTable, parse_day_table
 from router.db.pools import ShardPools, connect
+from router.errors import BUG_MARKER, Unavailable
 from router.metrics import Metrics
 from router.search.snapshot import ShardSnapshot
 from router.settings import PoolSettings, TailSettings
@@ -113,10 +114,16 @@ class ShardReader:
                 self.wake.clear()
                 await self._read()
                 failures = 0
-            except DRIVER_ERRORS as exc:
+            except Exception as exc:
+                # A reader that died would leave every stream short of this shard's rows (and
+                # a resume waiting for it): whatever fails is retried. An error that is not a
+                # shard's (a driver error, or a shard without a pool yet) is a bug: logged so.
                 pause = _RETRY_PAUSES_S[min(failures, len(_RETRY_PAUSES_S) - 1)]
                 failures += 1
-                if failures in (1, 10) or failures % 100 == 0:
+                expected = isinstance(exc, (*DRIVER_ERRORS, Unavailable))
+                if not expected:
+                    log.exception("%s: tail: reading %s failed", BUG_MARKER, self.shard)
+                elif failures in (1, 10) or failures % 100 == 0:
                     log.warning(
                         "tail: reading %s failed (%s); again in %g s",
                         self.shard,
@@ -218,14 +225,18 @@ class TailHub:
 
     async def subscribe(self, subscription: Subscription) -> dict[str, ShardSnapshot]:
         """Adds ``subscription``; every row committed after the returned snapshots (per shard)
-        reaches it. A shard not read within a few seconds is missing from them: its rows
-        count from the hub's first read of it."""
+        reaches it. A shard not read within a few seconds (or marked down) may be missing from
+        them: its rows count from the hub's first read of it."""
         async with self._lock:
             self._sync_readers()
             self.subscriptions.add(subscription)
             self._interest.clear()
             self.metrics.tail_subscribers.set(len(self.subscriptions))
-            subscription.expect(self._readers.keys())
+            # A shard marked down takes no writes: nobody waits for its first read.
+            shards = self.catalog.snapshot.shards
+            subscription.expect(
+                n for n in self._readers if n in shards and shards[n].state != "down"
+            )
             for reader in self._readers.values():
                 reader.join(subscription)
         with contextlib.suppress(TimeoutError):

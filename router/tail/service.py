@@ -27,7 +27,7 @@ from router.catalog.owners import OwnerDirectory
 from router.catalog.snapshot import OwnerMapping
 from router.db.failures import DRIVER_ERRORS, describe
 from router.db.names import DayTable
-from router.errors import BadRequest, Overloaded
+from router.errors import BadRequest, Overloaded, Unavailable
 from router.metrics import Metrics
 from router.search import coverage
 from router.search.cursor import Position, query_digest
@@ -189,7 +189,10 @@ class TailService:
         self, stream: Stream, position: TailPosition | None, replay_from: datetime | None
     ) -> AsyncIterator[list[bytes]]:
         yield [b"retry: 2000\n\n"]
-        hello = {"subscribed": True, "shards": sorted(stream.starts)}
+        # Shards the hub had not read yet (down, or slow to answer): their rows count from its
+        # first read of them.
+        pending = sorted(self.hub.catalog.snapshot.shards.keys() - stream.starts.keys())
+        hello = {"subscribed": True, "shards": sorted(stream.starts), "pending_shards": pending}
         if position is None:
             first = TailPosition(stream.starts, {}, None, time.time(), replay_from)
             stream.resume_id = stream.encode(self.codec.shard_part(first), None)
@@ -307,24 +310,37 @@ class Stream:
         key order (marked late where they sort before a row sent already), in pages of at
         most SHARDLOG_TAIL__MAX_BUFFERED_EVENTS rows. Every row's cursor covers what was sent
         before, so a resume that breaks again loses nothing and repeats nothing. A shard the
-        hub has not read yet is waited for (keep-alives go on)."""
+        hub has not read yet is waited for, without holding up the others (keep-alives go on);
+        one that left the catalog, or is marked down there (no write goes to it), has nothing
+        to send."""
         self.base = {**self.starts, **position.base}
         self.claims = {shard: tuple(c) for shard, c in position.claims.items()}
         keys = [key for found in position.claims.values() for _snap, key in found]
         if position.last is not None:
             keys.append(position.last)
         self.last = max(keys, default=None)
-        for shard, base in sorted(position.base.items()):
-            until = self.subscription.start.get(shard)
-            while until is None:
+        waiting = dict(sorted(position.base.items()))
+        while waiting:
+            ready = []
+            shards = self.service.hub.catalog.snapshot.shards
+            for shard in list(waiting):
+                known = shards.get(shard)
+                if known is None or known.state == "down":
+                    del waiting[shard]
+                    self.base.pop(shard, None)
+                    self.claims.pop(shard, None)
+                elif shard in self.subscription.start:
+                    ready.append((shard, waiting.pop(shard)))
+            for shard, base in ready:
+                until = self.subscription.start[shard]
+                if until != base:
+                    async for chunk in self._catch_up_shard(shard, base, until, position):
+                        yield chunk
+                self.base[shard] = until
+                self.claims.pop(shard, None)
+            if waiting and not ready:
                 yield [b": waiting for a shard\n\n"]
                 await asyncio.sleep(_CATCH_UP_PAUSE_S)
-                until = self.subscription.start.get(shard)
-            if until != base:
-                async for chunk in self._catch_up_shard(shard, base, until, position):
-                    yield chunk
-            self.base[shard] = until
-            self.claims.pop(shard, None)
 
     async def _catch_up_shard(
         self, shard: str, base: ShardSnapshot, until: ShardSnapshot, position: TailPosition
@@ -402,7 +418,7 @@ class Stream:
         while True:
             try:
                 return await attempt()
-            except DRIVER_ERRORS as exc:
+            except (*DRIVER_ERRORS, Unavailable) as exc:
                 log.warning("tail: catching up on %s failed: %s", shard, describe(exc))
                 await asyncio.sleep(_CATCH_UP_PAUSE_S)
 

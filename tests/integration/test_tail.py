@@ -250,14 +250,12 @@ def test_a_client_that_stops_reading_gets_an_overflow_and_resumes(
 ) -> None:
     owner = _owner()
     stuck = TailClient(
-        second_router.url,
-        "/v1/audit/tail",
-        {"owner": owner},
-        api_token,
-        reading=False,
-        receive_buffer=4096,
+        second_router.url, "/v1/audit/tail", {"owner": owner}, api_token, receive_buffer=4096
     ).start()
-    eventually(lambda: _subscribers(second_router) >= 1)
+    # Rows count from the `subscribed` event (the shards' first reads): read up to it, then
+    # stop reading.
+    stuck.subscribed()
+    stuck.pause_reading()
     for batch in range(20):
         _post_audit(api, _audit(owner, 50, f"x{batch}", ts=datetime.now(UTC)))
     eventually(lambda: _metric(second_router, "shardlog_tail_overflows_total") >= 1, 20)
