@@ -224,6 +224,45 @@ def timed(
     return asyncio.run(go())
 
 
+def verdict(value: float, target: float, *, at_most: bool = True) -> dict[str, Any]:
+    """One target of a benchmark as every result file states it (bench/report reads these):
+    the measured value, the limit, and whether it was met."""
+    met = value <= target if at_most else value >= target
+    return {"value": value, "target": target, "met": met, "at_most": at_most}
+
+
+class Progress:
+    """Work done, its rate and the time left, on one terminal line (stderr) at most every
+    ``every_s`` seconds, so that a long run shows it is moving."""
+
+    def __init__(self, label: str, total: int, unit: str = "rows", every_s: float = 2.0) -> None:
+        self.label = label
+        self.total = total
+        self.unit = unit
+        self.done = 0
+        self._every_s = every_s
+        self._started = time.monotonic()
+        self._shown = 0.0
+
+    def advance(self, count: int = 1) -> None:
+        self.done += count
+        now = time.monotonic()
+        if now - self._shown >= self._every_s or self.done >= self.total:
+            self._shown = now
+            print(self.line(now), file=sys.stderr, flush=True)
+
+    def line(self, now: float) -> str:
+        elapsed = max(now - self._started, 1e-9)
+        rate = self.done / elapsed
+        left = max(self.total - self.done, 0)
+        eta = f"{left / rate:,.0f} s" if rate > 0 else "?"
+        share = 100 * self.done / self.total if self.total else 100.0
+        return (
+            f"  {self.label}: {self.done:,}/{self.total:,} {self.unit} ({share:.0f} %), "
+            f"{rate:,.0f} {self.unit}/s, ETA {eta}"
+        )
+
+
 def grouped_bars(axes: Any, labels: list[str], series: dict[str, list[float]]) -> None:
     """One group of bars per label, one bar per series (its name in the legend), ticks under
     the middle of each group."""
