@@ -11,7 +11,7 @@ DOCKER_PACKAGES := docker.io docker-compose debootstrap
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: help install up down status clean test lint typecheck pytest bench \
+.PHONY: help install up down status clean test lint typecheck pytest bench bench-report \
 	install-docker wheelhouse image test-compose test-ansible-hosts down-docker
 
 help: ## list the targets
@@ -53,8 +53,11 @@ pytest: install ## the test suite against real PostgreSQL instances
 
 test: install lint typecheck pytest ## install, lint, type check and run every test
 
-bench: install ## run the benchmarks in bench/ (figures in bench/results/)
+bench: install ## run every benchmark in bench/, then the report (figures in bench/results/)
 	$(BIN)/python -m bench
+
+bench-report: install ## render bench/results/index.html from the results (nothing re-run)
+	$(BIN)/python -m bench.overview
 
 install-docker: install ## install Docker (docker.io, docker-compose) and debootstrap (idempotent)
 	@bash services/install-packages.sh $(DOCKER_PACKAGES)

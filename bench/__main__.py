@@ -1,10 +1,13 @@
-"""Run every benchmark under bench/ (each a sub-package with a __main__ module)."""
+"""Run every benchmark under bench/ (each a sub-package with a __main__ module), then render
+bench/results/index.html from their results."""
 
 from __future__ import annotations
 
 import runpy
 import sys
 from pathlib import Path
+
+from bench import overview
 
 
 def main() -> int:
@@ -13,10 +16,20 @@ def main() -> int:
     if not suites:
         print("bench: no benchmarks yet")
         return 0
+    failed = []
     for name in suites:
-        print(f"== bench/{name}")
-        runpy.run_module(f"bench.{name}", run_name="__main__")
-    return 0
+        print(f"== bench/{name}", flush=True)
+        # Each benchmark ends with sys.exit(main()): its status, not the end of the run.
+        try:
+            runpy.run_module(f"bench.{name}", run_name="__main__")
+        except SystemExit as exit_:
+            if exit_.code not in (0, None):
+                failed.append(name)
+    rendered = overview.main([])
+    if failed:
+        print(f"bench: failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return rendered
 
 
 if __name__ == "__main__":

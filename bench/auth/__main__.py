@@ -49,6 +49,7 @@ from bench.harness import (
     bench_cluster,
     bench_settings,
     router_env,
+    verdict,
     write_results,
 )
 from router.auth import store as auth_store
@@ -373,6 +374,12 @@ def main() -> int:
         "clients": CLIENTS,
         "chunk": {"searches": args.searches, "small": args.small, "large": args.large},
         "target_cost_pct": TARGET_COST * 100,
+        "targets": {
+            f"{name}_cost": verdict(
+                round(result["one_process"]["router_cpu_ratio"] - 1, 4), TARGET_COST
+            )
+            for name, result in results.items()
+        },
         "token_check_us": round(micro * 1e6, 3),
         "machine_note": "2 cores shared with other work; routers + PostgreSQL + client on one host",
         "workloads": results,

@@ -31,7 +31,14 @@ from typing import Any
 import httpx
 import orjson
 
-from bench.harness import auth_for, bench_cluster, bench_settings, grouped_bars, write_results
+from bench.harness import (
+    auth_for,
+    bench_cluster,
+    bench_settings,
+    grouped_bars,
+    verdict,
+    write_results,
+)
 
 MIB = 2**20
 RECORD = orjson.dumps(
@@ -227,6 +234,15 @@ def run(sizes: list[int], repeats: int, data_dir: Path) -> dict[str, Any]:
         if results["linearity"][f"{form}_router_cpu_ratio"] > growth * 1.3:
             shortfalls.append(f"{form} costs grow faster than the body: {results['linearity']}")
     results["shortfalls"] = shortfalls
+    results["targets"] = {
+        "liveness_p99_ms": verdict(loaded["p99_ms"], 100),
+        **{
+            f"{form}_router_cpu_growth": verdict(
+                results["linearity"][f"{form}_router_cpu_ratio"], round(growth * 1.3, 2)
+            )
+            for form in ("ndjson", "array")
+        },
+    }
     print("targets met" if not shortfalls else f"SHORTFALL: {'; '.join(shortfalls)}")
     return results
 
