@@ -224,6 +224,25 @@ def timed(
     return asyncio.run(go())
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time of every thread of a process so far, to the nanosecond (/proc/PID/stat counts
+    in ticks of 10 ms: too coarse for a few percent of a second)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a thread that ended meanwhile
+    return total / 1e9
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds every core of the machine spent busy (not idle or waiting) so far."""
+    fields = [int(f) for f in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def verdict(value: float, target: float, *, at_most: bool = True) -> dict[str, Any]:
     """One target of a benchmark as every result file states it (bench/report reads these):
     the measured value, the limit, and whether it was met."""

@@ -304,6 +304,12 @@ class TailSettings(Section):
         description="How often the router reads each shard's tail log when no NOTIFY woke it "
         "(a lost notification delays rows by at most this much, never loses them).",
     )
+    read_interval_s: float = Field(
+        0.05,
+        ge=0,
+        description="The shortest pause between two reads of one shard's tail log: the "
+        "commits of that pause are read at once (adds up to this much to a row's delivery).",
+    )
     max_subscriptions: int = Field(
         2000, ge=1, description="Open tail streams per router; more get 429."
     )

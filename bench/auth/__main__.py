@@ -48,6 +48,7 @@ import orjson
 from bench.harness import (
     bench_cluster,
     bench_settings,
+    cpu_seconds,
     router_env,
     verdict,
     write_results,
@@ -65,18 +66,6 @@ CLIENTS = 4
 TARGET_COST = 0.03
 SEARCH_ROWS = 24_000
 NOW = datetime.now(UTC)
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU time of every thread of a process so far, to the nanosecond (/proc/PID/stat counts
-    in ticks of 10 ms: too coarse for a few percent of a second)."""
-    total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            total += int((task / "schedstat").read_text().split()[0])
-        except (FileNotFoundError, ProcessLookupError):
-            continue  # a thread that ended meanwhile
-    return total / 1e9
 
 
 def limited_token(settings: Settings) -> dict[str, str]:

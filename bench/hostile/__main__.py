@@ -17,7 +17,6 @@ Three measurements, each side by side in one run:
 from __future__ import annotations
 
 import argparse
-import os
 import socket
 import statistics
 import subprocess
@@ -35,6 +34,7 @@ from bench.harness import (
     auth_for,
     bench_cluster,
     bench_settings,
+    cpu_seconds,
     grouped_bars,
     verdict,
     write_results,
@@ -55,12 +55,6 @@ def ndjson_body(mib: int) -> bytes:
 def array_body(mib: int) -> bytes:
     count = mib * MIB // (len(RECORD) + 1)
     return b"[" + b",".join([RECORD] * count) + b"," + INVALID + b"]"
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def post_seconds(

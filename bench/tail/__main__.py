@@ -15,11 +15,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
+import os
 import statistics
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,7 +30,15 @@ from typing import Any
 import httpx
 import orjson
 
-from bench.harness import auth_for, bench_cluster, bench_settings, verdict, write_results
+from bench.harness import (
+    auth_for,
+    bench_cluster,
+    bench_settings,
+    cpu_seconds,
+    machine_busy_seconds,
+    verdict,
+    write_results,
+)
 from bench.tail.subscribers import OWNERS, owner, subscribers_process
 
 TARGETS = {"p50_s": 0.2, "p99_s": 1.0, "ingest_kept": 0.9}
@@ -88,6 +99,24 @@ def router_rss_mb(pid: int) -> float:
     return 0.0
 
 
+@contextmanager
+def cpu_shares(pids: dict[str, int]) -> Iterator[dict[str, float]]:
+    """Cores each process kept busy on average while the block ran, the machine's total, and
+    the rest (the shards and anything else running here)."""
+    shares: dict[str, float] = {}
+    started = time.monotonic()
+    before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    busy = machine_busy_seconds()
+    yield shares
+    elapsed = time.monotonic() - started
+    for name, pid in pids.items():
+        shares[name] = round((cpu_seconds(pid) - before[name]) / elapsed, 3)
+    shares["machine"] = round((machine_busy_seconds() - busy) / elapsed, 3)
+    shares["rest (shards, others)"] = round(
+        shares["machine"] - sum(v for k, v in shares.items() if k != "machine"), 3
+    )
+
+
 def lag_quantiles(url: str) -> dict[str, float]:
     """p50 and p99 of the router's delivery-lag histogram (linear within buckets)."""
     text = httpx.get(f"{url}/metrics", timeout=10).text
@@ -142,7 +171,8 @@ def main() -> int:
         solo = asyncio.run(ingest(url, args.seconds, None, args.clients))
         print(f"  solo ingest: {solo['rows_per_s']:,} rows/s", flush=True)
         half = solo["rows_per_s"] / 2
-        alone = asyncio.run(ingest(url, args.seconds, half, args.clients))
+        with cpu_shares({"router": pid, "bench client": os.getpid()}) as alone_cpu:
+            alone = asyncio.run(ingest(url, args.seconds, half, args.clients))
         print(f"  paced at {half:,.0f}, no subscribers: {alone['rows_per_s']:,} rows/s", flush=True)
         rss_before = router_rss_mb(pid)
         header = auth_for(url)["Authorization"]
@@ -164,7 +194,11 @@ def main() -> int:
         time.sleep(2)
         rss_subscribed = router_rss_mb(pid)
         print(f"  {args.subscribers} subscribed: RSS {rss_before:.0f} -> {rss_subscribed:.0f} MB")
-        watched = asyncio.run(ingest(url, args.seconds, half, args.clients))
+        watched_pids = {"router": pid, "bench client": os.getpid()}
+        for n, process in enumerate(processes):
+            watched_pids[f"subscribers {n + 1}"] = process.pid or 0
+        with cpu_shares(watched_pids) as watched_cpu:
+            watched = asyncio.run(ingest(url, args.seconds, half, args.clients))
         time.sleep(args.watermark + 2)
         rss_loaded = router_rss_mb(pid)
         stop.set()
@@ -201,6 +235,7 @@ def main() -> int:
             "under_load": round(rss_loaded, 1),
             "per_subscriber_kb": round(per_subscriber_kb, 1),
         },
+        "cpu_cores_busy": {"paced_alone": alone_cpu, "paced_with_subscribers": watched_cpu},
         "run": str(uuid.uuid4()),
     }
     print(
@@ -209,7 +244,8 @@ def main() -> int:
         f"  commit-to-delivery (router): p50 {server['p50_s']} s p99 {server['p99_s']} s "
         f"(targets {TARGETS['p50_s']} / {TARGETS['p99_s']}); client ts-to-arrival p50 "
         f"{client['p50_s']} s p99 {client['p99_s']} s\n"
-        f"  RSS per subscriber: {per_subscriber_kb:.0f} KB",
+        f"  RSS per subscriber: {per_subscriber_kb:.0f} KB\n"
+        f"  cores busy, alone: {alone_cpu}\n  cores busy, with subscribers: {watched_cpu}",
         flush=True,
     )
     for name, target in payload["targets"].items():

@@ -28,7 +28,7 @@ from router.catalog import store
 from router.catalog.cache import CatalogCache
 from router.catalog.snapshot import OwnerMapping
 from router.db import roles
-from router.db.connection import Connection
+from router.db.connection import Connection, prepare_shard_connection
 from router.db.failures import DRIVER_ERRORS, describe
 from router.db.names import DayTable, parse_day_table
 from router.db.pools import ShardPools, connect
@@ -107,11 +107,14 @@ class ShardReader:
 
     async def _run(self) -> None:
         failures = 0
+        loop = asyncio.get_running_loop()
+        read_at = loop.time()
         while not self.stopped:
             try:
                 if self._listener is None or self._listener.is_closed():
                     await self._listen()
                 self.wake.clear()
+                read_at = loop.time()
                 await self._read()
                 failures = 0
             except Exception as exc:
@@ -137,13 +140,21 @@ class ShardReader:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.hub.settings.poll_interval_s):
                     await self.wake.wait()
+            # Commits close together (every write NOTIFYs) make one read, not one each.
+            await asyncio.sleep(read_at + self.hub.settings.read_interval_s - loop.time())
 
     async def _listen(self) -> None:
         known = self.hub.catalog.snapshot.shards.get(self.shard)
         if known is None:
             return
-        self._listener = await connect(known.dsn, self.hub.pool_settings, role=roles.READER)
-        await self._listener.add_listener(CHANNEL, self._on_notify)
+        listener = await connect(known.dsn, self.hub.pool_settings, role=roles.READER)
+        try:
+            await prepare_shard_connection(listener)
+            await listener.add_listener(CHANNEL, self._on_notify)
+        except BaseException:
+            listener.terminate()
+            raise
+        self._listener = listener
 
     def _on_notify(self, _connection: Any, _pid: int, _channel: str, _payload: object) -> None:
         self.wake.set()
@@ -171,11 +182,16 @@ class ShardReader:
             self._joined()
 
     async def _read_once(self) -> None:
-        pool = self.hub.pools.reader(self.shard, primary=True)
-        async with (
-            pool.acquire() as connection,
-            connection.transaction(isolation="repeatable_read", readonly=True),
-        ):
+        # The listening session reads too (on the primary, as NOTIFY needs): no pool
+        # checkout and reset per read.
+        if self._listener is not None and not self._listener.is_closed():
+            await self._read_on(self._listener)
+            return
+        async with self.hub.pools.reader(self.shard, primary=True).acquire() as connection:
+            await self._read_on(connection)
+
+    async def _read_on(self, connection: Connection) -> None:
+        async with connection.transaction(isolation="repeatable_read", readonly=True):
             now = ShardSnapshot.parse(await connection.fetchval(sql.CURRENT_SNAPSHOT))
             if self.seen is None:
                 self.seen = now
