@@ -79,6 +79,17 @@ def day_table_regex() -> str:
     return _DAY_TABLE.pattern
 
 
+# A day table's name inside a statement's text: not part of a longer identifier (an index's).
+_DAY_TABLE_IN_TEXT = re.compile(rf"(?<![A-Za-z0-9_]){_DAY_TABLE.pattern[1:-1]}(?![A-Za-z0-9_])")
+
+
+def fold_day_tables(text: str) -> str:
+    """A statement's text with every day table's name replaced by its kind's placeholder
+    (``audit_oN_YYYYMMDD``, ``flow_sN_YYYYMMDD``): statements that differ only in the owner and
+    day they touch read as one (statement statistics, server logs)."""
+    return _DAY_TABLE_IN_TEXT.sub(lambda match: f"{match.group(1)}N_YYYYMMDD", text)
+
+
 _CATALOG_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 
 

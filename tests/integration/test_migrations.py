@@ -14,6 +14,8 @@ from router.db.migrate import MigrationError, migrate
 from router.db.names import DayTable, day_table
 from router.settings import Settings
 from services.cluster import LocalCluster
+from services.postgres import InstanceSpec, PostgresInstance
+from services.process import free_port, server_user
 
 
 @pytest.fixture
@@ -201,3 +203,43 @@ async def index_definitions(connection: asyncpg.Connection, table: DayTable) -> 
             "SELECT indexdef FROM pg_indexes WHERE tablename = $1", table.name
         )
     ]
+
+
+async def test_shards_keep_statement_statistics(cluster: LocalCluster) -> None:
+    connection = await asyncpg.connect(cluster.shards[0].spec.dsn())
+    try:
+        assert await connection.fetchval("SELECT count(*) >= 0 FROM pg_stat_statements")
+    finally:
+        await connection.close()
+
+
+async def test_statement_statistics_migrate_before_the_library_is_loaded(
+    settings: Settings, cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """A server started before its postgresql.conf named pg_stat_statements (an upgrade): the
+    shard migrations apply; the view answers only once a restart loaded the library."""
+    instance = PostgresInstance(
+        InstanceSpec("unloaded", free_port(), "shard"),
+        tmp_path,
+        server_user(settings.cluster.server_user),
+        settings.cluster.bin_dir,
+        {"shared_preload_libraries": "", "fsync": "off", "shared_buffers": "32MB"},
+        cluster.secrets,
+    )
+    try:
+        instance.start()
+        dsn = instance.spec.dsn()
+        passfile = cluster.secrets.passfile
+        connection = await asyncpg.connect(dsn, passfile=passfile)
+        try:
+            await roles.prepare(connection, dsn, passfile)
+            await migrate(connection, settings.schema_dir, "shard")
+            assert await connection.fetchval(
+                "SELECT count(*) FROM pg_extension WHERE extname = 'pg_stat_statements'"
+            )
+            with pytest.raises(asyncpg.ObjectNotInPrerequisiteStateError):
+                await connection.fetch("SELECT * FROM pg_stat_statements")
+        finally:
+            await connection.close()
+    finally:
+        instance.stop()

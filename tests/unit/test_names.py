@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from router.db.names import day_table, parse_day_table, quote_ident
+from router.db.names import day_table, fold_day_tables, parse_day_table, quote_ident
 
 
 @given(
@@ -55,3 +55,22 @@ def test_quote_refuses_anything_unexpected(name: str) -> None:
 def test_owner_ids_must_be_positive() -> None:
     with pytest.raises(ValueError):
         day_table("audit", 0, date(2026, 1, 1))
+
+
+def test_statements_on_any_day_table_fold_to_one_text() -> None:
+    copies = {
+        fold_day_tables(f'COPY "public"."{day_table("audit", owner, day).name}"(ts) FROM STDIN')
+        for owner, day in ((1, date(2026, 1, 1)), (42, date(2026, 11, 23)))
+    }
+    assert copies == {'COPY "public"."audit_oN_YYYYMMDD"(ts) FROM STDIN'}
+    assert fold_day_tables('SELECT 1 FROM "flow_s7_20261123" t') == (
+        'SELECT 1 FROM "flow_sN_YYYYMMDD" t'
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["CREATE INDEX audit_o1_20260101_ts_idx", "SELECT * FROM xaudit_o1_20260101", "tail_log"],
+)
+def test_folding_leaves_other_identifiers_alone(text: str) -> None:
+    assert fold_day_tables(text) == text
