@@ -126,23 +126,29 @@ def write_outputs(session: Session) -> list[Path]:
         "problems": session.problems,
         "targets": {"failed_operations": harness.verdict(session.failed, 0)},
     }
-    written.extend(harness.write_results("ycsb", payload, lambda figure: plot(figure, session)))
+    written.extend(harness.write_results("ycsb", payload, lambda figure: plot(figure, payload)))
     return written
 
 
-def plot(figure: Any, session: Session) -> None:
+def label(phase: str) -> str:
+    """'workloada' -> 'A': the plot's axis holds seven phases."""
+    return phase.removeprefix("workload").upper() if phase.startswith("workload") else phase
+
+
+def plot(figure: Any, payload: dict[str, Any]) -> None:
+    """Throughput per phase, and each operation's 95th percentile latency per phase (from the
+    JSON payload alone, so a result file can be drawn again)."""
     throughput_axes, latency_axes = figure.subplots(1, 2)
-    names = [phase.name for phase in session.phases]
-    throughput_axes.bar(names, [phase.measurements.throughput for phase in session.phases])
+    phases: dict[str, Any] = payload["phases"]
+    names = [label(name) for name in phases]
+    throughput_axes.bar(names, [phase["throughput_ops_s"] for phase in phases.values()])
     throughput_axes.set_ylabel("operations/s")
-    throughput_axes.set_title(f"YCSB on shardlog, {session.workloads[0].threadcount} threads")
-    operations = sorted({name for phase in session.phases for name in phase.measurements.series})
+    throughput_axes.set_title(f"YCSB on shardlog, {payload['scale']['threadcount']} threads")
+    operations = sorted({name for phase in phases.values() for name in phase["by_operation"]})
     series = {
         name: [
-            phase.measurements.series[name].percentile(95) / 1000
-            if name in phase.measurements.series
-            else 0.0
-            for phase in session.phases
+            phase["by_operation"][name]["p95th_us"] / 1000 if name in phase["by_operation"] else 0.0
+            for phase in phases.values()
         ]
         for name in operations
     }
