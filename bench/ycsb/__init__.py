@@ -1,0 +1,1 @@
+"""bench/ycsb: a YCSB-compatible client for shardlog (see __main__)."""
