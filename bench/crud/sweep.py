@@ -101,11 +101,10 @@ async def delete_all(
 
 
 async def page_through(
-    http: httpx.AsyncClient, params: dict[str, Any], batch: int, most: int, label: str
+    http: httpx.AsyncClient, params: dict[str, Any], batch: int, most: int, progress: Progress
 ) -> tuple[int, int, float, bool]:
     """Pages of ``batch`` rows until ``most`` rows were read or the matches ran out: rows,
     requests, seconds, and whether every match was read."""
-    progress = Progress(label, most)
     rows = requests = 0
     cursor = None
     started = time.perf_counter()
@@ -135,9 +134,9 @@ async def search_partial(
     )
     cells = []
     for operation, key, expected in searches:
-        label = f"{operation}, {batch} per page"
+        progress = Progress(f"{operation}, {batch} per page", min(plan.search_rows, expected))
         rows, requests, seconds, complete = await page_through(
-            http, {**flowset.window, **key}, batch, plan.search_rows, label
+            http, {**flowset.window, **key}, batch, plan.search_rows, progress
         )
         checks.add(
             "search_count_mismatches",
