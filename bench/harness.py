@@ -113,12 +113,17 @@ def router_env(settings: Settings) -> dict[str, str]:
 
 @contextmanager
 def bench_cluster(
-    settings: Settings, with_router: bool = True, router_extra_env: dict[str, str] | None = None
+    settings: Settings,
+    with_router: bool = True,
+    router_extra_env: dict[str, str] | None = None,
+    postgres: dict[str, str] | None = None,
 ) -> Iterator[tuple[Any, RouterProcess | None]]:
     """Start (or reuse) the benchmark cluster (a LocalCluster, or an HaCluster when
-    ``settings.cluster.ha``) and its router; stop them afterwards."""
+    ``settings.cluster.ha``) and its router; stop them afterwards. ``postgres`` overrides
+    postgresql.conf values of every instance (e.g. ``{"shared_buffers": "1GB"}``); a reused
+    data directory gets them at this start."""
     c = settings.cluster
-    cluster = local_cluster(settings, ha=c.ha)
+    cluster = local_cluster(settings, ha=c.ha, parameters=postgres)
     router = None
     # A benchmark stopped by SIGTERM still stops what it started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

@@ -31,10 +31,14 @@ def _ha_recorded(settings: Settings) -> bool:
 HA_MARK = "ha-topology"
 
 
-def local_cluster(settings: Settings, ha: bool | None = None) -> LocalCluster | HaCluster:
+def local_cluster(
+    settings: Settings, ha: bool | None = None, parameters: dict[str, Any] | None = None
+) -> LocalCluster | HaCluster:
+    """The local cluster of ``settings``; ``parameters`` override postgresql.conf values of
+    every instance (e.g. shared_buffers, for a benchmark)."""
     cluster = settings.cluster
     user = server_user(cluster.server_user)
-    tls = local_tls.postgres_settings(settings)
+    postgres = {**local_tls.postgres_settings(settings), **(parameters or {})}
     if ha if ha is not None else (cluster.ha or _ha_recorded(settings)):
         ha_topology = build_ha_topology(
             cluster.ha_shards, cluster.groups, cluster.ha_nodes, cluster.base_port, cluster.host
@@ -44,10 +48,10 @@ def local_cluster(settings: Settings, ha: bool | None = None) -> LocalCluster | 
             cluster.data_dir,
             user,
             cluster.bin_dir,
-            local_tls.postgres_settings(settings),
+            postgres,
         )
     topology = build_topology(cluster.shards, cluster.groups, cluster.base_port, cluster.host)
-    return LocalCluster(topology, cluster.data_dir, user, cluster.bin_dir, tls)
+    return LocalCluster(topology, cluster.data_dir, user, cluster.bin_dir, postgres)
 
 
 def router_process(settings: Settings) -> RouterProcess:

@@ -1,8 +1,13 @@
-"""The harness pieces every benchmark shares: verdicts and the progress line."""
+"""The harness pieces every benchmark shares: verdicts, the progress line, and the
+postgresql.conf values a benchmark starts its cluster with."""
 
 from __future__ import annotations
 
-from bench.harness import Progress, verdict
+from pathlib import Path
+
+from bench.harness import Progress, bench_settings, verdict
+from router.cli.cluster import local_cluster
+from services.templates import render
 
 
 def test_verdict_at_most_and_at_least() -> None:
@@ -24,3 +29,14 @@ def test_progress_line_counts_rate_and_eta() -> None:
     assert "insert: 250/1,000 rows (25 %)" in line
     assert "50 rows/s" in line
     assert "ETA 15 s" in line
+
+
+def test_bench_cluster_parameters_reach_every_instance_config(tmp_path: Path) -> None:
+    settings = bench_settings(tmp_path, shards=3, groups=1)
+    cluster = local_cluster(settings, ha=False, parameters={"shared_buffers": "1GB"})
+    assert len(cluster.instances) == 4
+    for instance in cluster.instances.values():
+        conf = render("postgresql.conf.j2", port=instance.spec.port, **instance.settings)
+        assert "shared_buffers = '1GB'" in conf
+    default = next(iter(local_cluster(settings, ha=False).instances.values()))
+    assert "shared_buffers = '256MB'" in render("postgresql.conf.j2", port=1, **default.settings)
