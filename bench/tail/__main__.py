@@ -92,25 +92,37 @@ async def ingest(url: str, seconds: float, rate: float | None, clients: int) -> 
     return {"rows": acked, "seconds": round(elapsed, 2), "rows_per_s": round(acked / elapsed)}
 
 
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (a router's worker processes)."""
+    found = [pid]
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        children = (task / "children").read_text().split()
+        for child in children:
+            found.extend(process_tree(int(child)))
+    return found
+
+
 def router_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+    total = 0.0
+    for member in process_tree(pid):
+        for line in Path(f"/proc/{member}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1]) / 1024
+    return total
 
 
 @contextmanager
-def cpu_shares(pids: dict[str, int]) -> Iterator[dict[str, float]]:
+def cpu_shares(pids: dict[str, list[int]]) -> Iterator[dict[str, float]]:
     """Cores each process kept busy on average while the block ran, the machine's total, and
     the rest (the shards and anything else running here)."""
     shares: dict[str, float] = {}
     started = time.monotonic()
-    before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    before = {name: sum(map(cpu_seconds, members)) for name, members in pids.items()}
     busy = machine_busy_seconds()
     yield shares
     elapsed = time.monotonic() - started
-    for name, pid in pids.items():
-        shares[name] = round((cpu_seconds(pid) - before[name]) / elapsed, 3)
+    for name, members in pids.items():
+        shares[name] = round((sum(map(cpu_seconds, members)) - before[name]) / elapsed, 3)
     shares["machine"] = round((machine_busy_seconds() - busy) / elapsed, 3)
     shares["rest (shards, others)"] = round(
         shares["machine"] - sum(v for k, v in shares.items() if k != "machine"), 3
@@ -150,6 +162,9 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--watermark", type=float, default=0.1)
     parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument(
+        "--workers", type=int, default=1, help="router worker processes (SHARDLOG_SERVER__WORKERS)"
+    )
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     if args.quick:
@@ -160,6 +175,7 @@ def main() -> int:
         "SHARDLOG_TAIL__WATERMARK_S": str(args.watermark),
         "SHARDLOG_RETENTION__ENABLED": "false",
         "SHARDLOG_SERVER__MAX_CONNECTIONS": str(args.subscribers + 256),
+        "SHARDLOG_SERVER__WORKERS": str(args.workers),
     }
     with bench_cluster(settings, router_extra_env=env) as (_cluster, router):
         assert router is not None
@@ -171,7 +187,8 @@ def main() -> int:
         solo = asyncio.run(ingest(url, args.seconds, None, args.clients))
         print(f"  solo ingest: {solo['rows_per_s']:,} rows/s", flush=True)
         half = solo["rows_per_s"] / 2
-        with cpu_shares({"router": pid, "bench client": os.getpid()}) as alone_cpu:
+        router_pids = process_tree(pid)
+        with cpu_shares({"router": router_pids, "bench client": [os.getpid()]}) as alone_cpu:
             alone = asyncio.run(ingest(url, args.seconds, half, args.clients))
         print(f"  paced at {half:,.0f}, no subscribers: {alone['rows_per_s']:,} rows/s", flush=True)
         rss_before = router_rss_mb(pid)
@@ -194,9 +211,9 @@ def main() -> int:
         time.sleep(2)
         rss_subscribed = router_rss_mb(pid)
         print(f"  {args.subscribers} subscribed: RSS {rss_before:.0f} -> {rss_subscribed:.0f} MB")
-        watched_pids = {"router": pid, "bench client": os.getpid()}
+        watched_pids = {"router": router_pids, "bench client": [os.getpid()]}
         for n, process in enumerate(processes):
-            watched_pids[f"subscribers {n + 1}"] = process.pid or 0
+            watched_pids[f"subscribers {n + 1}"] = [process.pid or 0]
         with cpu_shares(watched_pids) as watched_cpu:
             watched = asyncio.run(ingest(url, args.seconds, half, args.clients))
         time.sleep(args.watermark + 2)
@@ -215,11 +232,15 @@ def main() -> int:
         "sampled": len(lags),
     }
     per_subscriber_kb = (rss_subscribed - rss_before) * 1024 / max(args.subscribers, 1)
+    # Each worker keeps its own /metrics, and a scrape reaches one of them: with several, the
+    # clients' figure (from the row's ts, set before its write was sent: an upper bound of
+    # commit-to-delivery) is the one judged.
+    judged: dict[str, Any] = server if args.workers == 1 or not lags else client
     payload = {
         "params": vars(args) | {"owners": OWNERS, "batch": BATCH},
         "targets": {
-            "p50_s": verdict(server["p50_s"], TARGETS["p50_s"]),
-            "p99_s": verdict(server["p99_s"], TARGETS["p99_s"]),
+            "p50_s": verdict(judged["p50_s"], TARGETS["p50_s"]),
+            "p99_s": verdict(judged["p99_s"], TARGETS["p99_s"]),
             "ingest_kept": verdict(round(kept, 3), TARGETS["ingest_kept"], at_most=False),
         },
         "solo": solo,
@@ -227,6 +248,7 @@ def main() -> int:
         "paced_with_subscribers": watched,
         "ingest_kept": round(kept, 3),
         "rows_delivered": delivered,
+        "latency_judged": "router" if judged is server else "client_ts_to_arrival",
         "latency_router": server,
         "latency_client_ts_to_arrival": client,
         "router_rss_mb": {

@@ -15,10 +15,10 @@ OWNERS = 500
 _ROW = b'data: {"ts"'
 
 
-def _last_row_lag(text: bytes) -> float | None:
-    """Arrival minus the ts of the last whole row of ``text`` (the writer set ts just before
-    sending)."""
-    start = text.rfind(_ROW)
+def _first_row_lag(text: bytes) -> float | None:
+    """Arrival minus the ts of the first whole row of ``text`` (the writer set ts just before
+    sending; the first row of a read waited longest: an upper bound of the read's lags)."""
+    start = text.find(_ROW)
     end = text.find(b"\n", start)
     if start < 0 or end < 0:
         return None
@@ -79,7 +79,7 @@ def subscribers_process(
             counts[0] += text.count(_ROW)
             chunks += 1
             if chunks % 7 == 0:
-                lag = _last_row_lag(text)
+                lag = _first_row_lag(text)
                 if lag is not None:
                     lags.append(lag)
             # A row marker split across two reads is counted once, in the next.
