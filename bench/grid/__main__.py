@@ -23,7 +23,7 @@ import httpx
 
 from bench import cluster_run, traffic
 from bench.grid import cells, time_index
-from bench.harness import bench_settings, verdict, write_results
+from bench.harness import Progress, bench_settings, verdict, write_results
 from services.postgres import PostgresInstance
 
 NAME = "grid"
@@ -76,17 +76,19 @@ async def measure(
     owners = [f"grid-{n}" for n in range(args.owners)]
     # Day tables exist before the first cell: their creation is nobody's latency.
     await traffic.send_count(http, traffic.writer(owners, 1), len(owners), 1, "day tables")
-    grid = [
-        await cells.measure(http, cell, owners, args.runs, args.seconds)
-        for cell in cells.cells(numbers(args.clients), numbers(args.rows))
-    ]
-    for cell in grid:
+    planned = list(cells.cells(numbers(args.clients), numbers(args.rows)))
+    progress = Progress("grid", len(planned), unit="cells", every_s=0)
+    grid = []
+    for planned_cell in planned:
+        cell = await cells.measure(http, planned_cell, owners, args.runs, args.seconds)
+        grid.append(cell)
         print(
             f"  {cell['clients']} clients x {cell['rows_per_request']} rows: {cell['tps']} tps, "
             f"{cell['rows_per_s']:,} rows/s, avg {cell['avg_ms']} p90 {cell['p90_ms']} "
             f"max {cell['max_ms']} ms",
             flush=True,
         )
+        progress.advance()
     best = max(grid, key=lambda cell: cell["rows_per_s"])
     mix = await mixed(http, best, owners, args.mixed_seconds)
     print(f"  mixed: {mix}", flush=True)
