@@ -249,7 +249,7 @@ def machine_busy_seconds() -> float:
 
 
 def verdict(value: float, target: float, *, at_most: bool = True) -> dict[str, Any]:
-    """One target of a benchmark as every result file states it (bench/report reads these):
+    """One target of a benchmark as every result file states it (bench/overview reads these):
     the measured value, the limit, and whether it was met."""
     met = value <= target if at_most else value >= target
     return {"value": value, "target": target, "met": met, "at_most": at_most}
