@@ -1,10 +1,12 @@
 """bench/search/export: the export of one owner's audit rows (512-character text, one day,
 spread over a group's shards) through the router, as NDJSON and as CSV, against the floor:
 the same rows read straight from the shards by psql (COPY of the same query to stdout, all
-shards at once: the sum of their rates), and against paging through the search with
-limit=10000. With --baseline, a second router runs another checkout's code (say a worktree of
-the commit before a change) on the same cluster, and its exports are measured in the same
-rounds. Same run, alternated, medians. Target: export >= 0.5x the floor.
+shards at once: the sum of their rates), both read by clients in C (curl, psql) into
+/dev/null (one more export of each format is read by httpx to count its lines), and against
+paging through the search with limit=10000. With --baseline, a second router runs another
+checkout's code (say a worktree of the commit before a change) on the same cluster, and its
+exports are measured in the same rounds. Same run, alternated, medians. Target: export >=
+0.5x the floor.
 Writes bench/results/search_export.{json,png}.
 
     python -m bench.search.export [--rows 1000000] [--repeats 3] [--baseline DIR]
@@ -23,6 +25,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import asyncpg
 import httpx
@@ -109,9 +112,20 @@ def floor(dsns: dict[str, str], table: str, start: datetime, end: datetime) -> f
     return time.perf_counter() - began
 
 
-def export(url: str, params: dict[str, Any]) -> tuple[float, int]:
+def export_by_curl(url: str, params: dict[str, Any]) -> tuple[float, int]:
+    """Seconds and bytes of one export read by curl into /dev/null: a client in C, as psql is
+    for the floor (a Python client's HTTP parsing would take cores from the router)."""
+    headers = "".join(f"{k}: {v}\n" for k, v in auth_for(url).items())  # on stdin, not in ps
+    command = ["curl", "-sS", "--fail", "-o", "/dev/null", "-w", "%{size_download}", "-H", "@-"]
+    command.append(f"{url}/v1/audit/export?{urlencode(params)}")
     began = time.perf_counter()
-    lines = 0
+    size = subprocess.run(command, input=headers, check=True, capture_output=True, text=True)
+    return time.perf_counter() - began, int(size.stdout)
+
+
+def export(url: str, params: dict[str, Any]) -> tuple[int, int]:
+    """Lines and bytes of one export, read by httpx."""
+    lines = size = 0
     with (
         httpx.Client(base_url=url, timeout=600, headers=auth_for(url)) as http,
         http.stream("GET", "/v1/audit/export", params=params) as response,
@@ -119,7 +133,8 @@ def export(url: str, params: dict[str, Any]) -> tuple[float, int]:
         response.raise_for_status()
         for chunk in response.iter_bytes():
             lines += chunk.count(b"\n")
-    return time.perf_counter() - began, lines
+            size += len(chunk)
+    return lines, size
 
 
 def paging(url: str, params: dict[str, Any]) -> tuple[float, int]:
@@ -204,16 +219,24 @@ def main() -> int:
             total = args.rows + 1  # and the warm-up row
             shards = len(dsns)
             print(f"measuring over {shards} shards", flush=True)
+            csv_params = {**params, "format": "csv"}
+            sizes: dict[str, set[int]] = {"ndjson": set(), "csv": set()}
+
+            def timed(url: str, name: str, query: dict[str, Any]) -> float:
+                seconds, size = export_by_curl(url, query)
+                sizes[name].add(size)
+                return seconds
+
             for repeat in range(args.repeats + 1):  # the first round warms up
                 seconds = {
                     "floor_psql": floor(dsns, table, day, end),
-                    "ndjson": export(router.url, params)[0],
-                    "csv": export(router.url, {**params, "format": "csv"})[0],
+                    "ndjson": timed(router.url, "ndjson", params),
+                    "csv": timed(router.url, "csv", csv_params),
                     "paging": paging(router.url, params)[0],
                 }
                 if baseline is not None:
-                    seconds["baseline_ndjson"] = export(baseline.url, params)[0]
-                    seconds["baseline_csv"] = export(baseline.url, {**params, "format": "csv"})[0]
+                    seconds["baseline_ndjson"] = timed(baseline.url, "ndjson", params)
+                    seconds["baseline_csv"] = timed(baseline.url, "csv", csv_params)
                 print(
                     f"  round {repeat}: " + ", ".join(f"{k} {v:.2f}s" for k, v in seconds.items())
                 )
@@ -222,9 +245,14 @@ def main() -> int:
                         samples[name].append(value)
             if args.profile:
                 profile(router, lambda: export(router.url, params), args.profile)
-            lines = export(router.url, params)[1]
-            if lines != total:
-                raise RuntimeError(f"the export had {lines} lines, not {total}")
+            checks = (("ndjson", params, total), ("csv", csv_params, total + 1))  # + CSV header
+            for name, query, expected in checks:
+                lines, size = export(router.url, query)
+                if lines != expected or sizes[name] != {size}:
+                    raise RuntimeError(
+                        f"the {name} export had {lines} lines, not {expected}, or its timed "
+                        f"runs' sizes {sorted(sizes[name])} differ from {size}"
+                    )
     finally:
         if baseline is not None:
             baseline.stop()
