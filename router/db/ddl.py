@@ -30,6 +30,12 @@ FLOW_STAGE_COLUMNS = (
     "first_seen",
     "last_seen",
 )
+# What flow exporters tell beyond the REST records' fields (router/collector): the TCP flags
+# seen (OR-ed), and the sampling of the packets the flow was counted from. bytes and packets
+# are already scaled up by sampling_rate; NULL where the writer did not say (REST records).
+# sampling_mixed: rows merged from records of different sampling (two exporters of one switch).
+FLOW_EXPORT_COLUMNS = ("tcp_flags", "sampling_rate", "sampling_mixed")
+FLOW_WRITE_COLUMNS = (*FLOW_STAGE_COLUMNS, *FLOW_EXPORT_COLUMNS)
 FLOW_KEY = ("src_ip", "dst_ip", "src_port", "dst_port", "proto")
 FLOW_STAGE = "flow_stage"
 # count=estimate samples flows through a small covering index (router/search/estimate.py): the
@@ -51,6 +57,12 @@ MERGED_XID = "merged_xid"
 # Every write of a part records the table and the time range it wrote in the shard's tail_log
 # (schema/shard/0007_tail_log.sql), in the write's transaction.
 TAIL_LOG_COLUMNS = "table_name, first_ts, last_ts, rows"
+
+
+FLOW_EXPORT_DDL = """tcp_flags smallint,
+            sampling_rate integer,
+            sampled boolean NOT NULL DEFAULT false,
+            sampling_mixed boolean NOT NULL DEFAULT false"""
 
 
 def _time_index(table: DayTable, column: str, kind: IndexKind) -> str:
@@ -98,6 +110,7 @@ def table_ddl(table: DayTable, index: IndexKind) -> list[str]:
             last_seen  timestamptz NOT NULL,
             {_CREATED_XID_COLUMN},
             {MERGED_XID} xid8,
+            {FLOW_EXPORT_DDL},
             CONSTRAINT {table.index_name("flow_key")}
                 UNIQUE NULLS NOT DISTINCT (src_ip, dst_ip, src_port, dst_port, proto)
         )""",
@@ -131,7 +144,8 @@ STAGE_DDL = f"""CREATE TEMP TABLE IF NOT EXISTS {FLOW_STAGE} (
     src_ip inet NOT NULL, dst_ip inet NOT NULL, src_port integer NOT NULL,
     dst_port integer NOT NULL, ip_version smallint NOT NULL, proto smallint,
     bytes bigint NOT NULL, packets bigint NOT NULL, flow_count bigint NOT NULL,
-    first_seen timestamptz NOT NULL, last_seen timestamptz NOT NULL
+    first_seen timestamptz NOT NULL, last_seen timestamptz NOT NULL,
+    tcp_flags smallint, sampling_rate integer, sampling_mixed boolean NOT NULL DEFAULT false
 ) ON COMMIT DELETE ROWS"""
 
 
@@ -141,22 +155,29 @@ def _saturating_sum(column: str) -> str:
 
 def flow_merge_sql(table: DayTable) -> str:
     """Fold the staged batch (one row per 5-tuple) into the day table: counters added (never
-    past bigint), first/last seen widened, the merging transaction recorded. Rows go in index
-    order, which keeps the unique index's pages hot. The statement also adds the batch's line
-    to the tail log: the first_seen range of the rows it inserted or merged into (a merge may
+    past bigint), first/last seen widened, TCP flags OR-ed, a difference in sampling marked
+    (sampling_mixed; the rate kept is the larger), the merging transaction recorded. Rows go
+    in index order, which keeps the unique index's pages hot. It also adds the batch's line to
+    the tail log: the first_seen range of the rows it inserted or merged into (a merge may
     move a row's first_seen before any staged one). $1: the table's name."""
     key = ", ".join(FLOW_KEY)
-    columns = ", ".join(FLOW_STAGE_COLUMNS)
+    columns = ", ".join(FLOW_WRITE_COLUMNS)
     return f"""
         WITH written AS (
-            INSERT INTO {table.quoted} AS t ({columns})
-            SELECT {columns} FROM {FLOW_STAGE} ORDER BY {key}
+            INSERT INTO {table.quoted} AS t ({columns}, sampled)
+            SELECT {columns}, coalesce(sampling_rate, 1) > 1 FROM {FLOW_STAGE} ORDER BY {key}
             ON CONFLICT ({key}) DO UPDATE SET
                 bytes = {_saturating_sum("bytes")},
                 packets = {_saturating_sum("packets")},
                 flow_count = {_saturating_sum("flow_count")},
                 first_seen = least(t.first_seen, EXCLUDED.first_seen),
                 last_seen = greatest(t.last_seen, EXCLUDED.last_seen),
+                tcp_flags = coalesce(t.tcp_flags | EXCLUDED.tcp_flags, t.tcp_flags,
+                    EXCLUDED.tcp_flags),
+                sampling_mixed = t.sampling_mixed OR EXCLUDED.sampling_mixed
+                    OR coalesce(t.sampling_rate, 1) <> coalesce(EXCLUDED.sampling_rate, 1),
+                sampling_rate = greatest(t.sampling_rate, EXCLUDED.sampling_rate),
+                sampled = t.sampled OR EXCLUDED.sampled,
                 {MERGED_XID} = pg_current_xact_id()
             RETURNING t.first_seen
         )

@@ -55,6 +55,10 @@ class FlowRow(NamedTuple):
     proto: int | None
     bytes: int
     packets: int
+    # From flow exporters (router/collector); REST records have none: ts is both ends.
+    last_seen: datetime | None = None
+    tcp_flags: int | None = None
+    sampling_rate: int | None = None
 
 
 class FlowKey(NamedTuple):

@@ -22,7 +22,15 @@ from router.db.names import DayTable, day_table
 from router.db.shard_health import ShardHealth
 from router.errors import Conflict, Invalid, TooLarge, Unavailable
 from router.ingest.idempotency import Claim, IdempotencyStore
-from router.ingest.records import MAX_BIGINT, Limits, Location, audit_row, flow_row, utc_now
+from router.ingest.records import (
+    MAX_BIGINT,
+    FlowRow,
+    Limits,
+    Location,
+    audit_row,
+    flow_row,
+    utc_now,
+)
 from router.ingest.writer import Part, PartFailed, PartWriter
 from router.metrics import Metrics
 from router.routing import placement
@@ -317,6 +325,13 @@ class IngestService:
     async def write_flows(self, request: Request) -> dict[str, Any]:
         default_ts = await self._default_ts(request)
         rows = await self._collect(request, flow_row, default_ts)
+        return await self.write_flow_rows(request, rows, default_ts)
+
+    async def write_flow_rows(
+        self, request: Request, rows: list[FlowRow], default_ts: datetime
+    ) -> dict[str, Any]:
+        """Rows already validated (REST records parsed, or a collector's decoded flows; the
+        request's records are not read), written as write_flows writes them."""
         if not rows:
             return {"accepted": 0}
         snapshot = self._catalog.snapshot
@@ -357,13 +372,9 @@ class IngestService:
             flows = batches[(table, shard)]
             merged = flows.get(key)
             if merged is None:
-                flows[key] = [row.ip_version, row.bytes, row.packets, 1, row.ts, row.ts]
+                flows[key] = _staged(row)
             else:
-                merged[1] = min(merged[1] + row.bytes, MAX_BIGINT)
-                merged[2] = min(merged[2] + row.packets, MAX_BIGINT)
-                merged[3] += 1
-                merged[4] = min(merged[4], row.ts)
-                merged[5] = max(merged[5], row.ts)
+                _merge(merged, row)
         parts = []
         for (table, shard), flows in sorted(batches.items()):
             staged = [(*key[:4], agg[0], key[4], *agg[1:]) for key, agg in flows.items()]
@@ -431,3 +442,37 @@ class IngestService:
             "which writes only what is missing",
             retry_after_s=self._settings.retry_after_s,
         )
+
+
+def _staged(row: FlowRow) -> list[Any]:
+    """A flow's staged values after its key (ddl.FLOW_WRITE_COLUMNS from ip_version on, proto
+    left out): ip_version, bytes, packets, flow_count, first and last seen, TCP flags, sampling
+    rate, whether records of different sampling were merged."""
+    last = row.ts if row.last_seen is None else row.last_seen
+    return [
+        row.ip_version,
+        row.bytes,
+        row.packets,
+        1,
+        row.ts,
+        last,
+        row.tcp_flags,
+        row.sampling_rate,
+        False,
+    ]
+
+
+def _merge(merged: list[Any], row: FlowRow) -> None:
+    """A repeat of a flow's 5-tuple within one request folded into its staged values, as
+    ddl.flow_merge_sql folds a batch into the day table."""
+    merged[1] = min(merged[1] + row.bytes, MAX_BIGINT)
+    merged[2] = min(merged[2] + row.packets, MAX_BIGINT)
+    merged[3] += 1
+    merged[4] = min(merged[4], row.ts)
+    merged[5] = max(merged[5], row.ts if row.last_seen is None else row.last_seen)
+    if row.tcp_flags is not None:
+        merged[6] = row.tcp_flags if merged[6] is None else merged[6] | row.tcp_flags
+    if (merged[7] or 1) != (row.sampling_rate or 1):
+        merged[8] = True
+    if row.sampling_rate is not None:
+        merged[7] = max(merged[7] or 0, row.sampling_rate)

@@ -176,7 +176,7 @@ class PartWriter:
             # (pool init) was seen to lose its file under load (58P01).
             await connection.execute(ddl.STAGE_DDL)
             await connection.copy_records_to_table(
-                ddl.FLOW_STAGE, records=part.rows, columns=ddl.FLOW_STAGE_COLUMNS
+                ddl.FLOW_STAGE, records=part.rows, columns=ddl.FLOW_WRITE_COLUMNS
             )
             await connection.execute(ddl.flow_merge_sql(part.table), part.table.name)
         return True

@@ -196,6 +196,43 @@ async def test_flow_day_tables_of_older_routers_get_the_sample_index(
     assert not [d for d in await index_definitions(scratch_db, audit) if "sample" in d]
 
 
+async def test_flow_day_tables_of_older_routers_get_the_exporters_columns(
+    scratch_db, settings: Settings, tmp_path: Path
+) -> None:
+    """0009: the flow day tables already there get the columns flow exporters fill, the same
+    as new ones get from router/db/ddl.py; their rows keep NULL and false."""
+    await migrate(scratch_db, schema_before(settings, tmp_path, 9), "shard")
+    old, new = day_table("flow", 9, date(2026, 1, 1)), day_table("flow", 9, date(2026, 1, 2))
+    statement = ddl.table_ddl(old, "btree")[0].replace(f"{ddl.FLOW_EXPORT_DDL},", "")
+    assert "tcp_flags" not in statement
+    await scratch_db.execute(statement)
+    await scratch_db.execute(
+        f"INSERT INTO {old.quoted} (src_ip, dst_ip, src_port, dst_port, ip_version, bytes, "
+        "packets, first_seen, last_seen) VALUES ('10.0.0.1', '10.0.0.2', 1, 2, 4, 3, 4, now(), "
+        "now())"
+    )
+    applied = await migrate(scratch_db, settings.schema_dir, "shard")
+    assert [m.name for m in applied][:1] == ["flow_export_columns"]
+    await scratch_db.execute(ddl.table_ddl(new, "btree")[0])
+    assert await column_types(scratch_db, old) == await column_types(scratch_db, new)
+    row = await scratch_db.fetchrow(f"SELECT * FROM {old.quoted}")
+    assert (row["tcp_flags"], row["sampling_rate"], row["sampled"], row["sampling_mixed"]) == (
+        None,
+        None,
+        False,
+        False,
+    )
+
+
+async def column_types(connection: asyncpg.Connection, table: DayTable) -> list[tuple[str, ...]]:
+    rows = await connection.fetch(
+        "SELECT column_name, data_type, is_nullable, column_default "
+        "FROM information_schema.columns WHERE table_name = $1 ORDER BY column_name",
+        table.name,
+    )
+    return [tuple(str(v) for v in r.values()) for r in rows]
+
+
 async def index_definitions(connection: asyncpg.Connection, table: DayTable) -> list[str]:
     return [
         r["indexdef"]
