@@ -334,6 +334,60 @@ class TailSettings(Section):
     )
 
 
+class CollectorSettings(Section):
+    """The NetFlow/IPFIX collector (`shardlog collector`, router/collector)."""
+
+    host: str = Field(
+        "127.0.0.1", description="Address the collector's sockets bind to (0.0.0.0: all)."
+    )
+    netflow_port: int = Field(
+        2055, ge=0, le=65535, description="UDP port for NetFlow v5, v9 and IPFIX (by version)."
+    )
+    ipfix_port: int = Field(
+        4739, ge=0, le=65535, description="UDP and TCP port for IPFIX (RFC 7011)."
+    )
+    metrics_port: int = Field(
+        9740, ge=0, le=65535, description="HTTP port of the collector's /metrics and /health."
+    )
+    queue_flows: int = Field(
+        200_000,
+        ge=1,
+        description="Decoded flows waiting for the database; past it new flows are dropped "
+        "and counted (UDP cannot push back).",
+    )
+    batch_flows: int = Field(20_000, ge=1, description="Flows written in one batch at most.")
+    flush_interval_s: float = Field(
+        1.0, gt=0, description="The longest a decoded flow waits before its batch is written."
+    )
+    template_ttl_s: float = Field(
+        1800.0, gt=0, description="A template not refreshed for this long is forgotten."
+    )
+    hold_s: float = Field(
+        5.0,
+        ge=0,
+        description="How long data sets of a template not yet seen are held before they are "
+        "counted as dropped.",
+    )
+    state_file: Path | None = Field(
+        None,
+        description="Where templates are kept across restarts (default: collector/templates.json "
+        "in the cluster's data directory).",
+    )
+    unknown_exporters: Literal["name", "refuse"] = Field(
+        "name",
+        description="An exporter with no mapping: its flows go to switch exporter-<address> "
+        "(name), or are dropped and counted (refuse).",
+    )
+    unknown_tenant: str = Field(
+        "system", description="The tenant of the switches named after unknown exporters."
+    )
+    allowed_networks: tuple[str, ...] = Field(
+        (),
+        description="Exporter networks (CIDR) whose datagrams are read; empty: any. Others are "
+        "dropped and counted.",
+    )
+
+
 class RetentionSettings(Section):
     enabled: bool = Field(True, description="Run the retention job in the router.")
     interval_s: float = Field(3600.0, gt=0, description="Seconds between the router's runs.")
@@ -442,6 +496,7 @@ class Settings(BaseSettings):
     report: ReportSettings = ReportSettings()
     tail: TailSettings = TailSettings()
     retention: RetentionSettings = RetentionSettings()
+    collector: CollectorSettings = CollectorSettings()
     auth: AuthSettings = AuthSettings()
     cluster: ClusterSettings = ClusterSettings()
     schema_dir: Path = REPO_ROOT / "schema"
