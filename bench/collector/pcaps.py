@@ -247,3 +247,35 @@ def expected_totals(
         packets_so_far, bytes_so_far = sums.get(packet.key, (0, 0))
         sums[packet.key] = (packets_so_far + 1, bytes_so_far + packet.wire_bytes)
     return {key: Totals(1, count, size) for key, (count, size) in sorted(sums.items())}
+
+
+def read_pcap(path: Path) -> list[tuple[int, bytes]]:
+    """(microseconds since the epoch, frame) of each record of a classic little-endian pcap."""
+    data = path.read_bytes()
+    if data[:4] != _PCAP_HEADER[:4]:
+        raise ValueError(f"{path}: not a little-endian microsecond pcap")
+    records, offset = [], len(_PCAP_HEADER)
+    while offset < len(data):
+        seconds, micros, size, _ = struct.unpack_from("<IIII", data, offset)
+        offset += 16
+        records.append((seconds * 1_000_000 + micros, data[offset : offset + size]))
+        offset += size
+    return records
+
+
+def udp_payload(frame: bytes) -> bytes:
+    """The payload of an Ethernet/IPv4/UDP frame (as write_datagrams writes them)."""
+    ihl = (frame[ETHERNET_HEADER] & 0x0F) * 4
+    start = ETHERNET_HEADER + ihl
+    (length,) = struct.unpack_from("!H", frame, start + 4)
+    return frame[start + 8 : start + length]
+
+
+def write_datagrams(path: Path, datagrams: Iterable[bytes], ts_us: int, port: int = 2055) -> None:
+    """Exported datagrams as a capture of UDP packets from 127.0.0.1 to ``port`` (Wireshark
+    decodes NetFlow and IPFIX on 2055 and 4739), one microsecond apart."""
+    key = FiveTuple("127.0.0.1", "127.0.0.1", 40000, port, UDP)
+    write_pcap(
+        path,
+        (Packet(ts_us + i, key, _frame(key, 0, 0, 0, d, False)) for i, d in enumerate(datagrams)),
+    )
