@@ -1,0 +1,1 @@
+"""The flow collector's decoder: message builders shared by its benchmark and its tests."""
