@@ -16,6 +16,8 @@ class FlowRecord:
     """One flow as the exporter reported it, with counts scaled up by the sampling rate.
 
     src_ip and dst_ip are the raw 4 (IPv4) or 16 (IPv6) address bytes, always of one family.
+    Ports are as sent for protocols with ports, 0 for others but ICMP, whose dst_port holds
+    type * 256 + code: from its own element when the exporter sends one, else as sent.
     """
 
     src_ip: bytes
@@ -33,13 +35,3 @@ class FlowRecord:
     @property
     def ip_version(self) -> int:
         return 4 if len(self.src_ip) == 4 else 6
-
-
-def ports(proto: int, src_port: int, dst_port: int, icmp_type_code: int | None) -> tuple[int, int]:
-    """The ports to store: as sent for protocols with ports; ICMP's type and code (from its
-    own element when the exporter sends one, else from dst_port) for ICMP; 0 otherwise."""
-    if proto in PORTED_PROTOCOLS:
-        return src_port, dst_port
-    if proto in ICMP_PROTOCOLS:
-        return 0, dst_port if icmp_type_code is None else icmp_type_code
-    return 0, 0
