@@ -205,3 +205,29 @@ def v5_message(
         for f in flows
     )
     return header + records
+
+
+def flow_template(template_id: int, v6: bool = False) -> TemplateSpec:
+    """The template most exporters send: 5-tuple, flags, delta counts, start and end in ms."""
+    addresses = ((27, 16), (28, 16)) if v6 else ((8, 4), (12, 4))
+    counts = ((7, 2), (11, 2), (4, 1), (6, 1), (1, 8), (2, 8), (152, 8), (153, 8))
+    return TemplateSpec(template_id, fields(*addresses, *counts))
+
+
+def flow_record(
+    src: bytes, dst: bytes, src_port: int, dst_port: int, octets: int, start_ms: int, end_ms: int
+) -> dict[int, Value]:
+    """A TCP flow's values for flow_template (of the family of src)."""
+    v6 = len(src) == 16
+    return {
+        27 if v6 else 8: src,
+        28 if v6 else 12: dst,
+        7: src_port,
+        11: dst_port,
+        4: 6,
+        6: 0x12,
+        1: octets,
+        2: max(1, octets // 500),
+        152: start_ms,
+        153: end_ms,
+    }
