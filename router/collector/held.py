@@ -36,7 +36,7 @@ class HeldSets:
         sets = self._sets.setdefault(exporter, deque())
         sets.append(held)
         self._bytes[exporter] = self._bytes.get(exporter, 0) + len(held.body)
-        while self._bytes[exporter] > self.max_bytes_per_exporter:
+        while exporter in self._sets and self._bytes[exporter] > self.max_bytes_per_exporter:
             self._drop_oldest(exporter)
 
     def release(self, exporter: str, domain: int, template_id: int) -> list[HeldSet]:

@@ -7,14 +7,14 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from router.collector.elements import ENTERPRISE_BIT
-from router.collector.templates import Field, Template
+from router.collector.templates import MIN_TEMPLATE_ID, Field, Template
 from router.collector.wire import Malformed
 
 IPFIX_TEMPLATE_SET = 2
 IPFIX_OPTIONS_TEMPLATE_SET = 3
 V9_TEMPLATE_SET = 0
 V9_OPTIONS_TEMPLATE_SET = 1
-MIN_DATA_SET_ID = 256
+MIN_DATA_SET_ID = MIN_TEMPLATE_ID
 # A set ends with padding shorter than its smallest record: a template header of 4 octets.
 _TEMPLATE_HEADER = 4
 
@@ -36,7 +36,7 @@ def _u16(data: bytes, offset: int) -> int:
 
 
 def _check(template: Template) -> Template:
-    if template.template_id < MIN_DATA_SET_ID:
+    if template.template_id < MIN_TEMPLATE_ID:
         raise Malformed("template id below 256")
     if template.min_record_length == 0:
         raise Malformed("template of empty records")
@@ -53,7 +53,7 @@ def ipfix_templates(
         offset += 4
         if count == 0:
             withdrawal = Withdrawal(template_id, options)
-            if template_id < MIN_DATA_SET_ID and not withdrawal.everything:
+            if template_id < MIN_TEMPLATE_ID and not withdrawal.everything:
                 raise Malformed("template id below 256")
             found.append(withdrawal)
             continue

@@ -15,6 +15,8 @@ from router.collector.elements import VARIABLE_LENGTH
 
 TemplateKey = tuple[str, int, int]
 STATE_VERSION = 1
+# Lower ids name sets, not templates (RFC 3954 §5.1, RFC 7011 §3.3.2).
+MIN_TEMPLATE_ID = 256
 
 
 class Field(NamedTuple):
@@ -181,6 +183,8 @@ def _entry_from_state(item: dict[str, Any]) -> tuple[str, int, Template, float]:
     if not isinstance(refreshed, int | float) or scope_count > len(fields):
         raise ValueError("refreshed must be a number, scope_count at most the fields")
     template = Template(_uint(item["template_id"], 16), fields, options, scope_count)
+    if template.template_id < MIN_TEMPLATE_ID or template.min_record_length == 0:
+        raise ValueError("not a template a message could have announced")
     return exporter, domain, template, float(refreshed)
 
 

@@ -286,6 +286,13 @@ def test_held_data_is_dropped_after_hold_s_and_beyond_its_octets() -> None:
     assert decoder.expire(80.0) == {"other": 1, "noisy": 2}
 
 
+def test_a_set_larger_than_the_bound_is_not_held() -> None:
+    decoder = Decoder(hold_bytes=10)
+    assert decoder.decode(EXPORTER, message(data_set(FLOW4, [flow()])), 0.0).sets_held == 1
+    assert decoder.held.held(EXPORTER) == 0
+    assert decoder.expire(0.0) == {EXPORTER: 1}
+
+
 def test_withdrawn_templates_no_longer_decode() -> None:
     decoder = Decoder()
     decoder.decode(EXPORTER, message(ipfix_template_set([FLOW4, FLOW6])), 0.0)
@@ -336,6 +343,17 @@ def test_templates_survive_a_restart_through_their_state() -> None:
     assert restored.templates.get(EXPORTER, 1, 256, 104.0) is None, "refresh times kept"
 
 
+STATE_ITEM = {
+    "exporter": "e",
+    "domain": 1,
+    "template_id": 256,
+    "options": False,
+    "scope_count": 0,
+    "fields": [[1, 0, 4]],
+    "refreshed": 0,
+}
+
+
 @pytest.mark.parametrize(
     "state",
     [
@@ -343,34 +361,11 @@ def test_templates_survive_a_restart_through_their_state() -> None:
         {"version": 2, "templates": []},
         {"version": 1},
         {"version": 1, "templates": [{"exporter": "e"}]},
-        {
-            "version": 1,
-            "templates": [
-                {
-                    "exporter": "e",
-                    "domain": -1,
-                    "template_id": 256,
-                    "options": False,
-                    "scope_count": 0,
-                    "fields": [],
-                    "refreshed": 0,
-                }
-            ],
-        },
-        {
-            "version": 1,
-            "templates": [
-                {
-                    "exporter": "e",
-                    "domain": 1,
-                    "template_id": 256,
-                    "options": False,
-                    "scope_count": 2,
-                    "fields": [[1, 0, 4]],
-                    "refreshed": 0,
-                }
-            ],
-        },
+        {"version": 1, "templates": [dict(STATE_ITEM, template_id=3)]},
+        {"version": 1, "templates": [dict(STATE_ITEM, fields=[[1, 0, 0]])]},
+        {"version": 1, "templates": [dict(STATE_ITEM, domain=-1)]},
+        {"version": 1, "templates": [dict(STATE_ITEM, scope_count=2)]},
+        {"version": 1, "templates": [dict(STATE_ITEM, refreshed="now")]},
     ],
 )
 def test_a_damaged_state_is_refused(state: Any) -> None:
