@@ -37,7 +37,7 @@ from router.collector.v5 import decode_v5
 from router.collector.wire import Malformed
 
 V5, V9, IPFIX = 5, 9, 10
-# version, count, sysUptime, unix_secs, package sequence, source id
+# version, count, sysUptime, unix_secs, packet sequence, source id
 V9_HEADER = struct.Struct(">HHIIII")
 # version, length, export time, sequence number, observation domain id
 IPFIX_HEADER = struct.Struct(">HHIII")
