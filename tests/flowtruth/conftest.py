@@ -1,0 +1,48 @@
+"""One capture for the session: 1,500 conversations (TCP and UDP, IPv4 and IPv6) over three
+minutes of the last hour."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from bench.collector.pcaps import Capture, generate, recent_base
+from services.flowtools import Nfcapd
+from tests.support import free_port_range
+
+CONVERSATIONS = 1500
+
+
+@pytest.fixture(scope="session")
+def capture() -> Capture:
+    return generate(CONVERSATIONS, base=recent_base(), seed=18)
+
+
+@pytest.fixture(scope="session")
+def pcap(capture: Capture, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return capture.write(tmp_path_factory.mktemp("flowtruth") / "conversations.pcap")
+
+
+@pytest.fixture(scope="session")
+def ports() -> Iterator[int]:
+    """Loopback ports of our own, one per call."""
+    return itertools.count(free_port_range(40))
+
+
+@pytest.fixture
+def nfcapd(tmp_path: Path, ports: Iterator[int]) -> Iterator[Callable[[], Nfcapd]]:
+    """Start nfcapd instances for one test; every one is stopped at its end."""
+    started: list[Nfcapd] = []
+
+    def start() -> Nfcapd:
+        collector = Nfcapd(tmp_path / f"nfcapd-{len(started)}", next(ports))
+        collector.start()
+        started.append(collector)
+        return collector
+
+    yield start
+    for collector in started:
+        collector.stop()
