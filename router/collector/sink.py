@@ -6,6 +6,7 @@ when it committed; a batch that cannot be written is retried until the queue mus
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import uuid
 from collections import defaultdict
@@ -74,12 +75,11 @@ async def write_batch(ingest: IngestService, batch: Batch) -> int:
     written = 0
     for tenant, rows in sorted(by_tenant.items()):
         key = f"{batch.key}:{hashlib.sha256(tenant.encode()).hexdigest()[:16]}"
-        digest = f"{key}:{len(rows)}"
         request = Request(
             _no_records(),
             "flows",
             key,
-            lambda digest=digest: digest,
+            functools.partial(str, f"{key}:{len(rows)}"),
             Grant(tenant, frozenset({FLOWS_WRITE})),
         )
         result = await ingest.write_flow_rows(request, rows, batch.created)
