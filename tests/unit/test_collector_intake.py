@@ -1,0 +1,110 @@
+"""A message from arrival to the queue (router/collector/intake.py), with the real decoder:
+flows tagged with their exporter's switch, malformed and refused messages counted and never
+queued, sequence gaps counted as lost flows, a full queue's drops counted."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from bench.collector import packets
+from router.collector.decode import Decoder
+from router.collector.exporters import ExporterDirectory, ExporterMapping
+from router.collector.intake import CollectorMetrics, Intake
+from router.collector.queue import FlowQueue
+from router.collector.sink import Exported
+
+EXPORTER = "192.0.2.10"
+START_MS = 1_795_000_000_000
+
+
+def _message(records: int, sequence: int, template_id: int = 300) -> bytes:
+    template = packets.flow_template(template_id)
+    flows = [
+        packets.flow_record(
+            bytes([10, 0, 0, 1]),
+            bytes([10, 0, 1, n % 250]),
+            40000 + n,
+            443,
+            1000 + n,
+            START_MS + n,
+            START_MS + n + 500,
+        )
+        for n in range(records)
+    ]
+    sets = [packets.ipfix_template_set([template]), packets.data_set(template, flows)]
+    return packets.ipfix_message(sets, START_MS // 1000, sequence=sequence, domain=5)
+
+
+def _intake(
+    capacity: int = 1000,
+    mappings: list[ExporterMapping] | None = None,
+    unknown: Literal["name", "refuse"] = "name",
+    allowed: tuple[str, ...] = (),
+) -> tuple[Intake, FlowQueue[Exported], CollectorMetrics]:
+    queue: FlowQueue[Exported] = FlowQueue(capacity, batch=10_000, flush_s=60)
+    metrics = CollectorMetrics()
+    exporters = ExporterDirectory(mappings or [], unknown, "system", allowed)
+    return Intake(Decoder(), exporters, queue, metrics), queue, metrics
+
+
+def _value(metrics: CollectorMetrics, name: str, **labels: str) -> float:
+    return metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+def test_flows_are_queued_with_their_switch() -> None:
+    mapping = ExporterMapping(EXPORTER, 5, "edge-5", "acme")
+    intake, queue, metrics = _intake(mappings=[mapping])
+    assert intake.message(EXPORTER, _message(3, sequence=0), 1.0) == 3
+    assert len(queue) == 3
+    assert _value(metrics, "shardlog_collector_flows_total", exporter=EXPORTER) == 3
+    queued = queue._items[0]
+    assert (queued.switch, queued.tenant) == ("edge-5", "acme")
+    assert queued.flow.dst_port == 443 and queued.flow.bytes == 1000
+
+
+def test_a_malformed_message_queues_nothing_and_is_counted() -> None:
+    intake, queue, metrics = _intake()
+    message = _message(3, sequence=0)
+    assert intake.message(EXPORTER, message[:-7], 1.0) == 0
+    assert len(queue) == 0
+    total = sum(
+        s.value
+        for family in metrics.registry.collect()
+        if family.name == "shardlog_collector_malformed_messages"
+        for s in family.samples
+        if s.name.endswith("_total")
+    )
+    assert total == 1
+
+
+def test_refused_exporters_queue_nothing() -> None:
+    outside, queue, metrics = _intake(allowed=("10.0.0.0/8",))
+    assert outside.message(EXPORTER, _message(2, sequence=0), 1.0) == 0
+    labels = {"exporter": EXPORTER, "reason": "not allowed"}
+    assert _value(metrics, "shardlog_collector_refused_messages_total", **labels) == 1
+    unmapped, queue, metrics = _intake(unknown="refuse")
+    assert unmapped.message(EXPORTER, _message(2, sequence=0), 1.0) == 0
+    assert len(queue) == 0
+    labels = {"exporter": EXPORTER, "reason": "no mapping"}
+    assert _value(metrics, "shardlog_collector_dropped_flows_total", **labels) == 2
+
+
+def test_unmapped_exporters_get_a_switch_of_their_own() -> None:
+    intake, queue, _ = _intake()
+    intake.message(EXPORTER, _message(1, sequence=0), 1.0)
+    assert queue._items[0].switch == "exporter-192.0.2.10"
+
+
+def test_a_sequence_gap_counts_lost_flows() -> None:
+    intake, _, metrics = _intake()
+    intake.message(EXPORTER, _message(4, sequence=0), 1.0)
+    intake.message(EXPORTER, _message(4, sequence=4 + 6), 2.0)  # 6 records never came
+    assert _value(metrics, "shardlog_collector_lost_flows_total", exporter=EXPORTER) == 6
+
+
+def test_a_full_queue_drops_and_counts() -> None:
+    intake, queue, metrics = _intake(capacity=5)
+    assert intake.message(EXPORTER, _message(8, sequence=0), 1.0) == 5
+    labels = {"exporter": EXPORTER, "reason": "queue full"}
+    assert _value(metrics, "shardlog_collector_dropped_flows_total", **labels) == 3
+    assert len(queue) == 5
