@@ -25,9 +25,11 @@ KEY_PREFIX = "collector:"
 
 @dataclass(frozen=True, slots=True)
 class Exported:
-    """A decoded flow and whose it is: the switch its exporter maps to, that switch's tenant."""
+    """A decoded flow and whose it is: its exporter, the switch the exporter maps to, that
+    switch's tenant."""
 
     flow: FlowRecord
+    exporter: str
     switch: str
     tenant: str
 
