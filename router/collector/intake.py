@@ -77,7 +77,8 @@ class Intake:
         metrics: CollectorMetrics,
     ) -> None:
         self._decoder = decoder
-        self._directory = directory
+        # Replaced whole when the exporter mappings are reloaded.
+        self.directory = directory
         self._queue = queue
         self._metrics = metrics
         self._sequences = Sequences()
@@ -85,7 +86,7 @@ class Intake:
     def message(self, exporter: str, data: bytes, now: float) -> int:
         """The flows of one message queued; how many."""
         metrics = self._metrics
-        if not self._directory.allows(exporter):
+        if not self.directory.allows(exporter):
             metrics.refused.labels(exporter, "not allowed").inc()
             return 0
         decoded = self._decoder.decode(exporter, data, now)
@@ -100,7 +101,7 @@ class Intake:
             metrics.lost.labels(exporter).inc(lost)
         if not decoded.records:
             return 0
-        owner = self._directory.owner(exporter, decoded.domain)
+        owner = self.directory.owner(exporter, decoded.domain)
         if owner is None:
             metrics.refused.labels(exporter, "no mapping").inc()
             metrics.dropped.labels(exporter, "no mapping").inc(len(decoded.records))

@@ -9,7 +9,9 @@ forever."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 from collections import Counter
 
 from router.collector.intake import CollectorMetrics
@@ -36,11 +38,24 @@ class QueueWriter:
         self._metrics = metrics
         self._retry_pause_s = retry_pause_s
         self._task: asyncio.Task[None] | None = None
+        # A batch is being written: stopping now would leave its outcome unknown.
+        self.writing = False
+        self._written = asyncio.Event()
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
+    async def drain(self, deadline_s: float) -> int:
+        """Waits until the queue is written (at most ``deadline_s``); the flows left."""
+        ends = time.monotonic() + deadline_s
+        while (len(self._queue) or self.writing) and time.monotonic() < ends:
+            self._written.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._written.wait(), ends - time.monotonic())
+        return len(self._queue)
+
     async def stop(self) -> None:
+        """Cancelled: call it when the queue is empty and no batch is being written."""
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -49,7 +64,12 @@ class QueueWriter:
         while True:
             flows = await self._queue.take()
             self._metrics.queued.set(len(self._queue))
-            await self.write(Batch(flows))
+            self.writing = True
+            try:
+                await self.write(Batch(flows))
+            finally:
+                self.writing = False
+                self._written.set()
 
     async def write(self, batch: Batch) -> None:
         """The batch written, retried while shards are unavailable."""
