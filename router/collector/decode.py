@@ -65,6 +65,9 @@ class Decoded:
     held_released: int = 0
     # Held sets that did not parse under the template that came for them.
     held_invalid: int = 0
+    # A v9 header whose count is not the records the message holds (softflowd 1.1.0 sends
+    # such): noted, not a reason to drop it, since every set parsed by its own lengths.
+    count_mismatch: bool = False
 
     @property
     def records_decoded(self) -> int:
@@ -160,13 +163,13 @@ class Decoder:
         message = _Message(self, exporter, data, version, head, now)
         for set_id, start, end in _sets(data, head.size):
             message.add_set(set_id, start, end)
-        if (
+        decoded = self._commit(message)
+        decoded.count_mismatch = (
             head.record_count is not None
             and message.complete
             and message.counted != head.record_count
-        ):
-            raise Malformed("count mismatch")
-        return self._commit(message)
+        )
+        return decoded
 
     def _commit(self, message: _Message) -> Decoded:
         exporter, head = message.exporter, message.head

@@ -38,7 +38,9 @@ class FlowQueue(Generic[T]):
             self.dropped[exporter] += dropped
         if taken:
             if not self._items:
+                # A waiting writer starts the flush interval's clock now.
                 self._oldest = time.monotonic()
+                self._ready.set()
             self._items.extend(taken)
             if len(self._items) >= self._batch:
                 self._ready.set()

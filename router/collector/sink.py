@@ -16,6 +16,7 @@ from typing import Any
 
 from router.auth.scopes import FLOWS_WRITE, Grant
 from router.collector.flows import FlowRecord
+from router.db.inet import encode_packed
 from router.ingest.records import FlowRow, utc_now
 from router.ingest.service import IngestService, Request
 
@@ -40,8 +41,8 @@ def flow_row(position: int, exported: Exported) -> FlowRow:
         position,
         exported.switch,
         flow.first_seen,
-        flow.src_ip,
-        flow.dst_ip,
+        encode_packed(flow.src_ip),
+        encode_packed(flow.dst_ip),
         flow.src_port,
         flow.dst_port,
         4 if len(flow.src_ip) == 4 else 6,

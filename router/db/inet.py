@@ -33,6 +33,16 @@ def encode_address(text: str) -> bytes:
         raise ValueError(f"{excerpt(text)} is not an IPv4 or IPv6 address") from None
 
 
+def encode_packed(packed: bytes) -> bytes:
+    """A host address as the 4 or 16 bytes of the network (what flow exporters send) as
+    binary inet."""
+    if len(packed) == 4:
+        return _V4_HEADER + packed
+    if len(packed) == 16:
+        return _V6_HEADER + packed
+    raise ValueError(f"an address of {len(packed)} bytes is neither IPv4 nor IPv6")
+
+
 def version_of(encoded: bytes) -> int:
     return 4 if encoded[0] == 2 else 6
 

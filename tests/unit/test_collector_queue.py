@@ -40,3 +40,11 @@ async def test_a_waiting_writer_wakes_when_a_batch_fills() -> None:
     assert not taker.done()
     queue.offer("a", [7, 8])
     assert await asyncio.wait_for(taker, 1) == [7, 8]
+
+
+async def test_a_waiting_writer_gets_a_partial_batch_after_the_flush_interval() -> None:
+    queue: FlowQueue[int] = FlowQueue(capacity=100, batch=50, flush_s=0.2)
+    taker = asyncio.ensure_future(queue.take())
+    await asyncio.sleep(0.05)
+    queue.offer("a", [1])
+    assert await asyncio.wait_for(taker, 2) == [1]

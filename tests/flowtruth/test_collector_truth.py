@@ -1,0 +1,219 @@
+"""The collector against the reference: softflowd replays the session's capture to shardlog's
+collector and to nfcapd at once (v5, v9, IPFIX; with sampling too), and what the platform then
+holds for the exporter's switch, per 5-tuple, equals what nfdump prints: flows, packets, bytes
+(v9/IPFIX sampled: nfcapd keeps counts unscaled where the collector scales them by the rate
+softflowd announces, so nfdump's are scaled here). Templates survive a collector restart."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from bench.collector import packets
+from bench.collector.pcaps import Capture
+from router.settings import Settings
+from services.cluster import LocalCluster
+from services.collector_process import CollectorProcess
+from services.flowtools import FiveTuple, Nfcapd, Totals, Version, softflowd_replay
+from tests.support import logged_bugs, settings_env
+
+SWITCH = "exporter-127.0.0.1"
+SAMPLING = 10
+
+
+@pytest.fixture(scope="module")
+def collector(
+    settings: Settings,
+    cluster: LocalCluster,
+    ports: Iterator[int],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[CollectorProcess]:
+    home = tmp_path_factory.mktemp("collector")
+    udp, ipfix, metrics = next(ports), next(ports), next(ports)
+    env = {
+        **settings_env(settings),
+        "SHARDLOG_COLLECTOR__NETFLOW_PORT": str(udp),
+        "SHARDLOG_COLLECTOR__IPFIX_PORT": str(ipfix),
+        "SHARDLOG_COLLECTOR__METRICS_PORT": str(metrics),
+        "SHARDLOG_COLLECTOR__STATE_FILE": str(home / "templates.json"),
+        "SHARDLOG_COLLECTOR__FLUSH_INTERVAL_S": "0.2",
+    }
+    process = CollectorProcess(home, "127.0.0.1", metrics, env)
+    process.udp_port = udp  # type: ignore[attr-defined]
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+        log = process.log_file.read_text(errors="replace")
+        assert not logged_bugs(log) and "Traceback" not in log, log[-4000:]
+
+
+def stored(api: httpx.Client, capture: Capture) -> dict[FiveTuple, Totals]:
+    """The switch's flows as the platform holds them, per 5-tuple."""
+    start = min(p.ts_us for p in capture.packets) // 1_000_000
+    day = time.strftime("%Y-%m-%d", time.gmtime(start))
+    params = {"switch": SWITCH, "from": f"{day}T00:00:00Z", "to": f"{day}T23:59:59.999999Z"}
+    response = api.get("/v1/flows/export", params=params)
+    if response.status_code == 404:
+        return {}
+    response.raise_for_status()
+    totals: dict[FiveTuple, Totals] = {}
+    for line in response.content.splitlines():
+        item = orjson.loads(line)
+        key = FiveTuple(
+            ipaddress.ip_address(item["src_ip"]).compressed,
+            ipaddress.ip_address(item["dst_ip"]).compressed,
+            item["src_port"],
+            item["dst_port"],
+            item["proto"],
+        )
+        totals[key] = Totals(item["flow_count"], item["packets"], item["bytes"])
+    return totals
+
+
+def added(after: dict[FiveTuple, Totals], before: dict[FiveTuple, Totals]) -> Counter[Any]:
+    """What a replay added, per 5-tuple and measure (zeros left out)."""
+    change: Counter[Any] = Counter()
+    for key, totals in after.items():
+        old = before.get(key, Totals(0, 0, 0))
+        for measure in ("flows", "packets", "bytes"):
+            change[(key, measure)] += getattr(totals, measure) - getattr(old, measure)
+    return +change
+
+
+def as_counter(totals: dict[FiveTuple, Totals], scale: int = 1) -> Counter[Any]:
+    counter: Counter[Any] = Counter()
+    for key, t in totals.items():
+        counter[(key, "flows")] += t.flows
+        counter[(key, "packets")] += t.packets * scale
+        counter[(key, "bytes")] += t.bytes * scale
+    return +counter
+
+
+def replay_both(
+    pcap: Path,
+    collector: CollectorProcess,
+    nfcapd: Callable[[], Nfcapd],
+    version: Version,
+    log: Path,
+    sample_rate: int = 0,
+) -> dict[FiveTuple, Totals]:
+    reference = nfcapd()
+    ours = ("127.0.0.1", collector.udp_port)  # type: ignore[attr-defined]
+    stats = softflowd_replay(
+        pcap,
+        [(reference.host, reference.port), ours],
+        version,
+        log,
+        sample_rate=sample_rate,
+        track_v6=version != 5,
+    )
+    assert stats.failures == 0
+    reference.stop()
+    return reference.totals()
+
+
+def wait_for(
+    api: httpx.Client,
+    capture: Capture,
+    before: dict[FiveTuple, Totals],
+    expected: Counter[Any],
+    timeout: float = 30.0,
+) -> Counter[Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = added(stored(api, capture), before)
+        if got == expected or time.monotonic() > deadline:
+            return got
+        time.sleep(0.3)
+
+
+@pytest.mark.parametrize("version", [5, 9, 10])
+def test_the_collector_stores_what_nfdump_reports(
+    version: Version,
+    capture: Capture,
+    pcap: Path,
+    collector: CollectorProcess,
+    nfcapd: Callable[[], Nfcapd],
+    api: httpx.Client,
+    tmp_path: Path,
+) -> None:
+    before = stored(api, capture)
+    truth = replay_both(pcap, collector, nfcapd, version, tmp_path / "softflowd.log")
+    expected = as_counter(truth)
+    assert expected, "nfdump saw no flows"
+    got = wait_for(api, capture, before, expected)
+    missing = expected - got
+    extra = got - expected
+    assert not missing and not extra, (list(missing.items())[:5], list(extra.items())[:5])
+
+
+@pytest.mark.parametrize("version", [5, 9, 10])
+def test_sampled_flows_are_scaled_and_marked(
+    version: Version,
+    capture: Capture,
+    pcap: Path,
+    collector: CollectorProcess,
+    nfcapd: Callable[[], Nfcapd],
+    api: httpx.Client,
+    tmp_path: Path,
+) -> None:
+    before = stored(api, capture)
+    truth = replay_both(
+        pcap, collector, nfcapd, version, tmp_path / "softflowd.log", sample_rate=SAMPLING
+    )
+    # nfcapd scales v5 by its header's interval itself; v9/IPFIX it stores unscaled.
+    expected = as_counter(truth, scale=1 if version == 5 else SAMPLING)
+    got = wait_for(api, capture, before, expected)
+    assert got == expected, (list((expected - got).items())[:5], list((got - expected).items())[:5])
+
+
+def test_templates_survive_a_restart(
+    capture: Capture, collector: CollectorProcess, api: httpx.Client
+) -> None:
+    """Data sets sent after a restart, without their template, are decoded: the collector
+    saved its templates when it stopped and loaded them when it started."""
+    start_ms = min(p.ts_us for p in capture.packets) // 1000
+    template = packets.flow_template(777)
+    flows = [
+        packets.flow_record(
+            bytes([198, 51, 100, n]),
+            bytes([203, 0, 113, 9]),
+            1000 + n,
+            53,
+            100 + n,
+            start_ms,
+            start_ms + 20,
+        )
+        for n in range(1, 4)
+    ]
+    learn = packets.ipfix_message(
+        [packets.ipfix_template_set([template])], start_ms // 1000, sequence=0, domain=77
+    )
+    data = packets.ipfix_message(
+        [packets.data_set(template, flows)], start_ms // 1000, sequence=0, domain=77
+    )
+    ours = ("127.0.0.1", collector.udp_port)  # type: ignore[attr-defined]
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.sendto(learn, ours)
+        time.sleep(0.5)
+        collector.stop()
+        collector.start()
+        sock.sendto(data, ours)
+    deadline = time.monotonic() + 20
+    wanted = {FiveTuple(f"198.51.100.{n}", "203.0.113.9", 1000 + n, 53, 6) for n in range(1, 4)}
+    while not wanted <= set(stored(api, capture)) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    found = stored(api, capture)
+    assert wanted <= set(found), "data sets after the restart were not decoded"
+    assert {found[key].bytes for key in wanted} == {101, 102, 103}
