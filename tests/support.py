@@ -120,6 +120,9 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "SHARDLOG_AUTH__MODE": settings.auth.mode,
         "SHARDLOG_AUTH__LAST_USED_FLUSH_S": str(settings.auth.last_used_flush_s),
         "SHARDLOG_POOLS__PASSFILE": str(settings.pools.passfile),
+        "SHARDLOG_COLLECTOR__NETFLOW_PORT": str(settings.collector.netflow_port),
+        "SHARDLOG_COLLECTOR__IPFIX_PORT": str(settings.collector.ipfix_port),
+        "SHARDLOG_COLLECTOR__METRICS_PORT": str(settings.collector.metrics_port),
     }
     if settings.metadata.dsn:
         env["SHARDLOG_METADATA__DSN"] = settings.metadata.dsn

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import shutil
 import sys
 from typing import Any
@@ -15,6 +16,7 @@ from router.cli import local_tls
 from router.cli.output import print_table
 from router.settings import Settings
 from services.cluster import LocalCluster
+from services.collector_process import CollectorProcess
 from services.ha_cluster import HaCluster
 from services.ha_topology import build_ha_topology
 from services.process import server_user
@@ -54,6 +56,15 @@ def local_cluster(
     return LocalCluster(topology, cluster.data_dir, user, cluster.bin_dir, postgres)
 
 
+def collector_process(settings: Settings) -> CollectorProcess:
+    """The collector runs with this command's SHARDLOG_* settings (and password file)."""
+    env = {k: v for k, v in os.environ.items() if k.startswith("SHARDLOG_") or k == "PGPASSFILE"}
+    collector = settings.collector
+    return CollectorProcess(
+        settings.cluster.data_dir, collector.host, collector.metrics_port, env=env
+    )
+
+
 def router_process(settings: Settings) -> RouterProcess:
     ca_file = local_tls.authority(settings).cert if local_tls.recorded(settings) else None
     return RouterProcess(
@@ -87,6 +98,8 @@ def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
         print(f"router {outcome}: {router.url} (pid {router.pid()}, log {router.log_file})")
         cacert = f"--cacert {router.ca_file} " if router.ca_file else ""
         print(f"  readiness: curl {cacert}{router.url}/health/ready   API docs: {router.url}/docs")
+        if not args.no_collector:
+            _start_collector(settings)
     if isinstance(cluster, HaCluster):
         host = cluster.topology.host
         for shard in cluster.topology.shards:
@@ -102,6 +115,17 @@ def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
         f"{settings.cluster.data_dir}; `make clean` removes it)"
     )
     return 0
+
+
+def _start_collector(settings: Settings) -> None:
+    collector = collector_process(settings)
+    outcome = collector.start()
+    c = settings.collector
+    print(
+        f"collector {outcome}: NetFlow v5/v9 and IPFIX on udp {c.host}:{c.netflow_port}, IPFIX "
+        f"on udp and tcp {c.host}:{c.ipfix_port} (pid {collector.pid()}, log "
+        f"{collector.log_file}); metrics: {collector.metrics_url}/metrics"
+    )
 
 
 def _print_tokens(settings: Settings, files: list[auth_bootstrap.TokenFile]) -> None:
@@ -122,6 +146,8 @@ def _print_tokens(settings: Settings, files: list[auth_bootstrap.TokenFile]) -> 
 
 
 def cmd_down(settings: Settings, _args: argparse.Namespace) -> int:
+    if collector_process(settings).stop():
+        print("collector stopped")
     router = router_process(settings)
     if router.stop():
         print("router stopped")
@@ -137,6 +163,11 @@ def cmd_status(settings: Settings, _args: argparse.Namespace) -> int:
     print(
         f"router: {'running' if router['running'] else 'stopped'} at {router['url']}"
         f" (pid {router['pid'] or '-'})"
+    )
+    collector = collector_process(settings).status()
+    print(
+        f"collector: {'running' if collector['running'] else 'stopped'} "
+        f"(metrics {collector['address']}, pid {collector['pid'] or '-'})"
     )
     return 0
 
@@ -217,6 +248,7 @@ def cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
 def add_parsers(commands: Any) -> None:
     up = commands.add_parser("up", help="start the local cluster and the router")
     up.add_argument("--no-router", action="store_true", help="start PostgreSQL only")
+    up.add_argument("--no-collector", action="store_true", help="start no NetFlow/IPFIX collector")
     up.add_argument(
         "--ha",
         action="store_true",

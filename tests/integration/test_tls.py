@@ -24,6 +24,7 @@ from router.errors import BUG_MARKER
 from router.settings import (
     AuthSettings,
     ClusterSettings,
+    CollectorSettings,
     RetentionSettings,
     ServerSettings,
     Settings,
@@ -56,6 +57,9 @@ def plain_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
         server=ServerSettings(port=free_port()),
         retention=RetentionSettings(enabled=False, archive_dir=root / "archive"),
         auth=AuthSettings(mode="tokens"),
+        collector=CollectorSettings(
+            netflow_port=free_port(), ipfix_port=free_port(), metrics_port=free_port()
+        ),
     )
 
 
@@ -67,12 +71,15 @@ def tls_settings(plain_settings: Settings) -> Iterator[Settings]:
     try:
         assert started.returncode == 0, started.stdout + started.stderr
         assert "https://" in started.stdout and "--cacert" in started.stdout
+        assert "collector started" in started.stdout, started.stdout
         yield settings
     finally:
         stopped = run_cli(plain_settings, "down")
         assert stopped.returncode == 0, stopped.stderr
-        log = (plain_settings.cluster.data_dir / "router" / "router.log").read_text()
-        assert BUG_MARKER not in log, log[-4000:]
+        assert "collector stopped" in stopped.stdout, stopped.stdout
+        for log_file in ("router/router.log", "collector/collector.log"):
+            log = (plain_settings.cluster.data_dir / log_file).read_text()
+            assert BUG_MARKER not in log and "Traceback" not in log, log[-4000:]
 
 
 @pytest.fixture(scope="module")
