@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 
 from bench.collector.pcaps import Capture, generate, recent_base
+from router.settings import Settings
+from services.cluster import LocalCluster
 from services.flowtools import Nfcapd
+from tests.flowtruth.platform import RunningCollector
 from tests.support import free_port_range
 
 CONVERSATIONS = 1500
@@ -46,3 +49,19 @@ def nfcapd(tmp_path: Path, ports: Iterator[int]) -> Iterator[Callable[[], Nfcapd
     yield start
     for collector in started:
         collector.stop()
+
+
+@pytest.fixture(scope="session")
+def collector(
+    settings: Settings,
+    cluster: LocalCluster,
+    ports: Iterator[int],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[RunningCollector]:
+    process = RunningCollector(tmp_path_factory.mktemp("collector"), settings, ports)
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+        process.check_log()

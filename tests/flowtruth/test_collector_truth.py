@@ -6,79 +6,22 @@ softflowd announces, so nfdump's are scaled here). Templates survive a collector
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
-import orjson
 import pytest
 
 from bench.collector import packets
 from bench.collector.pcaps import Capture
-from router.settings import Settings
-from services.cluster import LocalCluster
-from services.collector_process import CollectorProcess
 from services.flowtools import FiveTuple, Nfcapd, Totals, Version, softflowd_replay
-from tests.support import logged_bugs, settings_env
+from tests.flowtruth.platform import RunningCollector, stored
 
-SWITCH = "exporter-127.0.0.1"
 SAMPLING = 10
-
-
-@pytest.fixture(scope="module")
-def collector(
-    settings: Settings,
-    cluster: LocalCluster,
-    ports: Iterator[int],
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[CollectorProcess]:
-    home = tmp_path_factory.mktemp("collector")
-    udp, ipfix, metrics = next(ports), next(ports), next(ports)
-    env = {
-        **settings_env(settings),
-        "SHARDLOG_COLLECTOR__NETFLOW_PORT": str(udp),
-        "SHARDLOG_COLLECTOR__IPFIX_PORT": str(ipfix),
-        "SHARDLOG_COLLECTOR__METRICS_PORT": str(metrics),
-        "SHARDLOG_COLLECTOR__STATE_FILE": str(home / "templates.json"),
-        "SHARDLOG_COLLECTOR__FLUSH_INTERVAL_S": "0.2",
-    }
-    process = CollectorProcess(home, "127.0.0.1", metrics, env)
-    process.udp_port = udp  # type: ignore[attr-defined]
-    process.start()
-    try:
-        yield process
-    finally:
-        process.stop()
-        log = process.log_file.read_text(errors="replace")
-        assert not logged_bugs(log) and "Traceback" not in log, log[-4000:]
-
-
-def stored(api: httpx.Client, capture: Capture) -> dict[FiveTuple, Totals]:
-    """The switch's flows as the platform holds them, per 5-tuple."""
-    start = min(p.ts_us for p in capture.packets) // 1_000_000
-    day = time.strftime("%Y-%m-%d", time.gmtime(start))
-    params = {"switch": SWITCH, "from": f"{day}T00:00:00Z", "to": f"{day}T23:59:59.999999Z"}
-    response = api.get("/v1/flows/export", params=params)
-    if response.status_code == 404:
-        return {}
-    response.raise_for_status()
-    totals: dict[FiveTuple, Totals] = {}
-    for line in response.content.splitlines():
-        item = orjson.loads(line)
-        key = FiveTuple(
-            ipaddress.ip_address(item["src_ip"]).compressed,
-            ipaddress.ip_address(item["dst_ip"]).compressed,
-            item["src_port"],
-            item["dst_port"],
-            item["proto"],
-        )
-        totals[key] = Totals(item["flow_count"], item["packets"], item["bytes"])
-    return totals
 
 
 def added(after: dict[FiveTuple, Totals], before: dict[FiveTuple, Totals]) -> Counter[Any]:
@@ -102,7 +45,7 @@ def as_counter(totals: dict[FiveTuple, Totals], scale: int = 1) -> Counter[Any]:
 
 def replay_both(
     pcap: Path,
-    collector: CollectorProcess,
+    collector: RunningCollector,
     nfcapd: Callable[[], Nfcapd],
     version: Version,
     log: Path,
@@ -130,9 +73,13 @@ def wait_for(
     expected: Counter[Any],
     timeout: float = 30.0,
 ) -> Counter[Any]:
+    """What the capture's replay added to its own 5-tuples (other tests send flows of other
+    5-tuples through the same collector meanwhile)."""
+    own = set(capture.expected(track_v6=True))
     deadline = time.monotonic() + timeout
     while True:
-        got = added(stored(api, capture), before)
+        now = {key: totals for key, totals in stored(api, capture).items() if key in own}
+        got = added(now, before)
         if got == expected or time.monotonic() > deadline:
             return got
         time.sleep(0.3)
@@ -143,7 +90,7 @@ def test_the_collector_stores_what_nfdump_reports(
     version: Version,
     capture: Capture,
     pcap: Path,
-    collector: CollectorProcess,
+    collector: RunningCollector,
     nfcapd: Callable[[], Nfcapd],
     api: httpx.Client,
     tmp_path: Path,
@@ -163,7 +110,7 @@ def test_sampled_flows_are_scaled_and_marked(
     version: Version,
     capture: Capture,
     pcap: Path,
-    collector: CollectorProcess,
+    collector: RunningCollector,
     nfcapd: Callable[[], Nfcapd],
     api: httpx.Client,
     tmp_path: Path,
@@ -179,7 +126,7 @@ def test_sampled_flows_are_scaled_and_marked(
 
 
 def test_templates_survive_a_restart(
-    capture: Capture, collector: CollectorProcess, api: httpx.Client
+    capture: Capture, collector: RunningCollector, api: httpx.Client
 ) -> None:
     """Data sets sent after a restart, without their template, are decoded: the collector
     saved its templates when it stopped and loaded them when it started."""

@@ -1,0 +1,118 @@
+"""The collector process beyond softflowd's exports: IPFIX over TCP, messages that do not
+parse (counted, nothing of them written), lost flows from sequence gaps, the metrics and
+health endpoints."""
+
+from __future__ import annotations
+
+import random
+import socket
+import time
+
+import httpx
+import pytest
+
+from bench.collector import packets
+from bench.collector.pcaps import Capture
+from services.flowtools import FiveTuple
+from tests.flowtruth.platform import RunningCollector, stored
+
+DOMAIN = 4242
+
+
+def _flows(capture: Capture, network: int, count: int, octets: int = 700) -> tuple[bytes, ...]:
+    start_ms = min(p.ts_us for p in capture.packets) // 1000
+    template = packets.flow_template(900)
+    records = [
+        packets.flow_record(
+            bytes([198, 18, network, n]),
+            bytes([203, 0, 113, 1]),
+            2000 + n,
+            8443,
+            octets,
+            start_ms,
+            start_ms + 10,
+        )
+        for n in range(1, count + 1)
+    ]
+    learn = packets.ipfix_template_set([template])
+    return learn, packets.data_set(template, records)
+
+
+def _wanted(network: int, count: int) -> set[FiveTuple]:
+    return {
+        FiveTuple(f"198.18.{network}.{n}", "203.0.113.1", 2000 + n, 8443, 6)
+        for n in range(1, count + 1)
+    }
+
+
+def _eventually_stored(api: httpx.Client, capture: Capture, wanted: set[FiveTuple]) -> bool:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if wanted <= set(stored(api, capture)):
+            return True
+        time.sleep(0.3)
+    return False
+
+
+def test_ipfix_over_tcp(collector: RunningCollector, capture: Capture, api: httpx.Client) -> None:
+    learn, data = _flows(capture, network=1, count=5)
+    export_s = min(p.ts_us for p in capture.packets) // 1_000_000
+    stream = packets.ipfix_message([learn], export_s, sequence=0, domain=DOMAIN)
+    stream += packets.ipfix_message([data], export_s, sequence=0, domain=DOMAIN)
+    with socket.create_connection(("127.0.0.1", collector.ipfix_port)) as connection:
+        # Sent in uneven pieces: the collector frames messages by their length field.
+        for start in range(0, len(stream), 37):
+            connection.sendall(stream[start : start + 37])
+    assert _eventually_stored(api, capture, _wanted(1, 5))
+
+
+def test_a_message_that_does_not_parse_writes_nothing(
+    collector: RunningCollector, capture: Capture, api: httpx.Client
+) -> None:
+    learn, data = _flows(capture, network=2, count=6)
+    export_s = min(p.ts_us for p in capture.packets) // 1_000_000
+    whole = packets.ipfix_message([learn, data], export_s, sequence=0, domain=DOMAIN + 1)
+    before = collector.metric("shardlog_collector_malformed_messages_total")
+    rng = random.Random(7)
+    broken = [whole[: len(whole) - 3], whole[:20], bytes(rng.randrange(256) for _ in range(300))]
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        for message in broken:
+            sock.sendto(message, ("127.0.0.1", collector.udp_port))
+        deadline = time.monotonic() + 10
+        while collector.metric("shardlog_collector_malformed_messages_total") < before + 3:
+            assert time.monotonic() < deadline, "the broken messages were not counted"
+            time.sleep(0.1)
+        # The collector is still up and takes the whole message after them.
+        time.sleep(1.0)
+        assert not set(stored(api, capture)) & _wanted(2, 6)
+        sock.sendto(whole, ("127.0.0.1", collector.udp_port))
+    assert _eventually_stored(api, capture, _wanted(2, 6))
+
+
+def test_sequence_gaps_count_lost_flows(collector: RunningCollector, capture: Capture) -> None:
+    learn, data = _flows(capture, network=3, count=4)
+    export_s = min(p.ts_us for p in capture.packets) // 1_000_000
+    labels = {"exporter": "127.0.0.1"}
+    before = collector.metric("shardlog_collector_lost_flows_total", **labels)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        for sequence in (0, 4, 4 + 4 + 10):  # 10 records of the third never came
+            message = packets.ipfix_message(
+                [learn, data], export_s, sequence=sequence, domain=DOMAIN + 2
+            )
+            sock.sendto(message, ("127.0.0.1", collector.udp_port))
+    deadline = time.monotonic() + 10
+    while collector.metric("shardlog_collector_lost_flows_total", **labels) < before + 10:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert collector.metric("shardlog_collector_lost_flows_total", **labels) == before + 10
+
+
+@pytest.mark.parametrize("path", ["/health", "/metrics", "/nothing"])
+def test_the_http_endpoint(collector: RunningCollector, path: str) -> None:
+    response = httpx.get(f"{collector.metrics_url}{path}", timeout=5)
+    if path == "/nothing":
+        assert response.status_code == 404
+    else:
+        assert response.status_code == 200
+    if path == "/metrics":
+        assert "shardlog_collector_messages_total" in response.text
