@@ -13,7 +13,7 @@ import struct
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from router.collector.clock import Clock
 from router.collector.datasets import flow_records, options_values
@@ -152,6 +152,34 @@ class Decoder:
         pushed out by the bound on held octets) since the last call."""
         self.templates.expire(now)
         return self.held.expire(now)
+
+    def options_state(self) -> list[dict[str, Any]]:
+        """What options records told, per (exporter, domain), as JSON-able values: saved with
+        the templates, so that sampled flows after a restart are scaled before the exporter
+        sends its options again."""
+        return [
+            {
+                "exporter": exporter,
+                "domain": domain,
+                "rate": options.rate,
+                "sampler_rates": [[k, v] for k, v in options.sampler_rates.items()],
+                "init_ms": options.init_ms,
+            }
+            for (exporter, domain), options in self._options.items()
+        ]
+
+    def load_options(self, state: Any) -> None:
+        """Options saved by options_state; ValueError when the state is damaged."""
+        try:
+            for entry in state:
+                options = DomainOptions(
+                    _positive(entry["rate"]),
+                    {int(k): _positive(v) for k, v in entry["sampler_rates"]},
+                    None if entry["init_ms"] is None else int(entry["init_ms"]),
+                )
+                self._keep_options(str(entry["exporter"]), int(entry["domain"]), options)
+        except (TypeError, KeyError, ValueError) as exc:
+            raise ValueError(f"saved options are damaged: {exc}") from None
 
     def domain_options(self, exporter: str, domain: int) -> DomainOptions:
         """What options records told of a domain so far (a copy: changing it changes nothing)."""
@@ -328,3 +356,10 @@ class _Message:
             self.counted += count
             self.data_records += count
             self.records_skipped += count - len(records)
+
+
+def _positive(value: Any) -> int:
+    number = int(value)
+    if number < 1:
+        raise ValueError(f"a sampling rate of {number}")
+    return number

@@ -2,7 +2,9 @@
 
 Exporters send templates periodically, so after a collector restart (or a lost template
 datagram) data sets precede their template for a while. Each exporter may hold a bounded number
-of octets; beyond it the oldest held sets go, counted as dropped like the stale ones."""
+of octets, and all exporters together another (a flood from spoofed source addresses must not
+grow memory); beyond either the oldest held sets go, those of the exporter holding the most
+first for the overall bound, counted as dropped like the stale ones."""
 
 from __future__ import annotations
 
@@ -22,9 +24,13 @@ class HeldSet(NamedTuple):
 
 
 class HeldSets:
-    def __init__(self, hold_s: float, max_bytes_per_exporter: int) -> None:
+    def __init__(
+        self, hold_s: float, max_bytes_per_exporter: int, max_bytes: int = 64 << 20
+    ) -> None:
         self.hold_s = hold_s
         self.max_bytes_per_exporter = max_bytes_per_exporter
+        self.max_bytes = max_bytes
+        self.total_bytes = 0
         self._sets: dict[str, deque[HeldSet]] = {}
         self._bytes: dict[str, int] = {}
         self._dropped: dict[str, int] = {}
@@ -36,8 +42,11 @@ class HeldSets:
         sets = self._sets.setdefault(exporter, deque())
         sets.append(held)
         self._bytes[exporter] = self._bytes.get(exporter, 0) + len(held.body)
+        self.total_bytes += len(held.body)
         while exporter in self._sets and self._bytes[exporter] > self.max_bytes_per_exporter:
             self._drop_oldest(exporter)
+        while self.total_bytes > self.max_bytes and self._bytes:
+            self._drop_oldest(max(self._bytes, key=self._bytes.__getitem__))
 
     def release(self, exporter: str, domain: int, template_id: int) -> list[HeldSet]:
         """The sets held for a template that has now arrived, oldest first."""
@@ -66,14 +75,17 @@ class HeldSets:
         sets = self._sets[exporter]
         gone = sets.popleft()
         self._bytes[exporter] -= len(gone.body)
+        self.total_bytes -= len(gone.body)
         self._dropped[exporter] = self._dropped.get(exporter, 0) + 1
         if not sets:
             self._replace(exporter, [])
 
     def _replace(self, exporter: str, kept: list[HeldSet]) -> None:
+        self.total_bytes -= self._bytes.get(exporter, 0)
         if kept:
             self._sets[exporter] = deque(kept)
             self._bytes[exporter] = sum(len(s.body) for s in kept)
+            self.total_bytes += self._bytes[exporter]
         else:
             self._sets.pop(exporter, None)
             self._bytes.pop(exporter, None)

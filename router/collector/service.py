@@ -16,6 +16,7 @@ import signal
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from router.collector import sockets
 from router.collector.decode import Decoder
@@ -48,23 +49,34 @@ def state_path(settings: Settings) -> Path:
     return settings.cluster.data_dir / "collector" / "templates.json"
 
 
-def load_templates(path: Path, settings: CollectorSettings) -> TemplateCache:
-    """The templates saved before, or none (a missing or damaged file is logged, not fatal)."""
+def load_state(path: Path, settings: CollectorSettings) -> Decoder:
+    """A decoder with the templates and options saved before, or none (a missing or damaged
+    file is logged, not fatal)."""
+    templates = TemplateCache(ttl_s=settings.template_ttl_s)
+    options: Any = []
     try:
         state = json.loads(path.read_text())
-        return TemplateCache.from_state(state, ttl_s=settings.template_ttl_s)
+        templates = TemplateCache.from_state(state["templates"], ttl_s=settings.template_ttl_s)
+        options = state["options"]
     except FileNotFoundError:
-        return TemplateCache(ttl_s=settings.template_ttl_s)
-    except (OSError, ValueError) as exc:
+        pass
+    except (OSError, ValueError, KeyError, TypeError) as exc:
         log.warning("collector: templates in %s not loaded: %s", path, exc)
-        return TemplateCache(ttl_s=settings.template_ttl_s)
+    decoder = Decoder(templates, hold_s=settings.hold_s)
+    try:
+        decoder.load_options(options)
+    except ValueError as exc:
+        log.warning("collector: options in %s not loaded: %s", path, exc)
+    return decoder
 
 
-def save_templates(path: Path, templates: TemplateCache) -> None:
-    """Written whole to a file beside it, then renamed over it: never a half-written state."""
+def save_state(path: Path, decoder: Decoder) -> None:
+    """Templates and options written whole to a file beside it, then renamed over it: never a
+    half-written state."""
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(templates.to_state()))
+    state = {"templates": decoder.templates.to_state(), "options": decoder.options_state()}
+    partial.write_text(json.dumps(state))
     os.replace(partial, path)
 
 
@@ -82,7 +94,7 @@ class Collector:
             collector.queue_flows, collector.batch_flows, collector.flush_interval_s
         )
         self._state = state_path(settings)
-        self.decoder = Decoder(load_templates(self._state, collector), hold_s=collector.hold_s)
+        self.decoder = load_state(self._state, collector)
         self.intake = Intake(self.decoder, self._directory([]), self.queue, self.metrics)
         self._stopping = asyncio.Event()
 
@@ -138,7 +150,7 @@ class Collector:
             if left:
                 log.warning("collector: %d queued flows not written before the end", left)
             await writer.stop()
-            save_templates(self._state, self.decoder.templates)
+            save_state(self._state, self.decoder)
             await runtime.commit_signal.stop()
             await runtime.catalog.stop()
             await runtime.pools.close()
@@ -152,7 +164,7 @@ class Collector:
             now = time.monotonic()
             self.intake.expire(time.time())
             if now - saved >= STATE_EVERY_S:
-                save_templates(self._state, self.decoder.templates)
+                save_state(self._state, self.decoder)
                 saved = now
             if now - mapped >= MAPPINGS_EVERY_S:
                 await self._reload_mappings()

@@ -17,7 +17,7 @@ from typing import Any
 from router.auth.scopes import FLOWS_WRITE, Grant
 from router.collector.flows import FlowRecord
 from router.db.inet import encode_packed
-from router.ingest.records import FlowRow, utc_now
+from router.ingest.records import MAX_BIGINT, FlowRow, utc_now
 from router.ingest.service import IngestService, Request
 
 # The ingest service's keys of requests, ASCII: the collector's own start with this.
@@ -47,8 +47,9 @@ def flow_row(position: int, exported: Exported) -> FlowRow:
         flow.dst_port,
         4 if len(flow.src_ip) == 4 else 6,
         flow.proto,
-        flow.bytes,
-        flow.packets,
+        # Scaled up by a sampling rate, a counter may pass what a bigint holds.
+        min(flow.bytes, MAX_BIGINT),
+        min(flow.packets, MAX_BIGINT),
         last_seen=flow.last_seen,
         tcp_flags=flow.tcp_flags,
         sampling_rate=flow.sampling_rate,
