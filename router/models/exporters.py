@@ -10,8 +10,8 @@ from router.models.admin import Body
 from router.models.common import Out, OwnerKey
 
 DOMAIN_DESCRIPTION = (
-    "Observation domain (IPFIX) or source id (NetFlow v9), 0 to 4294967295; null: every domain "
-    "of the address without a mapping of its own"
+    "Observation domain (IPFIX), source id (NetFlow v9) or engine_type * 256 + engine_id (v5), "
+    "0 to 4294967295; null: every domain of the address without a mapping of its own"
 )
 
 

@@ -3,6 +3,7 @@ session cluster. Addresses are drawn per test (the catalog is shared by the sess
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import random
 import uuid
@@ -33,7 +34,8 @@ def an_address() -> str:
 
 
 def a_v6_address() -> str:
-    return f"2001:db8::{uuid.uuid4().hex[:4]}:{uuid.uuid4().hex[:4]}"
+    """Spelt as the catalog spells it."""
+    return str(ipaddress.IPv6Address(f"2001:db8::{uuid.uuid4().hex[:4]}:{uuid.uuid4().hex[:4]}"))
 
 
 def error(response: httpx.Response, status: int) -> dict[str, Any]:
