@@ -50,7 +50,7 @@ async def list_exporters(
     "/exporters/{address}",
     summary="Map a flow exporter (one of its domains, or all) to a switch",
     response_model=Exporter,
-    responses=errors(404, 409),
+    responses=errors(400, 404, 409),
 )
 async def set_exporter(
     address: Address, body: ExporterIn, caller: Admin, runtime: RuntimeDep

@@ -298,3 +298,12 @@ async def test_the_table_keeps_one_spelling_too(metadata: asyncpg.Pool) -> None:
                     "'system')",
                     address,
                 )
+
+
+def test_a_body_that_is_not_json_is_400(api: httpx.Client) -> None:
+    response = api.put(
+        f"/v1/admin/exporters/{an_address()}",
+        content=b"\xffm",
+        headers={"content-type": "application/json"},
+    )
+    assert error(response, 400)["code"] == "http_error"
