@@ -7,22 +7,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import Path, Query
 
-from router.api.deps import RuntimeDep
-from router.api.responses import GUARDED, errors
-from router.auth import dependency
+from router.api.deps import RuntimeDep, TenantFilter, admin_router
+from router.api.responses import errors
 from router.auth.dependency import Admin
-from router.catalog import exporters, rules
+from router.catalog import exporters
 from router.errors import NotFound
 from router.models.exporters import DOMAIN_DESCRIPTION, Exporter, ExporterIn
 
-router = APIRouter(
-    prefix="/v1/admin",
-    tags=["admin"],
-    dependencies=[Depends(dependency.admin)],
-    responses=errors(422, *GUARDED),
-)
+router = admin_router()
 Address = Annotated[
     str,
     Path(
@@ -38,9 +32,7 @@ Address = Annotated[
 )
 async def list_exporters(
     runtime: RuntimeDep,
-    tenant: Annotated[
-        str | None, Query(pattern=rules.NAME_PATTERN.pattern, description="Only this tenant's")
-    ] = None,
+    tenant: TenantFilter = None,
 ) -> list[dict[str, Any]]:
     found = await exporters.list_exporters(runtime.metadata, tenant)
     return [exporters.exporter_json(m) for m in found]
