@@ -7,7 +7,6 @@ import ipaddress
 import json
 import random
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
@@ -16,9 +15,7 @@ import pytest
 
 from router.catalog import exporters
 from router.collector.exporters import ExporterDirectory, ExporterMapping
-from router.db import catalog_login
 from router.settings import Settings
-from services.cluster import LocalCluster
 from tests.support import eventually, run_cli
 
 FLOW = {"src_ip": "10.9.0.1", "dst_ip": "10.9.0.2", "src_port": 1, "dst_port": 2, "bytes": 3}
@@ -258,24 +255,18 @@ def test_the_cli_names_the_field(settings: Settings, args: list[str], field: str
     assert result.returncode == 2 and f"shardlog: error ({field}):" in result.stderr, result.stderr
 
 
-@pytest.fixture
-async def metadata(settings: Settings, cluster: LocalCluster) -> AsyncIterator[asyncpg.Pool]:
-    """The pool a router (or the collector) opens."""
-    pool = await catalog_login.open_pool(settings)
-    yield pool
-    await pool.close()
-
-
-async def test_the_collectors_directory_reads_the_stored_mappings(metadata: asyncpg.Pool) -> None:
+async def test_the_collectors_directory_reads_the_stored_mappings(
+    catalog_pool: asyncpg.Pool,
+) -> None:
     v4, v6, switch = an_address(), a_v6_address(), unique("ex-store")
-    made = await exporters.set_exporter(metadata, f"::ffff:{v4}", None, switch, "system")
+    made = await exporters.set_exporter(catalog_pool, f"::ffff:{v4}", None, switch, "system")
     assert made == ExporterMapping(v4, None, switch, "system")
-    await exporters.set_exporter(metadata, v6, 9, f"{switch}-9", "default")
+    await exporters.set_exporter(catalog_pool, v6, 9, f"{switch}-9", "default")
     try:
-        stored = await exporters.list_exporters(metadata)
+        stored = await exporters.list_exporters(catalog_pool)
         assert made in stored
         assert ExporterMapping(v6, 9, f"{switch}-9", "default") in stored
-        assert made not in await exporters.list_exporters(metadata, "default")
+        assert made not in await exporters.list_exporters(catalog_pool, "default")
         directory = ExporterDirectory(stored, "refuse", "system")
         owner = directory.owner(f"::ffff:{v4}", 123)
         assert owner is not None and (owner.switch, owner.tenant) == (switch, "system")
@@ -283,14 +274,14 @@ async def test_the_collectors_directory_reads_the_stored_mappings(metadata: asyn
         assert owner is not None and (owner.switch, owner.tenant) == (f"{switch}-9", "default")
         assert directory.owner(v6, 10) is None
     finally:
-        assert await exporters.remove_exporter(metadata, v4, None)
-        assert await exporters.remove_exporter(metadata, v6, 9)
-    assert not await exporters.remove_exporter(metadata, v4, None)
+        assert await exporters.remove_exporter(catalog_pool, v4, None)
+        assert await exporters.remove_exporter(catalog_pool, v6, 9)
+    assert not await exporters.remove_exporter(catalog_pool, v4, None)
 
 
-async def test_the_table_keeps_one_spelling_too(metadata: asyncpg.Pool) -> None:
+async def test_the_table_keeps_one_spelling_too(catalog_pool: asyncpg.Pool) -> None:
     """The CHECKs hold against a writer that skips the store: no network, no mapped address."""
-    async with metadata.acquire() as connection:
+    async with catalog_pool.acquire() as connection:
         for address in ("10.0.0.0/8", "::ffff:10.0.0.1", "2001:db8::/64"):
             with pytest.raises(asyncpg.CheckViolationError):
                 await connection.execute(
