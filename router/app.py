@@ -19,6 +19,7 @@ from starlette.requests import ClientDisconnect
 from router.api import (
     access,
     admin,
+    exporters,
     health,
     ingest,
     lifecycle,
@@ -95,6 +96,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(admin.router)
     app.include_router(lifecycle.router)
     app.include_router(access.router)
+    app.include_router(exporters.router)
     _install_error_handlers(app, metrics)
     _install_disconnect_handler(app, metrics)
     app.add_middleware(Authenticate)

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import asyncpg
 import httpx
 import pytest
 
 from router import bootstrap
 from router.auth.scopes import ADMIN, DATA_SCOPES, SCOPES, SYSTEM_TENANT
+from router.db import catalog_login
 from router.settings import (
     AuthSettings,
     CatalogSettings,
@@ -95,6 +97,14 @@ def router_process(settings: Settings, cluster: LocalCluster) -> Iterator[Router
     )
     with running_router(router):
         yield router
+
+
+@pytest.fixture
+async def catalog_pool(settings: Settings, cluster: LocalCluster) -> AsyncIterator[asyncpg.Pool]:
+    """The pool the router's lifespan (and the collector) opens: the catalog role's."""
+    pool = await catalog_login.open_pool(settings)
+    yield pool
+    await pool.close()
 
 
 @pytest.fixture(scope="session")

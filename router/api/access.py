@@ -7,11 +7,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import Path
 
-from router.api.deps import RuntimeDep
-from router.api.responses import GUARDED, errors
-from router.auth import dependency, store
+from router.api.deps import RuntimeDep, TenantFilter, admin_router
+from router.api.responses import errors
+from router.auth import store
 from router.auth.dependency import Admin
 from router.auth.tokens import ID_PATTERN
 from router.catalog import rules
@@ -19,12 +19,7 @@ from router.errors import Invalid, NotFound
 from router.models.auth import NewToken, Tenant, TenantIn, Token, TokenIn
 from router.timestamps import TimestampError, parse_rfc3339
 
-router = APIRouter(
-    prefix="/v1/admin",
-    tags=["admin"],
-    dependencies=[Depends(dependency.admin)],
-    responses=errors(422, *GUARDED),
-)
+router = admin_router()
 TenantPath = Annotated[
     str,
     Path(
@@ -115,9 +110,7 @@ async def create_token(body: TokenIn, caller: Admin, runtime: RuntimeDep) -> dic
 @router.get("/tokens", summary="Tokens (never their secrets)", response_model=list[Token])
 async def list_tokens(
     runtime: RuntimeDep,
-    tenant: Annotated[
-        str | None, Query(pattern=rules.NAME_PATTERN.pattern, description="Only this tenant's")
-    ] = None,
+    tenant: TenantFilter = None,
 ) -> list[dict[str, Any]]:
     now = datetime.now(UTC)
     return [t.to_json(now) for t in await store.list_tokens(runtime.metadata, tenant)]

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import Path, Query
 
-from router.api.deps import RuntimeDep
-from router.api.responses import GUARDED, errors
-from router.auth import dependency
+from router.api.deps import RuntimeDep, admin_router
+from router.api.responses import errors
 from router.auth.dependency import Admin
 from router.catalog import rules, store
 from router.catalog import shards as shard_admin
@@ -38,14 +37,7 @@ Name = Annotated[
         "a letter",
     ),
 ]
-# Every admin route: 401 without a valid token, 403 without the admin scope, 429 past the
-# token's rate, 422 for a malformed parameter or body.
-router = APIRouter(
-    prefix="/v1/admin",
-    tags=["admin"],
-    dependencies=[Depends(dependency.admin)],
-    responses=errors(422, *GUARDED),
-)
+router = admin_router()
 
 
 def owner_json(mapping: OwnerMapping) -> dict[str, Any]:

@@ -5,11 +5,10 @@ from __future__ import annotations
 from datetime import date
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import Path, Query
 
-from router.api.deps import RuntimeDep
-from router.api.responses import GUARDED, errors
-from router.auth import dependency
+from router.api.deps import RuntimeDep, admin_router
+from router.api.responses import errors
 from router.auth.dependency import Admin
 from router.auth.self_audit import record_run
 from router.catalog.snapshot import OwnerKind
@@ -26,12 +25,7 @@ from router.models.admin import (
 from router.retention import history, inventory, policies
 from router.retention.runner import RunOptions
 
-router = APIRouter(
-    prefix="/v1/admin",
-    tags=["admin"],
-    dependencies=[Depends(dependency.admin)],
-    responses=errors(422, *GUARDED),
-)
+router = admin_router()
 # Ids are bigint in the metadata database: larger numbers are invalid, not a driver error.
 RowId = Annotated[int, Path(ge=1, le=2**63 - 1)]
 

@@ -29,7 +29,7 @@ Executor = asyncpg.Connection | asyncpg.Pool
 
 async def load_snapshot(db: Executor) -> CatalogSnapshot:
     async with (
-        _connection(db) as connection,
+        connection_of(db) as connection,
         connection.transaction(isolation="repeatable_read", readonly=True),
     ):
         version = await connection.fetchval("SELECT version FROM catalog_version")
@@ -282,7 +282,7 @@ async def map_owner(
     rules.check_name(group, "group")
     if tenant is not None:
         rules.check_name(tenant, "tenant")
-    async with _connection(db) as connection, connection.transaction():
+    async with connection_of(db) as connection, connection.transaction():
         if await connection.fetchval("SELECT 1 FROM shard_groups WHERE name = $1", group) is None:
             raise NotFound(f"shard group {group!r} does not exist", "group")
         if tenant is not None and (
@@ -390,7 +390,7 @@ def _owner(row: Any) -> OwnerMapping:
 
 
 @asynccontextmanager
-async def _connection(db: Executor) -> AsyncIterator[asyncpg.Connection | PoolConnectionProxy]:
+async def connection_of(db: Executor) -> AsyncIterator[asyncpg.Connection | PoolConnectionProxy]:
     """Use a connection as is, or acquire one from a pool for the block."""
     if isinstance(db, asyncpg.Pool):
         async with db.acquire() as connection:

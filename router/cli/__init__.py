@@ -9,7 +9,17 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from router.cli import auth, catalog, cluster, collector, lifecycle, local_tls, report, tail
+from router.cli import (
+    auth,
+    catalog,
+    cluster,
+    collector,
+    exporters,
+    lifecycle,
+    local_tls,
+    report,
+    tail,
+)
 from router.db.migrate import MigrationError
 from router.errors import ShardlogError
 from router.settings import Settings
@@ -21,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="shardlog", description="Sharded audit-log and flow storage on PostgreSQL."
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in (cluster, catalog, lifecycle, auth, report, tail, collector):
+    for group in (cluster, catalog, lifecycle, auth, report, tail, exporters, collector):
         group.add_parsers(commands)
     return parser
 

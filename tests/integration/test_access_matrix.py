@@ -9,6 +9,7 @@ it."""
 
 from __future__ import annotations
 
+import ipaddress
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -351,6 +352,39 @@ def a_token(w: World, _caller: str) -> dict[str, Any]:
     return {"path": {"token_id": w.tokens["right_scope:audit:read"].split("_")[1]}}
 
 
+def an_exporter(_caller: str) -> str:
+    """An exporter address of the matrix's own for each call, spelt as the catalog spells it."""
+    return str(ipaddress.IPv6Address(f"2001:db8:3::{uuid.uuid4().hex[:4]}:{uuid.uuid4().hex[:4]}"))
+
+
+def exporter_of(w: World, address: str) -> list[dict[str, Any]]:
+    return [m for m in w.api.get("/v1/admin/exporters").json() if m["address"] == address]
+
+
+def map_exporter(w: World, caller: str) -> dict[str, Any]:
+    """Tenant A's switch: the mapping the right token makes, and no other."""
+    address = an_exporter(caller)
+    return {"path": {"address": address}, "json": {"switch": w.switch, "tenant": w.tenant_a}}
+
+
+def exporter_mapped(w: World, caller: str, response: httpx.Response) -> None:
+    address = response.request.url.path.rsplit("/", 1)[1]
+    expected = [{"address": address, "domain": None, "switch": w.switch, "tenant": w.tenant_a}]
+    assert exporter_of(w, address) == (expected if caller == "right_scope" else [])
+
+
+def new_exporter(w: World, caller: str) -> dict[str, Any]:
+    address = an_exporter(caller)
+    body = {"switch": w.switch, "tenant": w.tenant_a}
+    assert w.api.put(f"/v1/admin/exporters/{address}", json=body).status_code == 200
+    return {"path": {"address": address}}
+
+
+def exporter_survives(w: World, caller: str, response: httpx.Response) -> None:
+    address = response.request.url.path.rsplit("/", 1)[1]
+    assert len(exporter_of(w, address)) == (0 if caller == "right_scope" else 1)
+
+
 def tenant_survives(w: World, caller: str, response: httpx.Response) -> None:
     names = {t["name"] for t in w.api.get("/v1/admin/tenants").json()}
     assert (response.request.url.path.rsplit("/", 1)[1] in names) == (caller != "right_scope")
@@ -552,6 +586,18 @@ CALLS: dict[str, Call] = {
     "get token": Call("GET", "/v1/admin/tokens/{token_id}", ADMIN, a_token),
     "revoke token": Call(
         "DELETE", "/v1/admin/tokens/{token_id}", ADMIN, new_token, after=token_survives
+    ),
+    "list exporters": Call("GET", "/v1/admin/exporters", ADMIN, plain()),
+    "map exporter": Call(
+        "PUT", "/v1/admin/exporters/{address}", ADMIN, map_exporter, after=exporter_mapped
+    ),
+    "remove exporter": Call(
+        "DELETE",
+        "/v1/admin/exporters/{address}",
+        ADMIN,
+        new_exporter,
+        status=204,
+        after=exporter_survives,
     ),
 }
 

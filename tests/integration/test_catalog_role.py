@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import shutil
 import uuid
-from collections.abc import AsyncIterator
 from datetime import date
 from pathlib import Path
 
@@ -30,16 +29,8 @@ from services.cluster import LocalCluster
 from tests.support import refused
 
 
-@pytest.fixture
-async def catalog(settings: Settings, cluster: LocalCluster) -> AsyncIterator[asyncpg.Pool]:
-    """The pool the router's lifespan opens."""
-    pool = await catalog_login.open_pool(settings)
-    yield pool
-    await pool.close()
-
-
-async def test_the_catalog_role_administers_nothing(catalog: asyncpg.Pool) -> None:
-    async with catalog.acquire() as connection:
+async def test_the_catalog_role_administers_nothing(catalog_pool: asyncpg.Pool) -> None:
+    async with catalog_pool.acquire() as connection:
         assert await connection.fetchval("SELECT current_user") == roles.CATALOG
         for sql in (
             "ALTER SYSTEM SET fsync = off",
@@ -82,14 +73,14 @@ def _login(shard: Shard, password: str) -> CoordinatorLogin:
 
 
 async def test_the_catalog_role_does_the_routers_work(
-    catalog: asyncpg.Pool, cluster: LocalCluster
+    catalog_pool: asyncpg.Pool, cluster: LocalCluster
 ) -> None:
     """Rolled back: catalog writes bump the version (the trigger runs as its owner) and the
     coordinator makes and drops its objects."""
     name = f"catrole-{uuid.uuid4().hex[:8]}"
     shard = Shard(name, "g", cluster.shards[0].spec.dsn(), "active")
     table = day_table("audit", 987_654_321, date(2020, 1, 2))
-    async with catalog.acquire() as connection:
+    async with catalog_pool.acquire() as connection:
         transaction = connection.transaction()
         await transaction.start()
         try:

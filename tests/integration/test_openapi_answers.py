@@ -317,3 +317,35 @@ def test_a_retention_run_as_of_year_one_keeps_everything(api, doc) -> None:
         doc, api.post("/v1/admin/retention/run", json={"dry_run": True, "as_of": "0001-01-01"})
     )
     assert report["drops"] == [] and report["as_of"] == "0001-01-01"
+
+
+def test_exporters_answer_as_documented(api, doc, default_api) -> None:
+    path = "/v1/admin/exporters/{address}"
+    address, switch = "2001:db8:4::1", f"oa-ex-{uuid.uuid4().hex[:8]}"
+    mapping = ok(doc, api.put(f"/v1/admin/exporters/{address}", json={"switch": switch}), path=path)
+    ok(
+        doc,
+        api.put(f"/v1/admin/exporters/{address}", json={"switch": switch, "domain": 3}),
+        path=path,
+    )
+    assert mapping in ok(doc, api.get("/v1/admin/exporters", params={"tenant": "system"}))
+    for removal in (
+        api.delete(f"/v1/admin/exporters/{address}", params={"domain": 3}),
+        api.delete(f"/v1/admin/exporters/{address}"),
+    ):
+        assert removal.status_code == 204, removal.text
+        conforms(doc, removal, path)
+    claimed = f"oa-ex-claimed-{uuid.uuid4().hex[:8]}"
+    flow = {"switch": claimed, "src_ip": "10.0.0.1", "dst_ip": "10.0.0.2", "src_port": 1}
+    assert default_api.post("/v1/flows", json=[{**flow, "dst_port": 2, "bytes": 1}]).is_success
+    for response, status in (
+        (api.delete(f"/v1/admin/exporters/{address}"), 404),
+        (api.put(f"/v1/admin/exporters/{address}", json={"switch": claimed}), 409),
+        (api.put(f"/v1/admin/exporters/{address}", json={"switch": "x", "tenant": "oa-no"}), 404),
+        (api.put("/v1/admin/exporters/not-an-address", json={"switch": "x"}), 422),
+        (api.put(f"/v1/admin/exporters/{address}", json={"switch": "x", "domain": -1}), 422),
+        (api.delete(f"/v1/admin/exporters/{address}", params={"domain": "x"}), 422),
+    ):
+        assert response.status_code == status, response.text
+        conforms(doc, response, path)
+    conforms(doc, api.get("/v1/admin/exporters", params={"tenant": "NO"}))
