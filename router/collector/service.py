@@ -3,12 +3,15 @@ API, fed by the collector's sockets. It opens the catalog and the shard pools as
 does, loads the templates it saved before (so data sets arriving after a restart decode before
 their exporter refreshes its templates), listens, and until it is stopped: writes the queue's
 batches, expires held data sets and stale templates every second, saves the templates every
-STATE_EVERY_S and at the end, and reloads the exporter mappings every MAPPINGS_EVERY_S."""
+STATE_EVERY_S and at the end, and reloads the exporter mappings (router/catalog/exporters.py)
+whenever the catalog changes (a change of a mapping is one: its NOTIFY reaches the catalog
+cache) and every MAPPINGS_EVERY_S besides."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -18,6 +21,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from router.catalog import exporters
+from router.catalog.snapshot import CatalogSnapshot
 from router.collector import sockets
 from router.collector.decode import Decoder
 from router.collector.exporters import ExporterDirectory, ExporterMapping
@@ -34,11 +39,11 @@ from router.settings import CollectorSettings, Settings
 log = logging.getLogger("collector")
 
 STATE_EVERY_S = 30.0
-MAPPINGS_EVERY_S = 10.0
+MAPPINGS_EVERY_S = 60.0
 TICK_S = 1.0
 # How long a stopping collector goes on writing what it has queued.
 DRAIN_S = 10.0
-# Where the exporter mappings come from: the catalog's list (empty until they are stored).
+# Where the exporter mappings come from (default: the catalog's exporters table).
 Mappings = Callable[[], Awaitable[list[ExporterMapping]]]
 
 
@@ -80,12 +85,8 @@ def save_state(path: Path, decoder: Decoder) -> None:
     os.replace(partial, path)
 
 
-async def _no_mappings() -> list[ExporterMapping]:
-    return []
-
-
 class Collector:
-    def __init__(self, settings: Settings, mappings: Mappings = _no_mappings) -> None:
+    def __init__(self, settings: Settings, mappings: Mappings | None = None) -> None:
         self._settings = settings
         self._mappings = mappings
         collector = settings.collector
@@ -115,6 +116,13 @@ class Collector:
         collector = settings.collector
         metadata = await catalog_login.open_pool(settings)
         runtime = Runtime.build(settings, metadata, Metrics())
+        if self._mappings is None:
+            self._mappings = functools.partial(exporters.list_exporters, metadata)
+
+        async def on_catalog(_snapshot: CatalogSnapshot) -> None:
+            await self._reload_mappings()
+
+        runtime.catalog.subscribe(on_catalog)
         writer = QueueWriter(runtime.ingest, self.queue, self.metrics)
         servers: list[asyncio.Server] = []
         transports: list[asyncio.BaseTransport] = []
@@ -171,6 +179,8 @@ class Collector:
                 mapped = now
 
     async def _reload_mappings(self) -> None:
+        if self._mappings is None:
+            return
         try:
             mappings = await self._mappings()
         except Exception as exc:  # the catalog unreachable: keep the mappings there are

@@ -116,3 +116,27 @@ def test_the_http_endpoint(collector: RunningCollector, path: str) -> None:
         assert response.status_code == 200
     if path == "/metrics":
         assert "shardlog_collector_messages_total" in response.text
+
+
+def test_an_exporter_mapping_names_the_switch(
+    collector: RunningCollector, capture: Capture, api: httpx.Client
+) -> None:
+    """A mapping stored through the admin API reaches the running collector (the catalog's
+    NOTIFY): the domain's flows go to the mapped switch; removed, to exporter-<address>."""
+    domain, switch = DOMAIN + 3, "edge-mapped-1"
+    mapping = {"switch": switch, "domain": domain}
+    api.put("/v1/admin/exporters/127.0.0.1", json=mapping).raise_for_status()
+    try:
+        learn, data = _flows(capture, network=4, count=3)
+        export_s = min(p.ts_us for p in capture.packets) // 1_000_000
+        message = packets.ipfix_message([learn, data], export_s, sequence=0, domain=domain)
+        deadline = time.monotonic() + 20
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            # Until the collector has the mapping, the flows go to exporter-127.0.0.1: send
+            # again (the same 5-tuples merge there) until they reach the mapped switch.
+            while not _wanted(4, 3) <= set(stored(api, capture, switch)):
+                assert time.monotonic() < deadline, "the mapping never reached the collector"
+                sock.sendto(message, ("127.0.0.1", collector.udp_port))
+                time.sleep(0.5)
+    finally:
+        api.delete("/v1/admin/exporters/127.0.0.1", params={"domain": domain})
