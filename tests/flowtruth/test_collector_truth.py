@@ -18,7 +18,14 @@ import pytest
 
 from bench.collector import packets
 from bench.collector.pcaps import Capture
-from services.flowtools import FiveTuple, Nfcapd, Totals, Version, softflowd_replay
+from services.flowtools import (
+    FiveTuple,
+    Nfcapd,
+    Totals,
+    Version,
+    pmacct_replay,
+    softflowd_replay,
+)
 from tests.flowtruth.platform import RunningCollector, stored
 
 SAMPLING = 10
@@ -164,3 +171,26 @@ def test_templates_survive_a_restart(
     found = stored(api, capture)
     assert wanted <= set(found), "data sets after the restart were not decoded"
     assert {found[key].bytes for key in wanted} == {101, 102, 103}
+
+
+@pytest.mark.parametrize("version", [9, 10])
+def test_pmacct_exports_land_as_nfdump_reports_them(
+    version: Version,
+    capture: Capture,
+    pcap: Path,
+    collector: RunningCollector,
+    nfcapd: Callable[[], Nfcapd],
+    api: httpx.Client,
+    tmp_path: Path,
+) -> None:
+    """A second exporter: pmacct's nfprobe, run once to nfcapd and once to the collector (it
+    reads the same capture the same way each time)."""
+    reference = nfcapd()
+    pmacct_replay(pcap, (reference.host, reference.port), version, tmp_path / "reference")
+    reference.stop()
+    expected = as_counter(reference.totals())
+    assert expected
+    before = stored(api, capture)
+    pmacct_replay(pcap, ("127.0.0.1", collector.udp_port), version, tmp_path / "collector")
+    got = wait_for(api, capture, before, expected)
+    assert got == expected, (list((expected - got).items())[:5], list((got - expected).items())[:5])
