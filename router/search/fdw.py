@@ -30,12 +30,18 @@ from router.db.names import (
 )
 from router.db.pools import CoordinatorLogin
 
+# ddl.FLOW_EXPORT_READ_COLUMNS, as schema/metadata/0011_flow_export_columns.sql adds them to
+# the parent tables made before.
+FLOW_EXPORT_PARENT_COLUMNS = (
+    "tcp_flags smallint, sampling_rate integer, sampled boolean, sampling_mixed boolean"
+)
 _COLUMNS = {
     "audit": "id bigint, ts timestamptz, content text, attrs jsonb",
     "flow": (
         "id bigint, src_ip inet, dst_ip inet, src_port integer, dst_port integer, "
         "ip_version smallint, proto smallint, bytes bigint, packets bigint, "
-        "flow_count bigint, first_seen timestamptz, last_seen timestamptz"
+        "flow_count bigint, first_seen timestamptz, last_seen timestamptz, "
+        f"{FLOW_EXPORT_PARENT_COLUMNS}"
     ),
 }
 _TIME_COLUMN = {"audit": "ts", "flow": "first_seen"}
