@@ -1,9 +1,9 @@
 -- The coordinator's flow parent tables (schema fdw, one per switch: router/search/fdw.py) gain
 -- the columns shard migration 0009 gave the flow day tables, so that the fdw path reads what
--- fan-out reads. Parents made from now on have them from the start (fdw._COLUMNS). ALTER TABLE
--- on a parent adds the column to its foreign children too; a foreign table reads its columns
--- by name, so the children read the shards' new columns. No shard data is touched. The
--- pattern is router/db/names.py's parent_table() for flows.
+-- fan-out reads. Parents made from now on have them from the start (fdw.PARENT_COLUMNS).
+-- ALTER TABLE on a parent adds the column to its foreign children too; a foreign table reads
+-- its columns by name, so the children read the shards' new columns. No shard data is
+-- touched. The pattern is router/db/names.py's parent_table() for flows.
 
 DO $parents$
 DECLARE
