@@ -69,6 +69,14 @@ def switch(api) -> str:
     return name
 
 
+def _post(api, body: bytes, csv_of: str | None = None) -> Any:
+    """NDJSON, or with ``csv_of`` CSV rows of that switch; the response whatever it is."""
+    if csv_of is None:
+        return api.post("/v1/flows", content=body, headers={"content-type": "application/x-ndjson"})
+    headers = {"content-type": "text/csv"}
+    return api.post("/v1/flows", params={"switch": csv_of}, content=body, headers=headers)
+
+
 def _items(api, switch: str, backend: str = "fanout") -> list[dict[str, Any]]:
     params = {"switch": switch, "from": FROM, "to": TO, "limit": 1000, "backend": backend}
     response = api.get("/v1/flows/search", params=params)
@@ -131,12 +139,7 @@ def test_csv_records_may_carry_flags_and_sampling(api) -> None:
         f"{ts},10.8.0.1,10.8.0.2,1,2,tcp,3000,3,27,10\n"
         f"{ts},10.8.0.3,10.8.0.4,3,4,udp,100,1,,\n"
     )
-    response = api.post(
-        "/v1/flows",
-        params={"switch": name},
-        content=body.encode(),
-        headers={"content-type": "text/csv"},
-    )
+    response = _post(api, body.encode(), csv_of=name)
     assert response.status_code == 200, response.text
     shown = {item["src_ip"]: tuple(item[n] for n in ADDED) for item in _items(api, name)}
     assert shown == {"10.8.0.1": (27, 10, True, False), "10.8.0.3": (None, None, False, False)}
@@ -161,11 +164,7 @@ def test_csv_records_may_carry_flags_and_sampling(api) -> None:
 def test_bad_flags_or_sampling_are_refused_naming_the_field(api, field, value) -> None:
     name = f"cols-bad-{uuid.uuid4().hex[:8]}"
     records = [_flow(name, 1), _flow(name, 2, **{field: value})]
-    response = api.post(
-        "/v1/flows",
-        content=b"".join(orjson.dumps(r) + b"\n" for r in records),
-        headers={"content-type": "application/x-ndjson"},
-    )
+    response = _post(api, b"".join(orjson.dumps(r) + b"\n" for r in records))
     assert response.status_code == 422, response.text
     assert response.json()["error"]["field"] == f"records[1].{field}"
     assert _items(api, name) == []
@@ -187,12 +186,7 @@ def test_bad_csv_flags_or_sampling_are_refused_naming_the_line(api, column, valu
         "10.9.0.1,10.9.0.2,1,2,1\n"
         f"10.9.0.1,10.9.0.2,1,2,{value}\n"
     )
-    response = api.post(
-        "/v1/flows",
-        params={"switch": name},
-        content=body.encode(),
-        headers={"content-type": "text/csv"},
-    )
+    response = _post(api, body.encode(), csv_of=name)
     assert response.status_code == 422, response.text
     assert response.json()["error"]["field"] == field
     assert _items(api, name) == []
