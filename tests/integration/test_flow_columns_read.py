@@ -17,6 +17,7 @@ import pytest
 
 from router.search import lines
 from tests.integration.test_search import DAY, FROM, TO, post
+from tests.support import run_cli
 
 ADDED = ("tcp_flags", "sampling_rate", "sampled", "sampling_mixed")
 
@@ -77,6 +78,11 @@ def _post(api, body: bytes, csv_of: str | None = None) -> Any:
     return api.post("/v1/flows", params={"switch": csv_of}, content=body, headers=headers)
 
 
+def _cell(value: Any) -> str:
+    """A value as a CSV export writes it: null empty, booleans as JSON writes them."""
+    return "" if value is None else str(value).lower()
+
+
 def _items(api, switch: str, backend: str = "fanout") -> list[dict[str, Any]]:
     params = {"switch": switch, "from": FROM, "to": TO, "limit": 1000, "backend": backend}
     response = api.get("/v1/flows/search", params=params)
@@ -129,6 +135,28 @@ def test_csv_export_shows_the_same(api, switch) -> None:
         return "" if value is None else str(value).lower()
 
     assert cells == {n: tuple(cell(v) for v in shown) for n, (_, shown) in CASES.items()}
+
+
+def test_the_owner_export_shows_the_same(api, settings, switch) -> None:
+    """shardlog owner export (retention's per-owner lifecycle): NDJSON as the items, and its
+    exact CSV with the same cells as the API's CSV."""
+    bounds = (
+        "--from",
+        DAY.date().isoformat(),
+        "--to",
+        (DAY + timedelta(days=1)).date().isoformat(),
+    )
+    ndjson = run_cli(settings, "owner", "export", switch, "--kind", "flow", *bounds)
+    assert ndjson.returncode == 0, ndjson.stderr
+    assert [orjson.loads(line) for line in ndjson.stdout.splitlines()] == _items(api, switch)
+    exact = run_cli(
+        settings, "owner", "export", switch, "--kind", "flow", *bounds, "--format", "csv"
+    )
+    assert exact.returncode == 0, exact.stderr
+    rows = list(csv.DictReader(io.StringIO(exact.stdout)))
+    assert list(rows[0])[-4:] == list(ADDED)
+    cells = {int(r["src_port"]) - 2000: tuple(r[name] for name in ADDED) for r in rows}
+    assert cells == {n: tuple(_cell(v) for v in shown) for n, (_, shown) in CASES.items()}
 
 
 def test_csv_records_may_carry_flags_and_sampling(api) -> None:
