@@ -41,8 +41,10 @@ WRITE_ERRORS: dict[int | str, dict[str, Any]] = described(
 CSV_COLUMNS = (
     "Flow CSV, UTF-8, LF or CRLF: the five columns src_ip,dest_ip,src_port,dest_port,ip_type "
     "(ip_type IPv4 or IPv6), with or without a header row. A header may add ts, bytes, "
-    "packets and proto, and may say dst_ip/dst_port. Every row's switch is the switch query "
-    "parameter (required with CSV); errors name the physical line, lines[N]"
+    "packets, proto, tcp_flags (0..255) and sampling_rate (1: unsampled; bytes and packets "
+    "are taken as already scaled up by it), and may say dst_ip/dst_port. Every row's switch "
+    "is the switch query parameter (required with CSV); errors name the physical line, "
+    "lines[N]"
 )
 
 

@@ -44,8 +44,16 @@ def _params(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 
 def line_of(kind: str, item: dict[str, Any]) -> str:
-    flags = "".join(f" [{flag}]" for flag in ("late", "merged", "replayed") if item.get(flag))
+    marks = ("late", "merged", "replayed", "sampling_mixed")
+    flags = "".join(f" [{flag}]" for flag in marks if item.get(flag))
     if kind == "flows":
+        # What exporters tell, when a record said it (.get: a router before them sends none).
+        said = []
+        if item.get("tcp_flags") is not None:
+            said.append(f" tcp_flags=0x{item['tcp_flags']:02x}")
+        if item.get("sampling_rate") is not None:
+            said.append(f" sampling=1/{item['sampling_rate']}")
+        flags = "".join(said) + flags
         return (
             f"{item['first_seen']} {item['switch']} {item['src_ip']}:{item['src_port']} -> "
             f"{item['dst_ip']}:{item['dst_port']} proto={item['proto']} bytes={item['bytes']} "

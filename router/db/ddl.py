@@ -36,6 +36,10 @@ FLOW_STAGE_COLUMNS = (
 # sampling_mixed: rows merged from records of different sampling (two exporters of one switch).
 FLOW_EXPORT_COLUMNS = ("tcp_flags", "sampling_rate", "sampling_mixed")
 FLOW_WRITE_COLUMNS = (*FLOW_STAGE_COLUMNS, *FLOW_EXPORT_COLUMNS)
+# What a read shows of them, in the table's order (sampled: the merge computes it, rate > 1).
+# Search items, exports, permalinks, the tail and the coordinator's parent tables list these
+# after last_seen.
+FLOW_EXPORT_READ_COLUMNS = ("tcp_flags", "sampling_rate", "sampled", "sampling_mixed")
 FLOW_KEY = ("src_ip", "dst_ip", "src_port", "dst_port", "proto")
 FLOW_STAGE = "flow_stage"
 # count=estimate samples flows through a small covering index (router/search/estimate.py): the

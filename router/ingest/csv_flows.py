@@ -1,9 +1,10 @@
 """Flow CSV bodies: ``src_ip,dst_ip,src_port,dst_port[,ip_type]`` per line, or any columns in
 any order under a header row. Header names are matched case-insensitively, with spaces, '_' and
 '-' alike, and the usual spellings of exported flow files (``Source Address``, ``Destination
-Port``, ``Protocol``, ``Bytes``, ...). A ``switch`` column lets one body carry several switches;
-the ``?switch=`` parameter is the switch of rows that name none. LF or CRLF, final newline
-optional. Rows are numbered by physical line (from 1) and errors name ``lines[N]``.
+Port``, ``Protocol``, ``Bytes``, ``TCP Flags``, ``Sampling Rate``, ...). A ``switch`` column
+lets one body carry several switches; the ``?switch=`` parameter is the switch of rows that
+name none. LF or CRLF, final newline optional. Rows are numbered by physical line (from 1) and
+errors name ``lines[N]``.
 
 Only text is turned into values here (ASCII digits into ints, protocol names into numbers);
 what the values may be is checked by records.flow_row, as for JSON.
@@ -39,6 +40,8 @@ _SPELLINGS: dict[str, tuple[str, ...]] = {
     "bytes": ("bytes", "octets"),
     "packets": ("packets", "pkts"),
     "ts": ("ts", "time", "timestamp"),
+    "tcp_flags": ("tcp flags", "flags"),
+    "sampling_rate": ("sampling rate", "sampling interval"),
 }
 COLUMNS = {spelling: name for name, spellings in _SPELLINGS.items() for spelling in spellings}
 DEFAULT_LAYOUT = ("src_ip", "dst_ip", "src_port", "dst_port", "ip_type")
@@ -48,7 +51,9 @@ _PROTOCOLS = {"icmp": 1, "igmp": 2, "tcp": 6, "udp": 17, "gre": 47, "esp": 50, "
 _PROTOCOLS |= {"icmpv6": 58, "ipv6-icmp": 58, "sctp": 132}
 _INTEGER = re.compile(r"-?[0-9]{1,20}")
 _SEPARATORS = re.compile(r"[\s_-]+")
-_INTEGER_COLUMNS = frozenset({"src_port", "dst_port", "bytes", "packets"})
+_INTEGER_COLUMNS = frozenset(
+    {"src_port", "dst_port", "bytes", "packets", "tcp_flags", "sampling_rate"}
+)
 
 
 def column_of(header: str) -> str | None:

@@ -30,9 +30,12 @@ FLOW_FIELDS = frozenset(
         "proto",
         "bytes",
         "packets",
+        "tcp_flags",
+        "sampling_rate",
     }
 )
 MAX_BIGINT = 2**63 - 1
+MAX_INTEGER = 2**31 - 1
 
 
 class AuditRow(NamedTuple):
@@ -218,6 +221,8 @@ def flow_row(raw: Any, where: Location, now: datetime, limits: Limits) -> FlowRo
     if declared is not None and declared != version:
         raise where.error("ip_version", f"says {declared} but the addresses are IPv{version}")
     proto = record.get("proto")
+    flags = record.get("tcp_flags")
+    rate = record.get("sampling_rate")
     return FlowRow(
         where.number,
         switch,
@@ -230,6 +235,8 @@ def flow_row(raw: Any, where: Location, now: datetime, limits: Limits) -> FlowRo
         None if proto is None else _int(proto, "proto", where, 0, 255),
         _int(record.get("bytes"), "bytes", where, 0, MAX_BIGINT),
         _int(record.get("packets", 0), "packets", where, 0, MAX_BIGINT),
+        tcp_flags=None if flags is None else _int(flags, "tcp_flags", where, 0, 255),
+        sampling_rate=None if rate is None else _int(rate, "sampling_rate", where, 1, MAX_INTEGER),
     )
 
 

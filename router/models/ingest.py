@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from router.ingest.records import MAX_BIGINT
+from router.ingest.records import MAX_BIGINT, MAX_INTEGER
 from router.models.common import Out, OwnerKey
 
 TS_DESCRIPTION = (
@@ -56,6 +56,16 @@ class FlowRecord(BaseModel):
     proto: int | None = Field(None, ge=0, le=255)
     bytes: int = Field(ge=0, le=MAX_BIGINT)
     packets: int = Field(0, ge=0, le=MAX_BIGINT)
+    tcp_flags: int | None = Field(
+        None, ge=0, le=255, description="The TCP flags seen (OR-ed); merged records OR theirs"
+    )
+    sampling_rate: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_INTEGER,
+        description="One in how many packets were sampled (1: unsampled). bytes and packets "
+        "are taken as already scaled up by it: they are stored as given",
+    )
 
 
 class FlowKeyIn(BaseModel):

@@ -37,6 +37,20 @@ class FlowItem(Out):
     bytes: int
     packets: int
     flow_count: int = Field(description="Records merged into this flow")
+    tcp_flags: int | None = Field(
+        description="The TCP flags of its records OR-ed (0..255); null when no record said "
+        "(REST records without tcp_flags)"
+    )
+    sampling_rate: int | None = Field(
+        description="One in how many packets its counts were sampled from (1: unsampled; the "
+        "largest when records of different rates merged); null when no record said. bytes and "
+        "packets are already scaled up by it"
+    )
+    sampled: bool = Field(description="Some record of it was sampled (sampling_rate > 1)")
+    sampling_mixed: bool = Field(
+        description="Records of different sampling rates merged into it: bytes and packets "
+        "add counts of different precision"
+    )
     shard: str
     switch: str
     ref: str = Field(description=REF)

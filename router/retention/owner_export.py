@@ -15,6 +15,7 @@ from typing import Any, Literal
 import orjson
 
 from router.auth.scopes import SYSTEM
+from router.db.ddl import FLOW_EXPORT_READ_COLUMNS
 from router.errors import BadRequest, excerpt
 from router.search.query import AuditQuery, FlowQuery, Keys, Window
 from router.search.service import SearchService
@@ -39,6 +40,7 @@ COLUMNS = {
         "bytes",
         "packets",
         "flow_count",
+        *FLOW_EXPORT_READ_COLUMNS,
     ),
 }
 
@@ -75,6 +77,8 @@ def _csv_line(values: list[Any]) -> bytes:
 
 
 def _cell(value: Any) -> Any:
+    if isinstance(value, bool):
+        return "true" if value else "false"  # as in the API's CSV (router/search/lines.py)
     if isinstance(value, dict | list):
         return orjson.dumps(value).decode()
     return "" if value is None else value

@@ -30,12 +30,18 @@ from router.db.names import (
 )
 from router.db.pools import CoordinatorLogin
 
-_COLUMNS = {
+# ddl.FLOW_EXPORT_READ_COLUMNS, as schema/metadata/0011_flow_export_columns.sql adds them to
+# the parent tables made before.
+FLOW_EXPORT_PARENT_COLUMNS = (
+    "tcp_flags smallint, sampling_rate integer, sampled boolean, sampling_mixed boolean"
+)
+PARENT_COLUMNS = {
     "audit": "id bigint, ts timestamptz, content text, attrs jsonb",
     "flow": (
         "id bigint, src_ip inet, dst_ip inet, src_port integer, dst_port integer, "
         "ip_version smallint, proto smallint, bytes bigint, packets bigint, "
-        "flow_count bigint, first_seen timestamptz, last_seen timestamptz"
+        "flow_count bigint, first_seen timestamptz, last_seen timestamptz, "
+        f"{FLOW_EXPORT_PARENT_COLUMNS}"
     ),
 }
 _TIME_COLUMN = {"audit": "ts", "flow": "first_seen"}
@@ -97,7 +103,7 @@ async def attach(
         )
     parent = parent_table(table.kind, table.owner_id)
     await connection.execute("SELECT pg_advisory_xact_lock($1)", _lock_key(parent))
-    await connection.execute(f"CREATE TABLE IF NOT EXISTS {parent} ({_COLUMNS[table.kind]})")
+    await connection.execute(f"CREATE TABLE IF NOT EXISTS {parent} ({PARENT_COLUMNS[table.kind]})")
     column = _TIME_COLUMN[table.kind]
     first, after = table.day, table.day + timedelta(days=1)
     await connection.execute(

@@ -19,7 +19,7 @@ from typing import Any, Literal
 import orjson
 
 from router.csv_cells import FORMULA_START, csv_cell
-from router.db.ddl import FLOW_STAGE_COLUMNS
+from router.db.ddl import FLOW_EXPORT_READ_COLUMNS, FLOW_STAGE_COLUMNS
 from router.db.names import DayTable, Kind
 from router.search import refs
 
@@ -27,8 +27,11 @@ ExportFormat = Literal["ndjson", "csv"]
 # Add a parameter, answer its placeholder (sql.Params.add).
 Add = Callable[[Any], str]
 AUDIT_CSV_HEADER = ("ts", "id", "owner", "shard", "content", "attrs")
-# An item's fields in the order the export writes them (the DDL's columns, first_seen first).
-FLOW_FIELDS = ("first_seen", "id", *FLOW_STAGE_COLUMNS[:-2], "last_seen")
+# An item's fields in the order the export writes them (the DDL's columns, first_seen first,
+# what exporters add after last_seen).
+FLOW_FIELDS = ("first_seen", "id", *FLOW_STAGE_COLUMNS[:-2], "last_seen", *FLOW_EXPORT_READ_COLUMNS)
+# Columns that may be NULL: an empty CSV cell, JSON's null. Booleans are true and false in both.
+_NULLABLE = ("proto", "tcp_flags", "sampling_rate")
 FLOW_CSV_HEADER = ("first_seen", "switch", "shard", *FLOW_FIELDS[1:])
 
 
@@ -114,10 +117,9 @@ def _flow(format: ExportFormat, shard: str, owner_id: int, key: str, add: Add) -
         "last_seen": iso("last_seen"),
         "src_ip": "host(src_ip)",
         "dst_ip": "host(dst_ip)",
-        "proto": "coalesce(proto::text, '')"
-        if format == "csv"
-        else "coalesce(proto::text, 'null')",
     }
+    missing = "''" if format == "csv" else "'null'"
+    values |= {name: f"coalesce({name}::text, {missing})" for name in _NULLABLE}
     if format == "csv":
         owner, named = add(_csv_text(csv_cell(key))), add(_csv_text(shard))
         cells = [values["first_seen"], f"{owner}::text", f"{named}::text"]

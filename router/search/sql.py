@@ -19,7 +19,7 @@ from router.search.snapshot import ShardSnapshot
 AUDIT_COLUMNS = "ts, id, content, attrs"
 FLOW_COLUMNS = (
     "first_seen AS ts, id, src_ip, dst_ip, src_port, dst_port, ip_version, proto, "
-    "bytes, packets, flow_count, last_seen"
+    f"bytes, packets, flow_count, last_seen, {', '.join(ddl.FLOW_EXPORT_READ_COLUMNS)}"
 )
 
 # A branch's columns over one day table, given Params.add (exports: the rendered line).
@@ -322,7 +322,8 @@ def _fdw_columns(query: AuditQuery | FlowQuery) -> str:
         return "p.ts, p.id, p.content, p.attrs"
     return (
         "p.first_seen AS ts, p.id, p.src_ip, p.dst_ip, p.src_port, p.dst_port, "
-        "p.ip_version, p.proto, p.bytes, p.packets, p.flow_count, p.last_seen"
+        "p.ip_version, p.proto, p.bytes, p.packets, p.flow_count, p.last_seen, "
+        + ", ".join(f"p.{name}" for name in ddl.FLOW_EXPORT_READ_COLUMNS)
     )
 
 

@@ -3,7 +3,8 @@ of the same rows, byte for byte: the item as orjson writes it (attrs as stored, 
 router/search/refs.py) and the CSV row as csv.writer writes it with formula-like cells quoted.
 Rows chosen to break a renderer: unicode, control characters, quotes, commas, newlines and
 backslashes in content, nested and NULL attrs, formula-like text, whole seconds, IPv6
-addresses (the forms inet_ntop and PostgreSQL might print apart), a missing proto."""
+addresses (the forms inet_ntop and PostgreSQL might print apart), a missing proto, TCP flags and
+sampling rates missing or at their bounds, either value of sampled and sampling_mixed."""
 
 from __future__ import annotations
 
@@ -110,11 +111,17 @@ def _old_audit(row: Any, shard: str, owner_id: int, format: str) -> str:
     return orjson.dumps(item).decode() + "\n"
 
 
+def _csv_value(value: Any) -> Any:
+    """Booleans as JSON writes them, in CSV too."""
+    return str(value).lower() if isinstance(value, bool) else value
+
+
 def _old_flow(row: Any, shard: str, owner_id: int, format: str) -> str:
-    values = list(row)[:12]
+    values = list(row)[: len(lines.FLOW_FIELDS)]
     if format == "csv":
         cells = [values[0].isoformat(), csv_cell(KEY), shard, *values[1:11]]
-        return lines.csv_line([*cells, values[11].isoformat()])
+        added = [_csv_value(v) for v in values[12:]]
+        return lines.csv_line([*cells, values[11].isoformat(), *added])
     item = dict(zip(lines.FLOW_FIELDS, values, strict=True))
     item["shard"] = shard
     item["switch"] = KEY
@@ -172,12 +179,14 @@ async def test_flow_lines_are_the_routers_items(shard, format) -> None:
         port = [0, 443, 32768, 65535][n % 4]
         version = 6 if ":" in src else 4
         last = first + timedelta(seconds=n)
-        rows.append(
-            (src, dst, port, 65535 - port, version, proto, 2**62 + n, n, n + 1, first, last)
-        )
-    await shard[0].copy_records_to_table(
-        table.name, records=rows, columns=list(ddl.FLOW_STAGE_COLUMNS)
-    )
+        flags = [None, 0, 0x12, 255, 0x02][n % 5]
+        rate = [None, 1, 2**31 - 1, 1000][n % 4]
+        sampled, mixed = n % 3 == 1, n % 2 == 1
+        counts = (2**62 + n, n, n + 1)
+        added = (flags, rate, sampled, mixed)
+        rows.append((src, dst, port, 65535 - port, version, proto, *counts, first, last, *added))
+    columns = [*ddl.FLOW_STAGE_COLUMNS, *ddl.FLOW_EXPORT_READ_COLUMNS]
+    await shard[0].copy_records_to_table(table.name, records=rows, columns=columns)
     old, new = await _both(shard, "flow", table, owner_id, format)
     assert len(old) == len(rows)
     assert new == old

@@ -1,6 +1,8 @@
 """What flow exporters add to a flow row (router/db/ddl.py FLOW_EXPORT_COLUMNS), merged by the
 database as ddl.flow_merge_sql merges: TCP flags OR-ed, the sampling rate kept and a merge of
-records of different sampling marked, REST records (no flags, no rate) changing neither."""
+records of different sampling marked, REST records (no flags, no rate) changing neither; and
+kept by retention's archives, archives of days stored before the columns restoring with them
+NULL and false."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import ipaddress
 import itertools
 import os
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -16,6 +19,7 @@ import pytest
 from router.db import ddl
 from router.db.connection import prepare_shard_connection
 from router.db.names import DayTable, day_table
+from router.retention import archive
 from services.cluster import LocalCluster
 
 DAY = datetime(2026, 3, 15, tzinfo=UTC)
@@ -120,3 +124,46 @@ async def test_a_mixed_batch_stays_marked(shard) -> None:
     await _write(shard, table, [_flow("10.0.0.4", None, 10, seconds=9)])
     row = await _row(shard, table, "10.0.0.4")
     assert row["sampling_mixed"] is True
+
+
+async def _archived_and_restored(shard: Any, table: DayTable, tmp_path: Path) -> archive.Manifest:
+    """Archive the table, drop it, load the archive into the table as ddl makes it now."""
+    connection, _ = shard
+    manifest = await archive.write(connection, table, "s", None, tmp_path, 1)
+    path = archive.verify(tmp_path, manifest, table)
+    await connection.execute(f"DROP TABLE {table.quoted}")
+    await ddl.ensure_table(connection, table, "btree")
+    async with connection.transaction():
+        assert await archive.load(connection, table, manifest, path) == manifest.rows
+    return manifest
+
+
+async def test_archives_keep_the_exporters_columns(shard, tmp_path: Path) -> None:
+    table = await _table(shard)
+    await _write(shard, table, [_flow("10.0.1.1", 0x12, 100, mixed=True)])
+    await _write(shard, table, [_flow("10.0.1.2", None, None)])
+    before = [await _row(shard, table, src) for src in ("10.0.1.1", "10.0.1.2")]
+    manifest = await _archived_and_restored(shard, table, tmp_path)
+    assert set(ddl.FLOW_EXPORT_READ_COLUMNS) <= set(manifest.columns)
+    assert [await _row(shard, table, src) for src in ("10.0.1.1", "10.0.1.2")] == before
+
+
+async def test_archives_made_before_the_columns_restore(shard, tmp_path: Path) -> None:
+    """A day archived by a router that had no exporters' columns: its manifest lists none;
+    the restored rows read as a REST record's."""
+    connection, made = shard
+    table = day_table("flow", next(_switch_ids), DAY.date())
+    statement = ddl.table_ddl(table, "btree")[0].replace(f"{ddl.FLOW_EXPORT_DDL},", "")
+    assert "tcp_flags" not in statement
+    await connection.execute(statement)
+    made.append(table)
+    await connection.execute(
+        f"INSERT INTO {table.quoted} (src_ip, dst_ip, src_port, dst_port, ip_version, proto, "
+        "bytes, packets, first_seen, last_seen) VALUES ('10.0.2.1', '192.0.2.1', 40000, 443, "
+        "4, 6, 1500, 3, $1, $1)",
+        DAY,
+    )
+    manifest = await _archived_and_restored(shard, table, tmp_path)
+    assert not set(ddl.FLOW_EXPORT_READ_COLUMNS) & set(manifest.columns)
+    row = await _row(shard, table, "10.0.2.1")
+    assert tuple(row.values()) == (None, None, False, False, 1500, 3, 1)

@@ -11,7 +11,8 @@ import pytest
 
 from router.db import ddl, roles
 from router.db.migrate import MigrationError, migrate
-from router.db.names import DayTable, day_table
+from router.db.names import DayTable, day_table, parent_table
+from router.search import fdw
 from router.settings import Settings
 from services.cluster import LocalCluster
 from services.postgres import InstanceSpec, PostgresInstance
@@ -128,11 +129,11 @@ async def test_router_refuses_a_catalog_that_lacks_migrations(
         pass
 
 
-def schema_before(settings: Settings, tmp_path: Path, version: int) -> Path:
-    """A copy of the schema directory without the shard migrations from ``version`` on."""
+def schema_before(settings: Settings, tmp_path: Path, version: int, target: str = "shard") -> Path:
+    """A copy of the schema directory without the ``target``'s migrations from ``version`` on."""
     schema = tmp_path / "schema"
     shutil.copytree(settings.schema_dir, schema)
-    for path in (schema / "shard").glob("*.sql"):
+    for path in (schema / target).glob("*.sql"):
         if int(path.name[:4]) >= version:
             path.unlink()
     return schema
@@ -224,11 +225,50 @@ async def test_flow_day_tables_of_older_routers_get_the_exporters_columns(
     )
 
 
-async def column_types(connection: asyncpg.Connection, table: DayTable) -> list[tuple[str, ...]]:
+async def test_coordinator_flow_parents_of_older_routers_get_the_exporters_columns(
+    scratch_db, settings: Settings, tmp_path: Path
+) -> None:
+    """Metadata 0011: the fdw path's flow parent tables already there, and their foreign
+    children, get the columns shard migration 0009 added, as router/search/fdw.py makes new
+    parents; audit parents are left alone."""
+    await migrate(scratch_db, schema_before(settings, tmp_path, 11, "metadata"), "metadata")
+    old, new, audit = parent_table("flow", 11), parent_table("flow", 12), parent_table("audit", 11)
+    flow_columns = fdw.PARENT_COLUMNS["flow"]
+    before = flow_columns.replace(f", {fdw.FLOW_EXPORT_PARENT_COLUMNS}", "")
+    assert "tcp_flags" not in before
+    await scratch_db.execute(f"CREATE TABLE {old} ({before})")
+    await scratch_db.execute(f"CREATE TABLE {audit} ({fdw.PARENT_COLUMNS['audit']})")
+    await scratch_db.execute(
+        "CREATE SERVER migration_test FOREIGN DATA WRAPPER postgres_fdw OPTIONS (dbname 'none')"
+    )
+    child = "fdw.flow_s11_20260101_test"
+    await scratch_db.execute(
+        f"CREATE FOREIGN TABLE {child} () INHERITS ({old}) SERVER migration_test"
+    )
+    applied = await migrate(scratch_db, settings.schema_dir, "metadata")
+    assert [m.name for m in applied][:1] == ["flow_export_columns"]
+    await scratch_db.execute(f"CREATE TABLE {new} ({flow_columns})")
+    assert await column_types(scratch_db, old) == await column_types(scratch_db, new)
+    assert await column_types(scratch_db, child) == await column_types(scratch_db, new)
+    assert [c[0] for c in await column_types(scratch_db, audit)] == [
+        "attrs",
+        "content",
+        "id",
+        "ts",
+    ]
+
+
+async def column_types(
+    connection: asyncpg.Connection, table: DayTable | str
+) -> list[tuple[str, ...]]:
+    """Of a day table, or of a coordinator's table by its schema-qualified name."""
+    schema, name = ("public", table.name) if isinstance(table, DayTable) else table.split(".")
     rows = await connection.fetch(
         "SELECT column_name, data_type, is_nullable, column_default "
-        "FROM information_schema.columns WHERE table_name = $1 ORDER BY column_name",
-        table.name,
+        "FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2 "
+        "ORDER BY column_name",
+        schema,
+        name.strip('"'),
     )
     return [tuple(str(v) for v in r.values()) for r in rows]
 

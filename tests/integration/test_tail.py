@@ -143,8 +143,9 @@ def test_flows_with_filters_and_merges(
     switch = _owner("sw")
     now = datetime.now(UTC)
 
-    def flow(src: str, port: int, size: int) -> dict[str, Any]:
+    def flow(src: str, port: int, size: int, **extra: Any) -> dict[str, Any]:
         return {
+            **extra,
             "switch": switch,
             "ts": now.isoformat(),
             "src_ip": src,
@@ -160,11 +161,17 @@ def test_flows_with_filters_and_merges(
     with _tail(router_process, api_token, params, kind="flows") as tail:
         _post_flows(api, [flow("10.1.2.3", 1000, 100), flow("192.0.2.1", 1001, 100)])
         tail.wait(lambda c: len(c.rows()) >= 1)
-        _post_flows(api, [flow("10.1.2.3", 1000, 50)])
+        _post_flows(api, [flow("10.1.2.3", 1000, 50, tcp_flags=0x12, sampling_rate=8)])
         tail.wait(lambda c: len(c.rows()) >= 2)
     first, merge = tail.rows()
     assert (first["src_ip"], first["bytes"], first["merged"]) == ("10.1.2.3", 100, False)
     assert (merge["src_ip"], merge["bytes"], merge["merged"]) == ("10.1.2.3", 150, True)
+    # What exporters add, as a search shows it: nothing said, then flags and a rate merged in.
+    added = ("tcp_flags", "sampling_rate", "sampled", "sampling_mixed")
+    assert [tuple(row[name] for name in added) for row in (first, merge)] == [
+        (None, None, False, False),
+        (0x12, 8, True, True),
+    ]
     assert first["ref"] == merge["ref"]
 
 

@@ -1,9 +1,10 @@
+import re
 from pathlib import Path
 
 import pytest
 
 from router.db.migrate import MigrationError, load_migrations
-from router.db.names import day_table_regex
+from router.db.names import day_table_regex, parent_table
 from router.settings import REPO_ROOT
 
 
@@ -40,3 +41,18 @@ def test_the_created_xid_migration_knows_day_tables_by_their_name() -> None:
         m for m in load_migrations(REPO_ROOT / "schema", "shard") if m.name == "created_xid"
     ]
     assert f"c.relname ~ '{day_table_regex()}'" in migration.sql
+
+
+def test_the_coordinator_flow_columns_migration_knows_flow_parents_by_their_name() -> None:
+    """Metadata 0011 finds the fdw path's flow parent tables by name: every name
+    names.parent_table gives a flow parent, and none of an audit parent's."""
+    (migration,) = [
+        m
+        for m in load_migrations(REPO_ROOT / "schema", "metadata")
+        if m.name == "flow_export_columns"
+    ]
+    pattern = re.search(r"c\.relname ~ '([^']+)'", migration.sql)
+    assert pattern is not None
+    for owner_id in (1, 42, 2**63 - 1):
+        assert re.match(pattern[1], parent_table("flow", owner_id)[4:].strip('"'))
+        assert not re.match(pattern[1], parent_table("audit", owner_id)[4:].strip('"'))

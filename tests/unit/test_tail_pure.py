@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from router.cli.events import EventParser
+from router.cli.tail import line_of
 from router.errors import BadRequest
 from router.search.snapshot import ShardSnapshot
 from router.tail.events import Batch, Event, EventKey
@@ -162,3 +163,27 @@ def test_the_event_parser_reads_what_the_stream_writes() -> None:
 def test_snapshot_visibility_matches_postgresql() -> None:
     snapshot = ShardSnapshot(10, 20, (12, 15))
     assert [x for x in range(8, 22) if snapshot.sees(x)] == [8, 9, 10, 11, 13, 14, 16, 17, 18, 19]
+
+
+def test_the_cli_shows_a_flows_exporter_fields_when_said() -> None:
+    item = {
+        "first_seen": "2026-03-14T00:00:00+00:00",
+        "switch": "edge-1",
+        "src_ip": "10.0.0.1",
+        "src_port": 1,
+        "dst_ip": "10.0.0.2",
+        "dst_port": 2,
+        "proto": 6,
+        "bytes": 3000,
+        "packets": 3,
+        "tcp_flags": None,
+        "sampling_rate": None,
+        "sampled": False,
+        "sampling_mixed": False,
+    }
+    plain = "2026-03-14T00:00:00+00:00 edge-1 10.0.0.1:1 -> 10.0.0.2:2 proto=6 bytes=3000 packets=3"
+    assert line_of("flows", item) == plain
+    said = {**item, "tcp_flags": 0x12, "sampling_rate": 100, "sampled": True}
+    assert line_of("flows", {**said, "sampling_mixed": True, "merged": True}) == (
+        f"{plain} tcp_flags=0x12 sampling=1/100 [merged] [sampling_mixed]"
+    )
