@@ -30,7 +30,7 @@ from router.db.names import (
 )
 from router.db.pools import CoordinatorLogin
 
-# ddl.FLOW_EXPORT_READ_COLUMNS, as schema/metadata/0011_flow_export_columns.sql adds them to
+# ddl.FLOW_EXPORT_READ_COLUMNS, as schema/metadata/0012_flow_export_columns.sql adds them to
 # the parent tables made before.
 FLOW_EXPORT_PARENT_COLUMNS = (
     "tcp_flags smallint, sampling_rate integer, sampled boolean, sampling_mixed boolean"

@@ -228,10 +228,10 @@ async def test_flow_day_tables_of_older_routers_get_the_exporters_columns(
 async def test_coordinator_flow_parents_of_older_routers_get_the_exporters_columns(
     scratch_db, settings: Settings, tmp_path: Path
 ) -> None:
-    """Metadata 0011: the fdw path's flow parent tables already there, and their foreign
+    """Metadata 0012: the fdw path's flow parent tables already there, and their foreign
     children, get the columns shard migration 0009 added, as router/search/fdw.py makes new
     parents; audit parents are left alone."""
-    await migrate(scratch_db, schema_before(settings, tmp_path, 11, "metadata"), "metadata")
+    await migrate(scratch_db, schema_before(settings, tmp_path, 12, "metadata"), "metadata")
     old, new, audit = parent_table("flow", 11), parent_table("flow", 12), parent_table("audit", 11)
     flow_columns = fdw.PARENT_COLUMNS["flow"]
     before = flow_columns.replace(f", {fdw.FLOW_EXPORT_PARENT_COLUMNS}", "")

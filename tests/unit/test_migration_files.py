@@ -44,7 +44,7 @@ def test_the_created_xid_migration_knows_day_tables_by_their_name() -> None:
 
 
 def test_the_coordinator_flow_columns_migration_knows_flow_parents_by_their_name() -> None:
-    """Metadata 0011 finds the fdw path's flow parent tables by name: every name
+    """Metadata 0012 finds the fdw path's flow parent tables by name: every name
     names.parent_table gives a flow parent, and none of an audit parent's."""
     (migration,) = [
         m
