@@ -63,7 +63,7 @@ def search(target: Target, sender: Sender, args: argparse.Namespace, repeat: int
         print(
             f"  {target.name} #{repeat + 1} at {int(rate):,} flows/s: sent "
             f"{summary['sent_flows_per_s']:,}/s, stored {step.stored:,}/{step.sent.flows:,}, "
-            f"kernel drops {step.kernel_drops:,}, others {step.other_drops}, "
+            f"kernel dropped {step.kernel_drops:,} datagrams, others {step.other_drops}, "
             f"{summary['cpu_us_per_flow']} us CPU/flow, machine {summary['machine_cores']} cores"
             + ("" if step.ok else "  DROPS")
             + ("" if step.reached else "  (sender short of the rate)"),
