@@ -72,6 +72,7 @@ class Step:
 
     def summary(self) -> dict[str, Any]:
         sent, seconds = self.sent, self.sent.seconds
+        kept = self.stored + self.other_drops.get("stored_later", 0)
         return {
             "target": self.target,
             "rate": self.rate,
@@ -88,10 +89,8 @@ class Step:
             "kernel_dropped_datagrams": self.kernel_drops,
             "other_drops": self.other_drops,
             "cpu_s": round(self.used.cpu_s, 3),
-            # Per flow kept: a target that drops spends nothing on what the kernel dropped.
-            "cpu_us_per_flow": round(self.used.cpu_s / self.stored * 1e6, 2)
-            if self.stored
-            else None,
+            # Per flow kept in the end (stored late too): what the kernel dropped cost nothing.
+            "cpu_us_per_flow": round(self.used.cpu_s / kept * 1e6, 2) if kept else None,
             "machine_cores": round(self.used.machine_cores, 2),
             "ok": self.ok,
             "reached": self.reached,
