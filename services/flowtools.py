@@ -75,10 +75,10 @@ class ExportStats:
 # --- UDP sockets, as the kernel lists them ---------------------------------------------------
 
 
-def udp_receive_queue(port: int) -> int | None:
-    """Bytes waiting in the receive queue of the UDP socket bound to ``port`` (any address,
-    IPv4 or IPv6), or None when none is bound."""
-    found = None
+def _udp_sockets(port: int) -> list[list[str]]:
+    """The kernel's lines (fields) of every UDP socket bound to ``port`` (any address, IPv4 or
+    IPv6)."""
+    found = []
     for table in ("/proc/net/udp", "/proc/net/udp6"):
         try:
             lines = Path(table).read_text().splitlines()[1:]
@@ -87,8 +87,23 @@ def udp_receive_queue(port: int) -> int | None:
         for line in lines:
             fields = line.split()
             if int(fields[1].rsplit(":", 1)[1], 16) == port:
-                found = (found or 0) + int(fields[4].split(":")[1], 16)
+                found.append(fields)
     return found
+
+
+def udp_receive_queue(port: int) -> int | None:
+    """Bytes waiting in the receive queue of the UDP socket bound to ``port``, or None when
+    none is bound."""
+    sockets = _udp_sockets(port)
+    if not sockets:
+        return None
+    return sum(int(fields[4].split(":")[1], 16) for fields in sockets)
+
+
+def udp_drops(port: int) -> int:
+    """Datagrams the kernel dropped for the UDP socket bound to ``port`` since it was opened
+    (its receive buffer full): the last column of /proc/net/udp."""
+    return sum(int(fields[-1]) for fields in _udp_sockets(port))
 
 
 def wait_drained(port: int, timeout: float) -> None:
@@ -221,6 +236,16 @@ def nfdump_totals(flow_dir: Path) -> dict[FiveTuple, Totals]:
     if counted:
         raise ServiceError(f"nfdump aggregated no line for {sorted(counted)[:3]}")
     return dict(sorted(totals.items()))
+
+
+def nfdump_flow_count(flow_dir: Path) -> int:
+    """The records nfcapd's files under ``flow_dir`` hold (the sum of nfdump -I's Flows)."""
+    total = 0
+    for path in sorted(flow_dir.glob("nfcapd.*")):
+        for line in _nfdump("-I", "-r", path).splitlines():
+            if line.startswith("Flows:"):
+                total += int(line.split()[1])
+    return total
 
 
 def nfdump_exporters(flow_dir: Path) -> str:

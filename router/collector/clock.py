@@ -32,13 +32,17 @@ def uptime_age_ms(uptime_ms: int, at_ms: int) -> int:
     return age - UPTIME_WRAP if age >= UPTIME_WRAP // 2 else age
 
 
+# timedelta's arguments are passed by position (days, seconds, microseconds, milliseconds):
+# keywords make a flow's two times cost several times more (the collector's hot path).
+
+
 def from_ms(ms: int) -> datetime:
-    return EPOCH + timedelta(milliseconds=ms)
+    return EPOCH + timedelta(0, 0, 0, ms)
 
 
 def _from_ntp(value: int, mask: int) -> datetime:
     micros = ((value & mask) * 1_000_000) >> 32
-    return EPOCH + timedelta(seconds=(value >> 32) - NTP_TO_UNIX_S, microseconds=micros)
+    return EPOCH + timedelta(0, (value >> 32) - NTP_TO_UNIX_S, micros)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +57,7 @@ class Clock:
 
     def converter(self, kind: TimeKind) -> Callable[[Any], datetime]:
         if kind == TimeKind.SECONDS:
-            return lambda value: EPOCH + timedelta(seconds=value)
+            return lambda value: EPOCH + timedelta(0, value)
         if kind == TimeKind.MILLISECONDS:
             return from_ms
         if kind == TimeKind.MICROSECONDS:

@@ -106,7 +106,8 @@ class Intake:
             metrics.refused.labels(exporter, "no mapping").inc()
             metrics.dropped.labels(exporter, "no mapping").inc(len(decoded.records))
             return 0
-        flows = [Exported(f, exporter, owner.switch, owner.tenant) for f in decoded.records]
+        switch, tenant = owner.switch, owner.tenant
+        flows = [Exported(f, exporter, switch, tenant) for f in decoded.records]
         dropped = self._queue.offer(exporter, flows)
         if dropped:
             metrics.dropped.labels(exporter, "queue full").inc(dropped)

@@ -11,8 +11,7 @@ import hashlib
 import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from router.auth.scopes import FLOWS_WRITE, Grant
 from router.collector.flows import FlowRecord
@@ -24,10 +23,9 @@ from router.ingest.service import IngestService, Request
 KEY_PREFIX = "collector:"
 
 
-@dataclass(frozen=True, slots=True)
-class Exported:
+class Exported(NamedTuple):
     """A decoded flow and whose it is: its exporter, the switch the exporter maps to, that
-    switch's tenant."""
+    switch's tenant. One per flow: a tuple (a frozen dataclass is 3x slower to make)."""
 
     flow: FlowRecord
     exporter: str
