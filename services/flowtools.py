@@ -324,6 +324,7 @@ pcap_savefile: {pcap}
 plugins: nfprobe
 nfprobe_receiver: {host}:{port}
 nfprobe_version: {version}
+nfprobe_engine: 77
 aggregate: src_host, dst_host, src_port, dst_port, proto
 """
 
@@ -332,7 +333,9 @@ def pmacct_replay(
     pcap: Path, collector: Collector, version: Version, home: Path, *, timeout: float = 60.0
 ) -> Path:
     """pmacctd reads ``pcap`` with its nfprobe plugin (a softflowd 0.9.7 descendant) exporting
-    to ``collector``; it flushes every flow at the end of the file and exits. Its log's path.
+    to ``collector`` as engine 77 (its own observation domain / source id, apart from
+    softflowd's on the same address, whose sampling options would otherwise apply to it);
+    it flushes every flow at the end of the file and exits. Its log's path.
     pmacctd sleeps 2 s before reading a savefile (its plugins start meanwhile)."""
     home.mkdir(parents=True, exist_ok=True)
     config = home / f"pmacctd-v{version}.conf"

@@ -54,7 +54,7 @@ def _free_base() -> int:
     raise RuntimeError("no free port plan for the HA cluster")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def ha_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     root: Path = tmp_path_factory.mktemp("shardlog-ha")
     return Settings(
@@ -72,7 +72,9 @@ def ha_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     )
 
 
-@pytest.fixture(scope="session")
+# Package scope: the HA cluster ends with tests/ha (its PGPASSFILE too), before the next
+# directory's tests run against the session cluster.
+@pytest.fixture(scope="package")
 def ha_cluster(ha_settings: Settings) -> Iterator[HaCluster]:
     c = ha_settings.cluster
     cluster = HaCluster(
@@ -100,7 +102,7 @@ def ha_cluster(ha_settings: Settings) -> Iterator[HaCluster]:
             os.environ["PGPASSFILE"] = previous
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def ha_router(ha_settings: Settings, ha_cluster: HaCluster) -> Iterator[RouterProcess]:
     env = {
         **settings_env(ha_settings),
@@ -115,12 +117,12 @@ def ha_router(ha_settings: Settings, ha_cluster: HaCluster) -> Iterator[RouterPr
         yield router
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def ha_token(ha_settings: Settings, ha_cluster: HaCluster) -> str:
     return issue_token(ha_settings, SYSTEM_TENANT, SCOPES, name="ha tests: every scope")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def ha_api(ha_router: RouterProcess, ha_token: str) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=ha_router.url, timeout=120, headers=bearer(ha_token)) as client:
         yield client
