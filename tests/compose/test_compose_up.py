@@ -150,6 +150,7 @@ def test_ipfix_to_the_collector_is_found_through_the_router(compose: Compose) ->
         span = window()
         switch = f"exporter-{exporter}"
         assert eventually_stored(client, switch, span["from"], span["to"], wanted, timeout=30)
+    print(f"the collector saw the sender as {exporter}")
 
 
 def _primary_of(shard: int) -> str:
