@@ -3,8 +3,8 @@
 from services/templates/ (mounted from the checkout: the files the Ansible roles render), then
 run the service in the foreground as the container's main process.
 
-    shardlog-entrypoint metadata | etcd | patroni NODE | haproxy | schema | router
-    shardlog-entrypoint health metadata | etcd | patroni NODE | haproxy | router
+    shardlog-entrypoint metadata | etcd | patroni NODE | haproxy | schema | router | collector
+    shardlog-entrypoint health metadata | etcd | patroni NODE | haproxy | router | collector
 
 SHARDLOG_RENDER lists what to render, `TEMPLATE:DESTINATION` separated by spaces. The topology is
 services.ha_topology.build_ha_topology with the SHARDLOG_COMPOSE_* numbers (the port plan of
@@ -62,6 +62,10 @@ def topology() -> HaTopology:
 
 def router_port() -> int:
     return int(os.environ.get("SHARDLOG_COMPOSE_ROUTER_PORT", "8080"))
+
+
+def collector_metrics_port() -> int:
+    return int(os.environ.get("SHARDLOG_COLLECTOR__METRICS_PORT", "9740"))
 
 
 def node(plan: HaTopology, name: str) -> NodeSpec:
@@ -214,6 +218,13 @@ def router(_plan: HaTopology) -> None:
     )
 
 
+def collector(_plan: HaTopology) -> None:
+    """Its ports and state file from SHARDLOG_COLLECTOR__* (the compose file sets them); it
+    listens on every interface of the container unless told otherwise."""
+    os.environ.setdefault("SHARDLOG_COLLECTOR__HOST", EVERY_INTERFACE)
+    run_foreground(["/opt/shardlog/.venv/bin/shardlog", "collector"])
+
+
 # --- health checks (the compose healthcheck of each service) --------------------------------
 
 
@@ -240,6 +251,8 @@ def healthy(plan: HaTopology, role: str, name: str | None) -> bool:
             return probe.connect_ex(("127.0.0.1", plan.stats_port)) == 0
     if role == "router":
         return http_ok(f"http://127.0.0.1:{router_port()}/health/ready")
+    if role == "collector":
+        return http_ok(f"http://127.0.0.1:{collector_metrics_port()}/health")
     raise SystemExit(f"unknown service {role!r}")
 
 
@@ -252,13 +265,14 @@ def main(argv: list[str]) -> int:
         return 0 if healthy(plan, rest[0], rest[1] if len(rest) > 1 else None) else 1
     if role == "patroni":
         patroni(plan, rest[0])
-    elif role in ("metadata", "etcd", "haproxy", "schema", "router"):
+    elif role in ("metadata", "etcd", "haproxy", "schema", "router", "collector"):
         {
             "metadata": metadata,
             "etcd": etcd,
             "haproxy": haproxy,
             "schema": schema,
             "router": router,
+            "collector": collector,
         }[role](plan)
     else:
         run_foreground(argv)  # anything else: a shell, psql, patronictl ...

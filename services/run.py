@@ -4,6 +4,7 @@ systemd (``shardlog_service_manager: process``), built on the controllers of thi
     python -m services.run start etcd --root DIR --name etcd1 --host H --client-port P --peer-port Q
     python -m services.run start patroni --root DIR --shards JSON --address 10.0.0.5
     python -m services.run reload haproxy --root DIR --host H --stats-port P
+    python -m services.run restart collector --root DIR --host H --metrics-port P --env-file F
     python -m services.run stop-all --root DIR
 
 Every command prints one JSON object, ``{"changed": bool, "services": {name: outcome}}``, so that
@@ -33,6 +34,7 @@ from typing import Any
 
 from router.cluster_defaults import DEFAULT_BIN_DIR
 from services import process
+from services.collector_process import CollectorProcess
 from services.credentials import SecretStore
 from services.daemon import Daemon
 from services.etcd import ETCD_BINARY, EtcdServer
@@ -259,12 +261,34 @@ class Router(Service):
         return {"router": self.router.status()}
 
 
+class Collector(Service):
+    """`shardlog collector`, ready when /health answers on --host:--metrics-port; its settings
+    come from the environment file alone (the process gets no other SHARDLOG_* variable)."""
+
+    def __init__(self, ctx: Context, args: argparse.Namespace) -> None:
+        env = read_env_file(Path(args.env_file)) if args.env_file else {}
+        # Its /health is asked where it listens; on every interface, on loopback.
+        probe = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(args.host, args.host)  # noqa: S104
+        self.collector = CollectorProcess(ctx.root, probe, args.metrics_port, env)
+        self.timeout = ctx.timeout
+
+    def start(self) -> Outcomes:
+        return {"collector": self.collector.start(self.timeout)}
+
+    def stop(self) -> Outcomes:
+        return {"collector": _stopped(self.collector.stop(self.timeout))}
+
+    def status(self) -> Outcomes:
+        return {"collector": self.collector.status()}
+
+
 SERVICES: dict[str, Callable[[Context, argparse.Namespace], Service]] = {
     "metadata": Metadata,
     "etcd": Etcd,
     "patroni": Patroni,
     "haproxy": HAProxy,
     "router": Router,
+    "collector": Collector,
 }
 
 
@@ -338,10 +362,14 @@ def changed(outcomes: Outcomes) -> bool:
 
 
 def stop_all(ctx: Context) -> Outcomes:
-    """Stop every process this layout recorded under ``root``, the router first and the metadata
-    instance last; a pid file whose process is gone or is not ours is ignored."""
+    """Stop every process this layout recorded under ``root``, the collector and the router
+    first and the metadata instance last; a pid file whose process is gone or is not ours is
+    ignored."""
     root = ctx.root
     outcomes: Outcomes = {}
+    collector = CollectorProcess(root, "127.0.0.1", 0, {})
+    if collector.pid() is not None:
+        outcomes["collector"] = _stopped(collector.stop(ctx.timeout))
     router = RouterProcess(root, "127.0.0.1", 0)
     outcomes["router"] = _stopped(router.stop(ctx.timeout))
     haproxy = Daemon("haproxy", root / "haproxy", ctx.user, marker="haproxy")
@@ -394,7 +422,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def _kind_options(parser: argparse.ArgumentParser, kind: str) -> None:
-    if kind in ("metadata", "etcd", "haproxy", "router"):
+    if kind in ("metadata", "etcd", "haproxy", "router", "collector"):
         parser.add_argument("--host", default="127.0.0.1")
     if kind == "metadata":
         parser.add_argument("--name", default="metadata")
@@ -419,6 +447,11 @@ def _kind_options(parser: argparse.ArgumentParser, kind: str) -> None:
         parser.add_argument(
             "--ca-file", help="the router serves HTTPS: its certificate's CA, for health checks"
         )
+    elif kind == "collector":
+        parser.add_argument(
+            "--metrics-port", type=int, required=True, help="where its /health answers"
+        )
+        parser.add_argument("--env-file", help="SHARDLOG_* settings, KEY=VALUE per line")
 
 
 def run(argv: Sequence[str] | None = None) -> Outcomes:

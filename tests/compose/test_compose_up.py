@@ -1,11 +1,14 @@
 """docker-compose.yml run as a user runs it (`make test-compose`): a Docker engine (ours under
 var/docker when none runs), the image built offline (local base image, wheelhouse), `up`, ready,
-rows in and found, a shard's primary killed under continuous keyed ingest with every acknowledged
-row stored exactly once, then `down -v`."""
+rows in and found, IPFIX sent to the collector's published port found through the router, a
+shard's primary killed under continuous keyed ingest with every acknowledged row stored exactly
+once, then `down -v`."""
 
 from __future__ import annotations
 
 import os
+import re
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -15,16 +18,19 @@ import httpx
 import pytest
 import yaml
 
-from bench.load import KeyedLoad
+from bench.load import KeyedLoad, window
 from services.docker_engine import DockerEngine, engine_running
 from services.image import base_image, build_image
 from services.process import port_in_use
+from tests.flowtruth.platform import eventually_stored, probe_message, probe_tuples
 from tests.support import REPO, assert_round_trip
 
 pytestmark = pytest.mark.containers
 
 PROJECT = "shardlog-test"
 ROUTER = "http://127.0.0.1:8080"
+COLLECTOR_UDP = ("127.0.0.1", 2055)
+COLLECTOR_METRICS = "http://127.0.0.1:9740"
 COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())
 READY_TIMEOUT_S = 240
 # The token the compose fixture makes, sent with every /v1 request.
@@ -120,6 +126,31 @@ def test_every_published_port_is_loopback_only() -> None:
 def test_audit_and_flows_go_in_and_are_found(compose: Compose) -> None:
     with httpx.Client(base_url=ROUTER, timeout=60, headers=AUTH) as client:
         assert_round_trip(client, "c")
+
+
+def test_ipfix_to_the_collector_is_found_through_the_router(compose: Compose) -> None:
+    """A few flows in one IPFIX message to the published UDP port. Docker's proxy or NAT is the
+    sender the collector sees; its metrics name it, and its flows are on exporter-<address>."""
+    message, wanted = probe_message(network=77, count=4, domain=18), probe_tuples(77, 4)
+    deadline = time.monotonic() + 60
+    exporter = None
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        while exporter is None:
+            assert time.monotonic() < deadline, f"the collector got nothing:\n{compose.logs()}"
+            sock.sendto(message, COLLECTOR_UDP)  # again until it counts one: UDP may be lost
+            time.sleep(1)
+            try:
+                metrics = httpx.get(f"{COLLECTOR_METRICS}/metrics", timeout=5).text
+            except httpx.HTTPError:
+                continue
+            found = re.search(r'messages_total\{exporter="([^"]+)",version="10"\}', metrics)
+            exporter = found.group(1) if found else None
+    assert httpx.get(f"{COLLECTOR_METRICS}/health", timeout=5).status_code == 200
+    with httpx.Client(base_url=ROUTER, timeout=60, headers=AUTH) as client:
+        span = window()
+        switch = f"exporter-{exporter}"
+        assert eventually_stored(client, switch, span["from"], span["to"], wanted, timeout=30)
+    print(f"the collector saw the sender as {exporter}")
 
 
 def _primary_of(shard: int) -> str:

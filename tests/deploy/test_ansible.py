@@ -1,7 +1,8 @@
 """ansible/site.yml and verify.yml against this host (connection: local, services started by
 `python -m services.run`): a small HA topology (1 group, 2 shards x 2 Patroni nodes, etcd,
-HAProxy, the metadata instance and the router) comes up with shardlog_tls on, a second run
-changes nothing, verify passes, and stop.yml stops every process the playbooks started."""
+HAProxy, the metadata instance, the router and the collector) comes up with shardlog_tls on, a
+second run changes nothing, verify passes, and stop.yml stops every process the playbooks
+started."""
 
 from __future__ import annotations
 
@@ -74,6 +75,8 @@ class Deployment:
     root: Path
     work: Path
     router_port: int
+    # The collector's UDP NetFlow, UDP/TCP IPFIX and metrics ports.
+    collector_ports: tuple[int, int, int]
     first_run: subprocess.CompletedProcess[str] | None = None
 
     def extra_vars(self) -> str:
@@ -82,6 +85,9 @@ class Deployment:
                 "shardlog_base_port": self.topology.metadata.port,
                 "shardlog_data_root": str(self.root),
                 "shardlog_router_port": self.router_port,
+                "collector_netflow_port": self.collector_ports[0],
+                "collector_ipfix_port": self.collector_ports[1],
+                "collector_metrics_port": self.collector_ports[2],
                 # The passwords the playbooks generate on the controller: the test's own.
                 "shardlog_secrets_dir": str(self.secrets),
                 # Tests value speed over durability.
@@ -171,7 +177,13 @@ def failure(result: subprocess.CompletedProcess[str]) -> str:
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     work = tmp_path_factory.mktemp("ansible")
-    deployed = Deployment(free_topology(), root=work / "root", work=work, router_port=free_port())
+    deployed = Deployment(
+        free_topology(),
+        root=work / "root",
+        work=work,
+        router_port=free_port(),
+        collector_ports=(free_port(), free_port(), free_port()),
+    )
     try:
         deployed.first_run = deployed.playbook("site.yml")
         yield deployed
@@ -346,3 +358,16 @@ def test_the_router_logs_in_to_the_catalog_as_the_catalog_role(deployment: Deplo
         check=True,
     )
     assert result.stdout.split() == ["shardlog_catalog"], result.stdout
+
+
+def test_the_collector_runs_on_the_routers_release(deployment: Deployment) -> None:
+    """Started by services.run with its own settings file; /health answers on its metrics
+    port, and it reads the router's password file."""
+    metrics_port = deployment.collector_ports[2]
+    health = httpx.get(f"http://127.0.0.1:{metrics_port}/health", timeout=5)
+    assert health.status_code == 200, health.text
+    settings = (deployment.root / "collector" / "collector.env").read_text()
+    assert f"SHARDLOG_COLLECTOR__NETFLOW_PORT={deployment.collector_ports[0]}" in settings
+    assert f"SHARDLOG_POOLS__PASSFILE={deployment.root / 'router' / 'pgpass'}" in settings
+    log = (deployment.root / "collector" / "collector.log").read_text()
+    assert "Traceback" not in log, log[-3000:]

@@ -37,13 +37,15 @@ def topology() -> HaTopology:
     )
 
 
-def published(service: str) -> set[int]:
+def published(service: str, protocol: str = "tcp") -> set[int]:
     ports = set()
     for mapping in SERVICES[service].get("ports", []):
         address, host_port, container_port = mapping.split(":")
+        container_port, _, kind = container_port.partition("/")
         assert address == "127.0.0.1", f"{service} publishes {mapping} beyond loopback"
         assert host_port == container_port, f"{service}: {mapping}"
-        ports.add(int(container_port))
+        if (kind or "tcp") == protocol:
+            ports.add(int(container_port))
     return ports
 
 
@@ -102,6 +104,10 @@ def test_services_follow_the_ha_port_plan() -> None:
         port for shard in plan.shards for port in (shard.write_port, shard.read_port)
     }
     assert published("router") == {int(ENV["SHARDLOG_COMPOSE_ROUTER_PORT"])}
+    collector = SERVICES["collector"]["environment"]
+    netflow, ipfix = (int(collector[f"SHARDLOG_COLLECTOR__{p}_PORT"]) for p in ("NETFLOW", "IPFIX"))
+    assert published("collector", "udp") == {netflow, ipfix}
+    assert published("collector") == {ipfix, int(collector["SHARDLOG_COLLECTOR__METRICS_PORT"])}
     assert ENV["SHARDLOG_METADATA__DSN"].endswith(f"@metadata:{plan.metadata.port}/shardlog")
 
 
@@ -178,3 +184,17 @@ def test_the_entrypoint_renders_each_service(
                 )
         if template == "patroni.yml.j2":
             assert f"hosts: 'etcd1:{topology().etcd.client_port}'" in text
+
+
+def test_the_entrypoint_runs_the_collector_on_every_interface(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    entrypoint = load_entrypoint()
+    for key, value in SERVICES["collector"]["environment"].items():
+        monkeypatch.setenv(key, value)
+    started: list[list[str]] = []
+    monkeypatch.setattr(entrypoint, "run_foreground", started.append)
+    assert entrypoint.main(SERVICES["collector"]["command"]) == 0
+    assert started == [["/opt/shardlog/.venv/bin/shardlog", "collector"]]
+    assert SERVICES["collector"]["environment"]["SHARDLOG_COLLECTOR__HOST"] == "0.0.0.0"
+    assert SERVICES["collector"]["depends_on"] == SERVICES["router"]["depends_on"]

@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import orjson
 
+from bench.collector import packets
 from bench.collector.pcaps import Capture
 from router.settings import Settings
 from services.collector_process import CollectorProcess
@@ -60,8 +61,12 @@ def day_window(capture: Capture) -> tuple[str, str]:
 
 
 def stored(api: httpx.Client, capture: Capture, switch: str = SWITCH) -> dict[FiveTuple, Totals]:
-    """The switch's flows as the platform holds them, per 5-tuple."""
-    start, end = day_window(capture)
+    """The switch's flows on the capture's day as the platform holds them, per 5-tuple."""
+    return stored_between(api, switch, *day_window(capture))
+
+
+def stored_between(api: httpx.Client, switch: str, start: str, end: str) -> dict[FiveTuple, Totals]:
+    """The switch's flows from ``start`` to ``end`` as the platform holds them, per 5-tuple."""
     params = {"switch": switch, "from": start, "to": end}
     response = api.get("/v1/flows/export", params=params)
     if response.status_code == 404:
@@ -79,3 +84,56 @@ def stored(api: httpx.Client, capture: Capture, switch: str = SWITCH) -> dict[Fi
         )
         totals[key] = Totals(item["flow_count"], item["packets"], item["bytes"])
     return totals
+
+
+def probe_sets(
+    network: int, count: int, start_ms: int, template_id: int = 900
+) -> tuple[bytes, ...]:
+    """An IPFIX template set and a data set of ``count`` TCP flows from 198.18.``network``.N
+    (N from 1) to 203.0.113.1:8443, starting at ``start_ms``: flows a test sends and looks for."""
+    template = packets.flow_template(template_id)
+    records = [
+        packets.flow_record(
+            bytes([198, 18, network, n]),
+            bytes([203, 0, 113, 1]),
+            2000 + n,
+            8443,
+            700,
+            start_ms,
+            start_ms + 10,
+        )
+        for n in range(1, count + 1)
+    ]
+    return packets.ipfix_template_set([template]), packets.data_set(template, records)
+
+
+def probe_tuples(network: int, count: int) -> set[FiveTuple]:
+    """The 5-tuples of probe_sets' flows."""
+    return {
+        FiveTuple(f"198.18.{network}.{n}", "203.0.113.1", 2000 + n, 8443, 6)
+        for n in range(1, count + 1)
+    }
+
+
+def probe_message(network: int, count: int, domain: int) -> bytes:
+    """probe_sets' flows of this minute in one IPFIX message."""
+    now_s = int(time.time())
+    sets = probe_sets(network, count, now_s * 1000)
+    return packets.ipfix_message(sets, now_s, sequence=0, domain=domain)
+
+
+def eventually_stored(
+    api: httpx.Client,
+    switch: str,
+    start: str,
+    end: str,
+    wanted: set[FiveTuple],
+    timeout: float = 20,
+) -> bool:
+    """Whether every 5-tuple of ``wanted`` is stored for the switch before ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if wanted <= set(stored_between(api, switch, start, end)):
+            return True
+        time.sleep(0.3)
+    return False

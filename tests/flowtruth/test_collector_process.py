@@ -14,44 +14,26 @@ import pytest
 from bench.collector import packets
 from bench.collector.pcaps import Capture
 from services.flowtools import FiveTuple
-from tests.flowtruth.platform import RunningCollector, stored
+from tests.flowtruth.platform import (
+    SWITCH,
+    RunningCollector,
+    day_window,
+    eventually_stored,
+    probe_sets,
+    probe_tuples,
+    stored,
+)
 
 DOMAIN = 4242
 
 
-def _flows(capture: Capture, network: int, count: int, octets: int = 700) -> tuple[bytes, ...]:
+def _flows(capture: Capture, network: int, count: int) -> tuple[bytes, ...]:
     start_ms = min(p.ts_us for p in capture.packets) // 1000
-    template = packets.flow_template(900)
-    records = [
-        packets.flow_record(
-            bytes([198, 18, network, n]),
-            bytes([203, 0, 113, 1]),
-            2000 + n,
-            8443,
-            octets,
-            start_ms,
-            start_ms + 10,
-        )
-        for n in range(1, count + 1)
-    ]
-    learn = packets.ipfix_template_set([template])
-    return learn, packets.data_set(template, records)
-
-
-def _wanted(network: int, count: int) -> set[FiveTuple]:
-    return {
-        FiveTuple(f"198.18.{network}.{n}", "203.0.113.1", 2000 + n, 8443, 6)
-        for n in range(1, count + 1)
-    }
+    return probe_sets(network, count, start_ms)
 
 
 def _eventually_stored(api: httpx.Client, capture: Capture, wanted: set[FiveTuple]) -> bool:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if wanted <= set(stored(api, capture)):
-            return True
-        time.sleep(0.3)
-    return False
+    return eventually_stored(api, SWITCH, *day_window(capture), wanted)
 
 
 def test_ipfix_over_tcp(collector: RunningCollector, capture: Capture, api: httpx.Client) -> None:
@@ -63,7 +45,7 @@ def test_ipfix_over_tcp(collector: RunningCollector, capture: Capture, api: http
         # Sent in uneven pieces: the collector frames messages by their length field.
         for start in range(0, len(stream), 37):
             connection.sendall(stream[start : start + 37])
-    assert _eventually_stored(api, capture, _wanted(1, 5))
+    assert _eventually_stored(api, capture, probe_tuples(1, 5))
 
 
 def test_a_message_that_does_not_parse_writes_nothing(
@@ -84,9 +66,9 @@ def test_a_message_that_does_not_parse_writes_nothing(
             time.sleep(0.1)
         # The collector is still up and takes the whole message after them.
         time.sleep(1.0)
-        assert not set(stored(api, capture)) & _wanted(2, 6)
+        assert not set(stored(api, capture)) & probe_tuples(2, 6)
         sock.sendto(whole, ("127.0.0.1", collector.udp_port))
-    assert _eventually_stored(api, capture, _wanted(2, 6))
+    assert _eventually_stored(api, capture, probe_tuples(2, 6))
 
 
 def test_sequence_gaps_count_lost_flows(collector: RunningCollector, capture: Capture) -> None:

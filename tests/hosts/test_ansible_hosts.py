@@ -2,7 +2,8 @@
 ansible/inventories/three-hosts/hosts.yml, made as Debian 12 containers booting systemd
 (services/hosts.py), reached by Ansible over SSH. site.yml brings the cluster up as systemd units
 with the packages installed from the Debian mirror, verify.yml passes, a second site.yml changes
-nothing; rows go in and are found through the router; under keyed ingest, the host of a shard's
+nothing; rows go in and are found through the router, and so do flows sent to the collector;
+under keyed ingest, the host of a shard's
 primary is powered off, boots again and rejoins, then the host of a primary is cut off at once,
 and each time every acknowledged row is stored exactly once; stop.yml stops every unit on the
 hosts left. The hosts are removed afterwards, also on failure; their journals and the
@@ -26,11 +27,12 @@ from typing import Any
 import httpx
 import pytest
 
-from bench.load import KeyedLoad
+from bench.load import KeyedLoad, window
 from router.errors import BUG_MARKER
 from services.docker_engine import engine_running
 from services.hosts import THREE_HOSTS, HostSet, host_image, read_inventory
 from services.image import WHEELHOUSE, build_wheelhouse
+from tests.flowtruth.platform import eventually_stored, probe_message, probe_tuples
 from tests.support import REPO, assert_round_trip
 
 pytestmark = pytest.mark.containers
@@ -41,7 +43,13 @@ ROUTER_HOST, ROUTER_PORT = "host1", 8080
 CA_FILE = REPO / "var" / "ansible-secrets" / "tls" / "ca.crt"
 # What runs where in the three-hosts inventory.
 UNITS = {
-    "host1": ["shardlog-metadata", "shardlog-etcd", "haproxy", "shardlog-router"],
+    "host1": [
+        "shardlog-metadata",
+        "shardlog-etcd",
+        "haproxy",
+        "shardlog-router",
+        "shardlog-collector",
+    ],
     "host2": ["shardlog-etcd", "shardlog-patroni@shard01-a", "shardlog-patroni@shard02-b"],
     "host3": ["shardlog-etcd", "shardlog-patroni@shard01-b", "shardlog-patroni@shard02-a"],
 }
@@ -51,6 +59,14 @@ NODES = {
     "shard02": [("shard02-a", "10.213.7.13:8008"), ("shard02-b", "10.213.7.12:8009")],
 }
 HOST_OF = {"10.213.7.12": "host2", "10.213.7.13": "host3"}
+# The collector on host1, where the inventory puts it (the role's default ports).
+COLLECTOR = "10.213.7.11"
+COLLECTOR_NETFLOW_PORT, COLLECTOR_METRICS_PORT = 2055, 9740
+SEND = """
+import socket, sys
+with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+    sock.sendto(bytes.fromhex(sys.argv[1]), (sys.argv[2], int(sys.argv[3])))
+"""
 RECAP = re.compile(
     r"^(?P<host>\S+)\s*:\s*ok=(?P<ok>\d+)\s+changed=(?P<changed>\d+)\s+"
     r"unreachable=(?P<unreachable>\d+)\s+failed=(?P<failed>\d+)",
@@ -268,8 +284,9 @@ def test_the_services_log_no_tracebacks(site: Site) -> None:
             host, "journalctl", "--no-pager", "-u", "shardlog-patroni@*"
         ).stdout
         assert "Traceback" not in journal, f"{host}:\n{journal[-4000:]}"
-    router = site.hosts.exec("host1", "journalctl", "--no-pager", "-u", "shardlog-router").stdout
-    assert "Traceback" not in router and BUG_MARKER not in router, router[-4000:]
+    for unit in ("shardlog-router", "shardlog-collector"):
+        journal = site.hosts.exec("host1", "journalctl", "--no-pager", "-u", unit).stdout
+        assert "Traceback" not in journal and BUG_MARKER not in journal, journal[-4000:]
 
 
 def test_audit_and_flows_go_in_and_are_found(site: Site) -> None:
@@ -277,6 +294,27 @@ def test_audit_and_flows_go_in_and_are_found(site: Site) -> None:
         base_url=site.router, timeout=60, headers=site.auth(), verify=site.verify
     ) as client:
         assert_round_trip(client, "h")
+
+
+def test_flows_sent_to_the_collector_are_found(site: Site) -> None:
+    """An IPFIX message sent from host1 to the collector's address lands on the switch named
+    after its sender; /health answers on the metrics port."""
+    health = site.hosts.exec(
+        ROUTER_HOST, "python3", "-c", STATUS, f"http://{COLLECTOR}:{COLLECTOR_METRICS_PORT}/health"
+    )
+    assert json.loads(health.stdout) == {"status": "ok"}, health.stdout
+    message = probe_message(network=78, count=4, domain=18)
+    site.hosts.exec(
+        ROUTER_HOST, "python3", "-c", SEND, message.hex(), COLLECTOR, str(COLLECTOR_NETFLOW_PORT)
+    )
+    with httpx.Client(
+        base_url=site.router, timeout=60, headers=site.auth(), verify=site.verify
+    ) as client:
+        span = window()
+        switch = f"exporter-{COLLECTOR}"
+        assert eventually_stored(
+            client, switch, span["from"], span["to"], probe_tuples(78, 4), timeout=30
+        )
 
 
 def test_powering_off_a_primarys_host_loses_and_doubles_nothing(site: Site) -> None:
