@@ -116,7 +116,7 @@ def test_an_exporter_mapping_names_the_switch(
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
             # Until the collector has the mapping, the flows go to exporter-127.0.0.1: send
             # again (the same 5-tuples merge there) until they reach the mapped switch.
-            while not _wanted(4, 3) <= set(stored(api, capture, switch)):
+            while not probe_tuples(4, 3) <= set(stored(api, capture, switch)):
                 assert time.monotonic() < deadline, "the mapping never reached the collector"
                 sock.sendto(message, ("127.0.0.1", collector.udp_port))
                 time.sleep(0.5)
