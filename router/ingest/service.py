@@ -372,7 +372,20 @@ class IngestService:
             flows = batches[(table, shard)]
             merged = flows.get(key)
             if merged is None:
-                flows[key] = _staged(row)
+                # The staged values after the key (ddl.FLOW_WRITE_COLUMNS, proto left out),
+                # inline: this runs once per row.
+                last = row.ts if row.last_seen is None else row.last_seen
+                flows[key] = [
+                    row.ip_version,
+                    row.bytes,
+                    row.packets,
+                    1,
+                    row.ts,
+                    last,
+                    row.tcp_flags,
+                    row.sampling_rate,
+                    False,
+                ]
             else:
                 _merge(merged, row)
         parts = []
@@ -444,27 +457,10 @@ class IngestService:
         )
 
 
-def _staged(row: FlowRow) -> list[Any]:
-    """A flow's staged values after its key (ddl.FLOW_WRITE_COLUMNS from ip_version on, proto
-    left out): ip_version, bytes, packets, flow_count, first and last seen, TCP flags, sampling
-    rate, whether records of different sampling were merged."""
-    last = row.ts if row.last_seen is None else row.last_seen
-    return [
-        row.ip_version,
-        row.bytes,
-        row.packets,
-        1,
-        row.ts,
-        last,
-        row.tcp_flags,
-        row.sampling_rate,
-        False,
-    ]
-
-
 def _merge(merged: list[Any], row: FlowRow) -> None:
-    """A repeat of a flow's 5-tuple within one request folded into its staged values, as
-    ddl.flow_merge_sql folds a batch into the day table."""
+    """A repeat of a flow's 5-tuple within one request folded into its staged values
+    (ip_version, bytes, packets, flow_count, first and last seen, TCP flags, sampling rate,
+    sampling_mixed), as ddl.flow_merge_sql folds a batch into the day table."""
     merged[1] = min(merged[1] + row.bytes, MAX_BIGINT)
     merged[2] = min(merged[2] + row.packets, MAX_BIGINT)
     merged[3] += 1
