@@ -62,7 +62,7 @@ class UnsupportedMediaType(ShardlogError):
     code = "unsupported_media_type"
 
 
-def _open_body(request: Request, runtime: Runtime, caller: Caller) -> bodies.Body:
+def open_body(request: Request, runtime: Runtime, caller: Caller) -> bodies.Body:
     settings = runtime.settings.ingest
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > settings.max_body_bytes:
@@ -108,7 +108,7 @@ async def _write(
     kind: Literal["audit", "flow"],
 ) -> dict[str, Any]:
     checked_key = None if key is None else tenant_key(caller.grant.tenant, check_key(key))
-    body = _open_body(request, runtime, caller)
+    body = open_body(request, runtime, caller)
     try:
         longest = runtime.settings.ingest.max_record_bytes
         records, label = _records(request, body, switch, kind == "flow", longest)

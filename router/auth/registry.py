@@ -103,17 +103,18 @@ class TokenRegistry:
         known token that is neither revoked nor expired. Messages never repeat the token."""
         if self.open:
             return OPEN_CALLER
-        text = tokens.bearer(authorization)
+        text = tokens.credentials(authorization)
         if text is None:
             raise Unauthorized(
-                "this endpoint needs 'Authorization: Bearer <token>' (tokens come from "
+                "this endpoint needs 'Authorization: Bearer <token>' (or Basic with the token as "
+                "the password; tokens come from "
                 "`shardlog tokens create` or POST /v1/admin/tokens)",
                 "authorization",
             )
         parsed = tokens.parse(text)
         entry = self._entries.get(parsed[0]) if parsed is not None else None
         if parsed is None or entry is None or not tokens.matches(parsed[1], entry.record.digest):
-            raise Unauthorized("the bearer token is not a valid shardlog token", "authorization")
+            raise Unauthorized("the credentials are not a valid shardlog token", "authorization")
         record = entry.record
         if record.revoked_at is not None:
             raise Unauthorized(f"token {record.id} was revoked", "authorization")

@@ -8,6 +8,8 @@ per request. Digests are compared in constant time."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import hmac
 import re
@@ -55,12 +57,32 @@ def matches(secret: str, stored: bytes) -> bool:
     return hmac.compare_digest(digest(secret), stored)
 
 
-def bearer(header: str | None) -> str | None:
-    """The credentials of an ``Authorization: Bearer <token>`` header (scheme in any case)."""
+def credentials(header: str | None) -> str | None:
+    """The token an Authorization header carries, in any of the schemes log shippers send:
+    ``Bearer <token>``; ``Basic`` with the token as the password (rsyslog, Promtail, Beats and
+    Fluent Bit have user and password settings; the user name is ignored); ``ApiKey`` (the
+    Elasticsearch clients) with the token itself or base64 of ``<anything>:<token>``. Schemes
+    in any case."""
     if not header:
         return None
-    scheme, _, credentials = header.partition(" ")
-    credentials = credentials.strip()
-    if scheme.lower() != "bearer" or not credentials:
+    scheme, _, given = header.partition(" ")
+    given = given.strip()
+    if not given:
         return None
-    return credentials
+    match scheme.lower():
+        case "bearer":
+            return given
+        case "basic":
+            return _password(given)
+        case "apikey":
+            return given if given.startswith(PREFIX) else _password(given)
+    return None
+
+
+def _password(encoded: str) -> str | None:
+    try:
+        text = base64.b64decode(encoded, validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    _user, colon, password = text.partition(":")
+    return password if colon and password else None

@@ -132,6 +132,11 @@ def parse_ts(value: Any, where: Location, now: datetime, limits: Limits) -> date
         ts = parse_rfc3339(value)
     except TimestampError as exc:
         raise where.error("ts", f"{excerpt(value)} {exc}") from None
+    return check_ts(ts, where, now, limits)
+
+
+def check_ts(ts: datetime, where: Location, now: datetime, limits: Limits) -> datetime:
+    """A timestamp (timezone-aware) no further in the future than the limits allow."""
     if ts - now > limits.future_skew:
         raise where.error(
             "ts", f"is more than {limits.future_skew.total_seconds():.0f}s in the future"
@@ -173,9 +178,22 @@ def nesting_depth(value: Any) -> int:
 
 def audit_row(raw: Any, where: Location, now: datetime, limits: Limits) -> AuditRow:
     record = _check_fields(raw, AUDIT_FIELDS, where)
-    owner = check_key(record.get("owner"), "owner", where, limits)
-    ts = parse_ts(record.get("ts"), where, now, limits)
-    content = record.get("content")
+    return checked_audit_row(
+        record.get("owner"),
+        parse_ts(record.get("ts"), where, now, limits),
+        record.get("content"),
+        record.get("attrs"),
+        where,
+        limits,
+    )
+
+
+def checked_audit_row(
+    owner: Any, ts: datetime, content: Any, attrs: Any, where: Location, limits: Limits
+) -> AuditRow:
+    """An audit row of values already decoded (a REST record's, or a log shipper's message:
+    router/protocols), held to the same rules; ``ts`` was parsed (see ``check_ts``)."""
+    owner = check_key(owner, "owner", where, limits)
     if not isinstance(content, str):
         raise where.error("content", "must be a string")
     if len(content) * 4 > limits.max_content_bytes and (
@@ -184,7 +202,6 @@ def audit_row(raw: Any, where: Location, now: datetime, limits: Limits) -> Audit
         raise where.error("content", f"is longer than {limits.max_content_bytes} bytes")
     if "\x00" in content:
         raise where.error("content", "contains a NUL character")
-    attrs = record.get("attrs")
     attrs_text = None if attrs is None else _attrs_text(attrs, where, limits)
     return AuditRow(where.number, owner, ts, content, attrs_text)
 

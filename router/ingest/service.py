@@ -24,6 +24,7 @@ from router.errors import Conflict, Invalid, TooLarge, Unavailable
 from router.ingest.idempotency import Claim, IdempotencyStore
 from router.ingest.records import (
     MAX_BIGINT,
+    AuditRow,
     FlowRow,
     Limits,
     Location,
@@ -78,7 +79,8 @@ class IngestService:
         self._settings = settings
         self._metrics = metrics
 
-    def _request_limits(self) -> Limits:
+    def request_limits(self) -> Limits:
+        """The record limits of one request (a fresh set: it caches valid keys)."""
         settings = self._settings
         return Limits(
             max_content_bytes=settings.max_content_bytes,
@@ -103,7 +105,7 @@ class IngestService:
         self, request: Request, parse: Callable[..., Any], default_ts: datetime
     ) -> list[Any]:
         now = utc_now()
-        limits = self._request_limits()
+        limits = self.request_limits()
         limits.default_ts = default_ts
         rows: list[Any] = []
         label, most = request.label, self._settings.max_records
@@ -185,6 +187,14 @@ class IngestService:
     async def write_audit(self, request: Request) -> dict[str, Any]:
         default_ts = await self._default_ts(request)
         rows = await self._collect(request, audit_row, default_ts)
+        return await self.write_audit_rows(request, rows, default_ts)
+
+    async def write_audit_rows(
+        self, request: Request, rows: list[AuditRow], default_ts: datetime
+    ) -> dict[str, Any]:
+        """Rows already validated (REST records parsed, or a log shipper's messages:
+        router/protocols; the request's records are not read), written as write_audit writes
+        them."""
         if not rows:
             return {"accepted": 0}
         snapshot = self._catalog.snapshot

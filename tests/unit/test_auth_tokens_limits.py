@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 
 import pytest
@@ -56,14 +57,23 @@ def test_malformed_tokens_do_not_parse(text: str) -> None:
         ("Bearer", None),
         ("Bearer ", None),
         ("Basic abc", None),
+        ("Basic " + base64.b64encode(b"shardlog:shl_x").decode(), "shl_x"),
+        ("basic " + base64.b64encode(b":shl_x").decode(), "shl_x"),
+        ("Basic " + base64.b64encode(b"user-only").decode(), None),
+        ("Basic " + base64.b64encode(b"user:").decode(), None),
+        ("Basic " + base64.b64encode(b"\xff:\xfe").decode(), None),
+        ("Basic not*base64", None),
+        ("ApiKey shl_x", "shl_x"),
+        ("ApiKey " + base64.b64encode(b"id:shl_x").decode(), "shl_x"),
+        ("Digest abc", None),
         ("Bearerabc", None),
         ("abc", None),
         ("", None),
         (None, None),
     ],
 )
-def test_bearer_header(header: str | None, credentials: str | None) -> None:
-    assert tokens.bearer(header) == credentials
+def test_credentials_of_an_authorization_header(header: str | None, credentials: str | None) -> None:
+    assert tokens.credentials(header) == credentials
 
 
 # --- limits ----------------------------------------------------------------------------------
