@@ -149,5 +149,19 @@ class Metrics:
             registry=self.registry,
         )
 
+        self.protocol_messages = Counter(
+            "shardlog_protocol_messages",
+            "Log messages that came in by a shipper protocol (syslog, es_bulk, loki, otlp), "
+            "by outcome: accepted (committed) or rejected (refused, named in the answer)",
+            ["protocol", "outcome"],
+            registry=self.registry,
+        )
+        self.protocol_bytes = Counter(
+            "shardlog_protocol_bytes",
+            "Bytes of shipper protocol requests or frames read, by protocol",
+            ["protocol"],
+            registry=self.registry,
+        )
+
     def render(self) -> bytes:
         return bytes(generate_latest(self.registry))

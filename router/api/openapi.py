@@ -16,7 +16,7 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from router.api.responses import REF
 from router.auth.dependency import SCHEME_NAME, SECURITY_SCHEME
-from router.auth.middleware import GUARDED_PREFIX
+from router.auth.middleware import guarded
 from router.models.errors import Error
 from router.models.ingest import AuditRecord, FlowRecord
 from router.models.search import AuditItem, FlowItem
@@ -54,7 +54,7 @@ def complete(schema: dict[str, Any]) -> dict[str, Any]:
     add_models(components, EXTRA_MODELS)
     schema["components"]["securitySchemes"] = {SCHEME_NAME: SECURITY_SCHEME}
     for path, item in schema.get("paths", {}).items():
-        if path.startswith(GUARDED_PREFIX):
+        if guarded(path):
             for operation in operations({"paths": {path: item}}):
                 operation["security"] = [{SCHEME_NAME: []}]
     for operation in operations(schema):

@@ -1,8 +1,8 @@
-"""Authentication before anything else of a /v1 request: an ASGI middleware answers 401
-before the body is read (FastAPI parses a JSON body before it solves a route's dependencies,
-so a dependency alone would read an anonymous body first), and hands the caller on in the
-request's state. What the caller may do is the route's dependency's to decide
-(router/auth/dependency.py); a /v1 route that forgot to declare one still needs a valid
+"""Authentication before anything else of a /v1 request (or a log shipper's push): an ASGI
+middleware answers 401 before the body is read (FastAPI parses a JSON body before it solves a
+route's dependencies, so a dependency alone would read an anonymous body first), and hands the
+caller on in the request's state. What the caller may do is the route's dependency's to decide
+(router/auth/dependency.py); a guarded route that forgot to declare one still needs a valid
 token."""
 
 from __future__ import annotations
@@ -13,7 +13,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from router.auth.registry import Caller, TokenRegistry
 from router.errors import Unauthorized
 
-GUARDED_PREFIX = "/v1/"
+# The API's own paths, and the log shippers' (Loki push; Elasticsearch _bulk, with or without
+# an index in front): each needs a token.
+GUARDED_PREFIXES = ("/v1/", "/loki/")
+GUARDED_SUFFIX = "/_bulk"
 CALLER = "shardlog_caller"
 
 
@@ -22,7 +25,7 @@ class Authenticate:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith(GUARDED_PREFIX):
+        if scope["type"] != "http" or not guarded(scope["path"]):
             await self.app(scope, receive, send)
             return
         registry: TokenRegistry = scope["app"].state.runtime.auth
@@ -34,6 +37,10 @@ class Authenticate:
             return
         scope.setdefault("state", {})[CALLER] = caller
         await self.app(scope, receive, send)
+
+
+def guarded(path: str) -> bool:
+    return path.startswith(GUARDED_PREFIXES) or path.endswith(GUARDED_SUFFIX)
 
 
 def _authorization(scope: Scope) -> str | None:
