@@ -161,18 +161,23 @@ async def remove_tenant(db: Executor, name: str) -> None:
         raise Conflict("the system tenant holds the platform's own audit and admin tokens", "name")
     try:
         deleted = await db.fetchval("DELETE FROM tenants WHERE name = $1 RETURNING name", name)
-    except asyncpg.ForeignKeyViolationError as exc:
-        if exc.constraint_name == "exporters_tenant_fkey":
-            mapped = await db.fetchval("SELECT count(*) FROM exporters WHERE tenant = $1", name)
-            raise Conflict(
-                f"tenant {name!r} still has {mapped} flow exporters mapped to its switches: "
-                "remove them (`shardlog exporters remove`) or map them to another tenant first",
-                "name",
-            ) from None
+    except asyncpg.ForeignKeyViolationError:
+        # Which reference PostgreSQL trips over first is its choice: name them all.
+        mapped = await db.fetchval("SELECT count(*) FROM exporters WHERE tenant = $1", name)
         owned = await db.fetchval("SELECT count(*) FROM owners WHERE tenant = $1", name)
+        holds = []
+        if mapped:
+            holds.append(
+                f"has {mapped} flow exporters mapped to its switches (remove them: `shardlog "
+                "exporters remove`, or map them to another tenant)"
+            )
+        if owned:
+            holds.append(
+                f"owns {owned} owner or switch keys (erase them: `shardlog owner erase "
+                "--forget`, or move them to another tenant)"
+            )
         raise Conflict(
-            f"tenant {name!r} still owns {owned} owner or switch keys: erase them "
-            "(`shardlog owner erase --forget`) or move them to another tenant first",
+            f"tenant {name!r} still {' and '.join(holds) or 'holds keys'}",
             "name",
         ) from None
     if deleted is None:

@@ -15,9 +15,11 @@ import ipaddress
 from typing import Any
 
 import asyncpg
+from asyncpg.pool import PoolConnectionProxy
 
 from router.auth.scopes import RESERVED_PREFIX, SYSTEM_TENANT
-from router.catalog import rules
+from router.catalog import rules, store
+from router.catalog.snapshot import CatalogSnapshot
 from router.catalog.store import Executor, connection_of
 from router.collector.exporters import ExporterMapping
 from router.errors import Conflict, Invalid, NotFound, excerpt
@@ -96,23 +98,40 @@ async def list_exporters(db: Executor, tenant: str | None = None) -> list[Export
 async def set_exporter(
     db: Executor, address: str, domain: int | None, switch: str, tenant: str
 ) -> ExporterMapping:
-    """Map the exporter (inserted, or replacing its mapping). 404 for an unknown tenant; 409
-    when the switch key belongs to another tenant, as an owner or in another mapping."""
+    """Map the exporter (inserted, or replacing its mapping) and claim its switch for the
+    tenant. 404 for an unknown tenant; 409 when the switch key belongs to another tenant, as an
+    owner or in another mapping."""
     address = host_address(address)
     check_domain(domain)
     rules.check_name(tenant, "tenant")
     check_switch(switch, tenant)
-    async with connection_of(db) as connection, connection.transaction():
+    async with connection_of(db) as connection:
+        # Which groups a new switch may go to (as a router's cached snapshot says it).
+        snapshot = await store.load_snapshot(connection)
+        return await _set_exporter(connection, snapshot, address, domain, switch, tenant)
+
+
+async def _set_exporter(
+    connection: asyncpg.Connection | PoolConnectionProxy,
+    snapshot: CatalogSnapshot,
+    address: str,
+    domain: int | None,
+    switch: str,
+    tenant: str,
+) -> ExporterMapping:
+    async with connection.transaction():
         # Mappings of one switch are made one at a time: two tenants cannot both take it.
         await connection.execute(
             "SELECT pg_advisory_xact_lock(hashtext('shardlog.exporters'), hashtext($1))", switch
         )
         if await connection.fetchval("SELECT 1 FROM tenants WHERE name = $1", tenant) is None:
             raise NotFound(f"tenant {tenant!r} does not exist", "tenant")
-        owner = await connection.fetchval(
-            "SELECT tenant FROM owners WHERE kind = 'flow' AND key = $1", switch
-        )
-        if owner is not None and owner != tenant:
+        # The switch is claimed for the tenant now, not at the collector's first write: no
+        # other tenant's write can take the key in between (the collector's flows would then
+        # be refused).
+        claimed = await store.resolve_owners(connection, snapshot, "flow", [switch], tenant)
+        owner = claimed[switch].tenant
+        if owner != tenant:
             raise Conflict(
                 f"switch {excerpt(switch)} belongs to tenant {owner!r}: its flows could not be "
                 "written as another tenant's",

@@ -24,7 +24,7 @@ from router.db.probe import DatabaseIdentity
 from router.errors import Conflict, Invalid, NotFound, Unavailable
 from router.routing.groups import choose_group
 
-Executor = asyncpg.Connection | asyncpg.Pool
+Executor = asyncpg.Connection | asyncpg.Pool | PoolConnectionProxy
 
 
 async def load_snapshot(db: Executor) -> CatalogSnapshot:

@@ -184,10 +184,16 @@ def test_a_switch_of_another_tenant_is_409(api: httpx.Client, default_api: httpx
     body = {"switch": fresh, "tenant": "default"}
     assert api.put(f"/v1/admin/exporters/{other}", json=body).status_code == 200
     taken = error(api.put(f"/v1/admin/exporters/{an_address()}", json={"switch": fresh}), 409)
-    assert taken["field"] == "switch" and other in taken["message"]
-    # ... but the same exporter may move to another tenant with its switch.
-    moved = api.put(f"/v1/admin/exporters/{other}", json={"switch": fresh})
+    assert taken["field"] == "switch" and "'default'" in taken["message"]
+    # The mapping claimed the switch for its tenant: a write of another tenant is refused (the
+    # collector's flows would be, were it taken first), and so is moving the exporter to another
+    # tenant with that switch; with a switch of its own it moves.
+    system_write = api.post("/v1/flows", json=[{"switch": fresh, **FLOW}])
+    assert system_write.status_code == 403, system_write.text
+    assert error(api.put(f"/v1/admin/exporters/{other}", json={"switch": fresh}), 409)
+    moved = api.put(f"/v1/admin/exporters/{other}", json={"switch": unique("ex-moved")})
     assert moved.status_code == 200 and moved.json()["tenant"] == "system", moved.text
+    assert default_api.post("/v1/flows", json=[{"switch": fresh, **FLOW}]).status_code == 200
 
 
 def test_a_change_bumps_the_catalog_version(api: httpx.Client) -> None:
@@ -204,11 +210,20 @@ def test_a_change_bumps_the_catalog_version(api: httpx.Client) -> None:
 def test_a_tenant_with_exporters_is_not_removed(api: httpx.Client) -> None:
     tenant, address = unique("ex-t"), an_address()
     assert api.post("/v1/admin/tenants", json={"name": tenant}).status_code == 201
-    body = {"switch": unique("ex"), "tenant": tenant}
+    switch = unique("ex")
+    body = {"switch": switch, "tenant": tenant}
     assert api.put(f"/v1/admin/exporters/{address}", json=body).status_code == 200
     refused = error(api.delete(f"/v1/admin/tenants/{tenant}"), 409)
     assert refused["field"] == "name" and "1 flow exporters" in refused["message"]
+    assert "1 owner or switch keys" in refused["message"]
     assert api.delete(f"/v1/admin/exporters/{address}").status_code == 204
+    # The mapping claimed the switch for the tenant; the switch stays the tenant's until moved.
+    still = error(api.delete(f"/v1/admin/tenants/{tenant}"), 409)
+    assert "exporters" not in still["message"] and "1 owner or switch keys" in still["message"]
+    owner = api.get("/v1/admin/owners", params={"kind": "flow", "key": switch}).json()
+    assert owner["tenant"] == tenant
+    moved = {"kind": "flow", "key": switch, "group": owner["group"], "tenant": "system"}
+    assert api.put("/v1/admin/owners", json={**moved, "force": True}).status_code == 200
     assert api.delete(f"/v1/admin/tenants/{tenant}").status_code == 204
 
 
