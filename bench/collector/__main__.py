@@ -6,7 +6,9 @@ flows, then bisecting; the search runs `--repeats` times per target, the targets
 shardlog keeps a flow when it is committed in the database within `--drain` seconds of the
 last send; nfcapd when nfdump finds it in the file. Reports the highest 0-drop rate of each
 target (median of the repeats) in flows/s and packets/s, shardlog / nfcapd (target >= 0.5),
-CPU per flow of the collector process and of nfcapd, and every step.
+CPU per flow of the collector process and of nfcapd, and every step. Then, on the same shards,
+the database's own bound (bench/collector/ceiling.py): the pool's flows merged straight from
+Python with the write path's SQL in the collector's batches, against 0.5x nfcapd's rate.
 Writes bench/results/collector.{json,png}.
 
     python -m bench.collector [--version ipfix|v9] [--seconds 5] [--repeats 3] [--max-rate N]
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import cluster_run
+from bench.collector import ceiling
 from bench.collector.pool import FLOWS_PER_MESSAGE, VERSIONS
 from bench.collector.rates import RateSearch
 from bench.collector.sender import Sender
@@ -39,6 +42,7 @@ from bench.harness import (
     verdict,
     write_results,
 )
+from router.settings import CollectorSettings
 from services.collector_process import CollectorProcess
 
 NAME = "collector"
@@ -130,7 +134,7 @@ def measure(settings: Any, args: argparse.Namespace) -> dict[str, Any]:
     base = args.collector_port
     ports = [base, base + 1, base + 2, base + 3]
     home = args.data_dir.absolute() / "collector-bench"
-    with bench_cluster(settings) as (_cluster, router):
+    with bench_cluster(settings) as (cluster, router):
         assert router is not None
         env = collector_env(settings, ports, home)
         collector = CollectorProcess(home, "127.0.0.1", ports[2], env)
@@ -142,7 +146,13 @@ def measure(settings: Any, args: argparse.Namespace) -> dict[str, Any]:
         log = collector.log_file.read_text(errors="replace")
         if "Traceback" in log:
             print(f"  WARNING: the collector logged a traceback ({collector.log_file})")
-    return {"searches": searches, "load_after": os.getloadavg()}
+        print("  the database's bound: the pool merged straight from Python ...", flush=True)
+        bound = ceiling.measure(
+            [shard.spec.dsn() for shard in cluster.shards],
+            args.pool_flows,
+            CollectorSettings().batch_flows,
+        )
+    return {"searches": searches, "ceiling": bound, "load_after": os.getloadavg()}
 
 
 def plot(payload: dict[str, Any]) -> Any:
@@ -163,7 +173,11 @@ def plot(payload: dict[str, Any]) -> Any:
         steps_axes.legend()
         summary = payload["summary"]
         names = ["shardlog", "nfcapd"]
-        best_axes.bar(names, [summary[n]["best_flows_per_s"] for n in names])
+        heights = [summary[n]["best_flows_per_s"] for n in names]
+        names.append("database alone\n(merge, no collector)")
+        heights.append(summary["database_ceiling"]["merge_flows_per_s"])
+        best_axes.bar(names, heights)
+        best_axes.set_yscale("log")
         best_axes.axhline(
             TARGET * summary["nfcapd"]["best_flows_per_s"],
             linestyle="--",
@@ -211,6 +225,14 @@ def main(argv: list[str] | None = None) -> int:
     reference = summary["nfcapd"]["best_flows_per_s"]
     ratio = round(summary["shardlog"]["best_flows_per_s"] / reference, 3) if reference else 0.0
     summary["ratio"] = ratio
+    bound = measured["ceiling"]
+    merge_rate = bound["merge_flows_per_s"]
+    summary["database_ceiling"] = bound | {
+        "shardlog_over_ceiling": round(summary["shardlog"]["best_flows_per_s"] / merge_rate, 3),
+        "ceiling_over_nfcapd": round(merge_rate / reference, 3) if reference else None,
+        # The target is out of reach of any collector that merges into these shards.
+        "target_within_ceiling": merge_rate >= TARGET * reference,
+    }
     params = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     payload = {
         "params": params | {"flows_per_packet": FLOWS_PER_MESSAGE},
@@ -230,6 +252,19 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     print(f"  shardlog / nfcapd: {ratio} (target >= {TARGET})", flush=True)
+    top = summary["database_ceiling"]
+    print(
+        f"  the database alone (write path's SQL from Python, batches of {top['batch_flows']:,}): "
+        f"{top['merge_flows_per_s']:,} flows/s merging (runs {top['merge_flows_per_s_runs']}), "
+        f"{top['insert_flows_per_s']:,} inserting; {TARGET}x nfcapd is "
+        f"{TARGET * reference:,.0f} flows/s: "
+        + ("within" if top["target_within_ceiling"] else "beyond")
+        + f" the database's bound; shardlog's collector reaches {top['shardlog_over_ceiling']} "
+        "of that bound",
+        flush=True,
+    )
+    if ratio < TARGET:
+        print(f"  SHORTFALL: shardlog / nfcapd {ratio} < {TARGET}", flush=True)
     json_path, png_path = write_results(NAME, payload, plot(payload))
     print(f"  wrote {json_path} and {png_path}")
     return 0

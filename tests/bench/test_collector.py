@@ -42,4 +42,8 @@ def test_a_tiny_collector_bench_searches_both_targets(results: Path, tmp_path: P
         assert search["best_flows_per_s"] == 4000, search
         assert payload["summary"][name]["cpu_us_per_flow"] > 0
     assert payload["summary"]["ratio"] == 1.0
+    bound = payload["summary"]["database_ceiling"]
+    assert bound["rows_stored"] == 3000 and bound["flow_count_stored"] == 3000 * 4, bound
+    assert len(bound["merge_flows_per_s_runs"]) == 3 and bound["merge_flows_per_s"] > 0
+    assert bound["target_within_ceiling"] == (bound["merge_flows_per_s"] >= 0.5 * 4000)
     assert set(payload["targets"]["shardlog_over_nfcapd"]) == {"value", "target", "met", "at_most"}

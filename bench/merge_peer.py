@@ -1,0 +1,127 @@
+"""The database's own bound on writing flows: the write path's SQL run straight from one Python
+process, with no router and no collector in front. Each batch is what a shard's part of a flow
+write is: in one transaction, the staging table created, the batch's rows (one per 5-tuple, in
+the staged column order) binary-COPYed into it, and ``ddl.flow_merge_sql`` folding them into
+the day table (``INSERT ... ON CONFLICT`` on the 5-tuple, the tail log's line). Shards in
+parallel, one connection each; rows dealt to shards by the router's 5-tuple placement.
+
+Whatever a collector or a REST request adds (decoding, HTTP, staging in Python, the ledger)
+can only lower the rate this peer reaches: it bounds every writer of flows into PostgreSQL on
+the same machine."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+
+from router.db import ddl
+from router.db.inet import encode_packed, install_codec
+from router.db.names import DayTable, day_table
+from router.routing import placement
+
+# Far above the owner ids a bench cluster hands out: the peer's day tables are its own.
+PEER_OWNER_ID = 910_000_000
+Staged = tuple[Any, ...]
+
+
+def staged_flow(
+    src: bytes,
+    dst: bytes,
+    src_port: int,
+    dst_port: int,
+    octets: int,
+    packets: int,
+    first: datetime,
+    last: datetime,
+    proto: int = 6,
+) -> Staged:
+    """One flow in the staging table's column order (ddl.FLOW_WRITE_COLUMNS)."""
+    version = 4 if len(src) == 4 else 6
+    return (
+        encode_packed(src),
+        encode_packed(dst),
+        src_port,
+        dst_port,
+        version,
+        proto,
+        octets,
+        packets,
+        1,
+        first,
+        last,
+        None,
+        None,
+        False,
+    )
+
+
+def dealt(rows: Sequence[Staged], shards: int) -> list[list[Staged]]:
+    """The rows of each shard, as the router places flows (jump hash of the 5-tuple)."""
+    ring = [str(index) for index in range(shards)]
+    out: list[list[Staged]] = [[] for _ in range(shards)]
+    for row in rows:
+        key_hash = placement.flow_key_hash(row[0], row[1], row[2], row[3], row[5])
+        out[int(placement.flow_shard(key_hash, ring))].append(row)
+    return out
+
+
+class MergePeer:
+    def __init__(self, dsns: Sequence[str]) -> None:
+        self.dsns = list(dsns)
+        self.connections: list[asyncpg.Connection] = []
+        self.table: DayTable | None = None
+
+    async def open(self, day: datetime | None = None) -> None:
+        self.connections = [await asyncpg.connect(dsn) for dsn in self.dsns]
+        self.table = day_table("flow", PEER_OWNER_ID, day or datetime.now(UTC))
+        for connection in self.connections:
+            await install_codec(connection)
+            await ddl.ensure_table(connection, self.table, "btree")
+
+    async def close(self) -> None:
+        for connection in self.connections:
+            if self.table is not None:
+                await connection.execute(f"DROP TABLE IF EXISTS {self.table.quoted}")
+            await connection.close()
+
+    async def totals(self) -> tuple[int, int]:
+        """Rows in the peer's day tables and their flows (sum of flow_count), over the shards."""
+        table = self.table
+        assert table is not None, "open() first"
+        rows = flows = 0
+        for connection in self.connections:
+            found = await connection.fetchrow(
+                f"SELECT count(*) AS n, coalesce(sum(flow_count), 0)::bigint AS f "
+                f"FROM {table.quoted}"
+            )
+            assert found is not None
+            rows, flows = rows + int(found["n"]), flows + int(found["f"])
+        return rows, flows
+
+    async def write(self, by_shard: Sequence[Sequence[Staged]], batch_rows: int) -> float:
+        """Every shard's rows written in batches of at most ``batch_rows``; seconds taken."""
+        table = self.table
+        assert table is not None, "open() first"
+        merge = ddl.flow_merge_sql(table)
+
+        async def one_shard(connection: asyncpg.Connection, rows: Sequence[Staged]) -> None:
+            for start in range(0, len(rows), batch_rows):
+                async with connection.transaction():
+                    await connection.execute(ddl.STAGE_DDL)
+                    await connection.copy_records_to_table(
+                        ddl.FLOW_STAGE,
+                        records=rows[start : start + batch_rows],
+                        columns=ddl.FLOW_WRITE_COLUMNS,
+                    )
+                    await connection.execute(merge, table.name)
+
+        began = time.perf_counter()
+        await asyncio.gather(
+            *(one_shard(c, rows) for c, rows in zip(self.connections, by_shard, strict=True))
+        )
+        return time.perf_counter() - began
