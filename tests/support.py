@@ -123,6 +123,9 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "SHARDLOG_COLLECTOR__NETFLOW_PORT": str(settings.collector.netflow_port),
         "SHARDLOG_COLLECTOR__IPFIX_PORT": str(settings.collector.ipfix_port),
         "SHARDLOG_COLLECTOR__METRICS_PORT": str(settings.collector.metrics_port),
+        "SHARDLOG_SYSLOG__UDP_PORT": str(settings.syslog.udp_port),
+        "SHARDLOG_SYSLOG__TCP_PORT": str(settings.syslog.tcp_port),
+        "SHARDLOG_SYSLOG__METRICS_PORT": str(settings.syslog.metrics_port),
     }
     if settings.metadata.dsn:
         env["SHARDLOG_METADATA__DSN"] = settings.metadata.dsn
