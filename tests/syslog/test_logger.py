@@ -46,7 +46,7 @@ def test_rfc5424_with_structured_data(
             "--priority", "auth.warning",
             "--sd-id", SD_ID,
             "--sd-param", f'owner="{owner}"',
-            "--sd-param", 'note="a \\"quoted\\" ]bracket"',
+            "--sd-param", 'note="a \\"quoted\\" \\]bracket \\\\ here"',
             f"user {n} logged in",
         )  # fmt: skip
     items = found(api, owner, 3)
@@ -58,7 +58,7 @@ def test_rfc5424_with_structured_data(
         assert attrs["facility"] == "auth" and attrs["severity"] == "warning"
         assert attrs["app_name"] == "billing" and attrs["procid"] == "4242"
         assert attrs["msgid"] == "LOGIN"
-        assert attrs["sd"][SD_ID] == {"owner": owner, "note": 'a "quoted" ]bracket'}
+        assert attrs["sd"][SD_ID] == {"owner": owner, "note": 'a "quoted" ]bracket \\ here'}
         assert attrs["hostname"]
 
 
