@@ -18,6 +18,7 @@ MAX_TXNR = 999_999_999
 MAX_COMMAND = 32
 # open's offers are small; the data of a syslog command is a message, bounded by the caller.
 _HEADER = re.compile(rb"([0-9]{1,9}) ([a-z]{1,32}) ([0-9]{1,9})([ \n])")
+_PREFIX = re.compile(rb"[0-9]{0,9}|[0-9]{1,9} ([a-z]{0,32}|[a-z]{1,32} [0-9]{0,9})")
 HEADER_MAX = 9 + 1 + MAX_COMMAND + 1 + 9 + 1
 SERVER_OFFERS = b"relp_version=0\nrelp_software=shardlog\ncommands=syslog"
 
@@ -72,7 +73,7 @@ class RelpFramer:
 
 def _prefix_ok(pending: bytes) -> bool:
     """Whether ``pending`` may still become a frame header once more bytes come."""
-    return re.fullmatch(rb"[0-9]{0,9}( ([a-z]{0,32}( [0-9]{0,9})?)?)?", pending) is not None
+    return _PREFIX.fullmatch(pending) is not None
 
 
 def response(txnr: int, text: bytes) -> bytes:
