@@ -64,7 +64,7 @@ def found(api: httpx.Client, owner: str, count: int, timeout: float = 20) -> lis
     """The owner's rows of the last two days once there are ``count`` (oldest first); fails
     with what there is after ``timeout``."""
     now = datetime.now(UTC)
-    params = {
+    params: dict[str, str | int] = {
         "owner": owner,
         "from": (now - timedelta(days=2)).isoformat(),
         "to": (now + timedelta(minutes=10)).isoformat(),

@@ -59,7 +59,8 @@ def test_the_parser_refuses_or_parses(data: bytes) -> None:
 def test_the_intake_counts_every_refusal(data: bytes) -> None:
     checker, metrics = intake()
     row = checker.row(data, "192.0.2.1", NOW)
-    refused = metrics.refused.collect()[0].samples
+    (family,) = metrics.refused.collect()
+    refused = family.samples
     counted = sum(sample.value for sample in refused if sample.name.endswith("_total"))
     if row is None:
         assert counted == 1
