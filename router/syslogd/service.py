@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 
 from router.collector.sockets import serve_metrics
 from router.db import catalog_login
 from router.metrics import Metrics
-from router.runtime import Runtime
+from router.runtime import Runtime, close_writer, run_until_signalled
 from router.settings import Settings
 from router.syslogd import sockets
 from router.syslogd.intake import Intake, SyslogMetrics
@@ -87,21 +86,9 @@ class Listener:
                 log.warning("syslog: %d queued messages not written before the end", left)
             await connections.close()
             await writer.stop()
-            await runtime.commit_signal.stop()
-            await runtime.catalog.stop()
-            await runtime.pools.close()
-            await metadata.close()
+            await close_writer(runtime)
 
 
 def run(settings: Settings) -> int:
     """Runs until SIGTERM or SIGINT."""
-
-    async def main() -> None:
-        listener = Listener(settings)
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, listener.stop)
-        await listener.run()
-
-    asyncio.run(main())
-    return 0
+    return run_until_signalled(lambda: Listener(settings))

@@ -8,25 +8,21 @@ itself. Each message's ticket is resolved after its commit (True) or refusal (Fa
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
-import time
 import uuid
 
 from router.auth.scopes import AUDIT_WRITE, Grant
-from router.errors import BUG_MARKER, ShardlogError, Unavailable
+from router.collector.writer import BatchLoop
+from router.errors import ShardlogError, Unavailable
 from router.ingest.records import AuditRow
 from router.ingest.service import IngestService
 from router.protocols import shipped
 from router.syslogd.intake import PROTOCOL, SyslogMetrics, Throttled
 from router.syslogd.queue import Pending, SyslogQueue
 
-log = logging.getLogger("syslog")
-
 RETRY_PAUSE_S = 1.0
 
 
-class BatchWriter:
+class BatchWriter(BatchLoop[Pending]):
     def __init__(
         self,
         ingest: IngestService,
@@ -35,51 +31,20 @@ class BatchWriter:
         metrics: SyslogMetrics,
         retry_pause_s: float = RETRY_PAUSE_S,
     ) -> None:
+        super().__init__(queue, metrics.queued)
         self._ingest = ingest
-        self._queue = queue
         self._grant = Grant(tenant, frozenset({AUDIT_WRITE}))
         self._metrics = metrics
         self._retry_pause_s = retry_pause_s
         self._throttled = Throttled()
-        self._task: asyncio.Task[None] | None = None
-        self._writing = False
-        self._written = asyncio.Event()
 
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
+    def abandon(self, items: list[Pending]) -> None:
+        # Unanswered, a RELP sender sends these again; UDP and TCP lose them.
+        for pending in items:
+            if pending.ticket is not None:
+                pending.ticket.cancel()
 
-    async def drain(self, deadline_s: float) -> int:
-        """Waits until the queue is written (at most ``deadline_s``); the messages left."""
-        ends = time.monotonic() + deadline_s
-        while (len(self._queue) or self._writing) and time.monotonic() < ends:
-            self._written.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._written.wait(), ends - time.monotonic())
-        return len(self._queue)
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-
-    async def _run(self) -> None:
-        while True:
-            batch = await self._queue.take()
-            self._metrics.queued.set(len(self._queue))
-            self._writing = True
-            try:
-                await self.write(batch)
-            except Exception:
-                # Unanswered, a RELP sender sends these again; UDP and TCP lose them.
-                log.exception("%s: syslog: a batch of %d messages failed", BUG_MARKER, len(batch))
-                for pending in batch:
-                    if pending.ticket is not None:
-                        pending.ticket.cancel()
-            finally:
-                self._writing = False
-                self._written.set()
-
-    async def write(self, batch: list[Pending]) -> None:
+    async def write_items(self, batch: list[Pending]) -> None:
         rows = [pending.row._replace(position=n) for n, pending in enumerate(batch)]
         batch_id = uuid.uuid4().hex
         try:

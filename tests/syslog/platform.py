@@ -15,10 +15,10 @@ import httpx
 from router.settings import Settings
 from services.syslog_process import SyslogProcess
 from services.tls import CertificateAuthority
-from tests.support import logged_bugs, settings_env
+from tests.support import TestedHelper, settings_env
 
 
-class RunningSyslog(SyslogProcess):
+class RunningSyslog(SyslogProcess, TestedHelper):
     def __init__(self, home: Path, settings: Settings, ports: Iterator[int]) -> None:
         self.port, self.tls_port, self.relp_port, metrics = (next(ports) for _ in range(4))
         self.authority = CertificateAuthority(home / "tls")
@@ -37,23 +37,6 @@ class RunningSyslog(SyslogProcess):
             "SHARDLOG_SYSLOG__MAX_MESSAGE_BYTES": "4096",
         }
         super().__init__(home, "127.0.0.1", metrics, env)
-
-    def check_log(self) -> None:
-        log = self.log_file.read_text(errors="replace")
-        assert not logged_bugs(log) and "Traceback" not in log, log[-4000:]
-
-    def metric(self, name: str, **labels: str) -> float:
-        """The sum of a metric's samples whose labels include ``labels`` (0 when absent)."""
-        text = httpx.get(f"{self.metrics_url}/metrics", timeout=5).text
-        total = 0.0
-        for line in text.splitlines():
-            if line.startswith("#") or " " not in line:
-                continue
-            series, value = line.rsplit(" ", 1)
-            metric, _, rest = series.partition("{")
-            if metric == name and all(f'{k}="{v}"' in rest for k, v in labels.items()):
-                total += float(value)
-        return total
 
 
 def unique(prefix: str) -> str:
