@@ -29,7 +29,7 @@ install: ## install missing apt packages and the Python environment (idempotent)
 	@bash services/install-packages.sh $(APT_PACKAGES)
 	@$(MAKE) --no-print-directory $(VENV)/.installed
 
-up: install ## start 12 shards, the metadata instance, the router on 127.0.0.1:8080 and the NetFlow/IPFIX collector (udp 2055, 4739) (HA=1: 4 Patroni shards x 2 nodes, etcd, HAProxy; TLS=1: HTTPS and PostgreSQL over verified TLS)
+up: install ## start 12 shards, the metadata instance, the router on 127.0.0.1:8080, the NetFlow/IPFIX collector (udp 2055, 4739) and the syslog listener (udp+tcp 5514) (HA=1: 4 Patroni shards x 2 nodes, etcd, HAProxy; TLS=1: HTTPS and PostgreSQL over verified TLS)
 	$(BIN)/shardlog up $(if $(HA),--ha) $(if $(TLS),--tls)
 
 down: ## stop everything `make up` started (data stays)

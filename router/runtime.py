@@ -3,10 +3,14 @@ pools and its metrics. Built by the app's lifespan, handed to routes by dependen
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import signal
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import asyncpg
 
@@ -154,3 +158,33 @@ class Runtime:
                         log.info("coordinator login for %s set anew", shard.name)
             except DRIVER_ERRORS as exc:
                 log.warning("coordinator login for %s not refreshed: %s", shard.name, exc)
+
+
+class Service(Protocol):
+    """A process of its own built on a Runtime (the collector, the syslog listener)."""
+
+    def stop(self) -> None: ...
+
+    async def run(self) -> None: ...
+
+
+def run_until_signalled(make: Callable[[], Service]) -> int:
+    """The service run until SIGTERM or SIGINT."""
+
+    async def main() -> None:
+        service = make()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, service.stop)
+        await service.run()
+
+    asyncio.run(main())
+    return 0
+
+
+async def close_writer(runtime: Runtime) -> None:
+    """What such a service's Runtime opened, closed, the metadata pool last."""
+    await runtime.commit_signal.stop()
+    await runtime.catalog.stop()
+    await runtime.pools.close()
+    await runtime.metadata.close()

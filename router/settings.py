@@ -5,11 +5,12 @@ handed only its own section."""
 from __future__ import annotations
 
 import re
+import zoneinfo
 from pathlib import Path
 from typing import Literal
 from urllib.parse import quote
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from router.cluster_defaults import (
@@ -388,6 +389,54 @@ class CollectorSettings(Section):
     )
 
 
+class SyslogSettings(Section):
+    """The syslog listener (`shardlog syslog`, router/syslogd)."""
+
+    host: str = Field("127.0.0.1", description="Address the syslog sockets bind to (0.0.0.0: all).")
+    udp_port: int = Field(5514, ge=0, le=65535, description="UDP port (RFC 5426).")
+    tcp_port: int = Field(
+        5514, ge=0, le=65535, description="TCP port, octet-counted or LF-framed (RFC 6587)."
+    )
+    tls_port: int = Field(
+        6514, ge=0, le=65535, description="TLS port (RFC 5425), only with a certificate."
+    )
+    tls_cert_file: Path | None = Field(None, description="PEM certificate: TLS listens with it.")
+    tls_key_file: Path | None = Field(None, description="PEM key of the certificate.")
+    relp_port: int | None = Field(None, ge=0, le=65535, description="RELP port; None: no RELP.")
+    metrics_port: int = Field(
+        9741, ge=0, le=65535, description="HTTP port of the listener's /metrics and /health."
+    )
+    owner_rule: str = Field(
+        "sd:shardlog@32473:owner,app_name,hostname",
+        pattern=r"^\s*(hostname|app_name|sd:[^,]+:[^,:]+)\s*(,\s*(hostname|app_name|sd:[^,]+:[^,:]+)\s*)*$",
+        description="Where a message's owner comes from, the first rule with a value wins.",
+    )
+    tenant: str = Field("system", min_length=1, description="The tenant the listener writes as.")
+    zone_3164: str = Field("UTC", description="The zone of RFC 3164 timestamps (IANA name).")
+    batch_rows: int = Field(5000, ge=1, description="Messages written in one batch at most.")
+    flush_interval_s: float = Field(
+        0.5, gt=0, description="The longest a message waits before its batch is written."
+    )
+    queue_rows: int = Field(
+        100_000, ge=1, description="Messages waiting for the database; past it UDP drops."
+    )
+    max_message_bytes: int = Field(
+        65536, ge=480, description="Longest message (frame); longer ones are dropped."
+    )
+    allowed_networks: tuple[str, ...] = Field(
+        (), description="Sender networks (CIDR) read; empty: any."
+    )
+
+    @field_validator("zone_3164")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            zoneinfo.ZoneInfo(value)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"{value!r} is not an IANA time zone name") from None
+        return value
+
+
 class RetentionSettings(Section):
     enabled: bool = Field(True, description="Run the retention job in the router.")
     interval_s: float = Field(3600.0, gt=0, description="Seconds between the router's runs.")
@@ -497,6 +546,7 @@ class Settings(BaseSettings):
     tail: TailSettings = TailSettings()
     retention: RetentionSettings = RetentionSettings()
     collector: CollectorSettings = CollectorSettings()
+    syslog: SyslogSettings = SyslogSettings()
     auth: AuthSettings = AuthSettings()
     cluster: ClusterSettings = ClusterSettings()
     schema_dir: Path = REPO_ROOT / "schema"

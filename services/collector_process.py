@@ -14,11 +14,15 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 class CollectorProcess:
+    # The `shardlog` command it runs; also the name of its directory, log and pid file.
+    command = "collector"
+
     def __init__(self, root: Path, host: str, metrics_port: int, env: dict[str, str]) -> None:
         """``env``: the SHARDLOG_* settings it runs with (the cluster's, the collector's)."""
         self.host = host
         self.metrics_port = metrics_port
-        self._daemon = Daemon("collector", root.absolute() / "collector", None, "collector", env)
+        name = self.command
+        self._daemon = Daemon(name, root.absolute() / name, None, name, env)
 
     @property
     def log_file(self) -> Path:
@@ -34,7 +38,7 @@ class CollectorProcess:
 
     def start(self, timeout: float = 30.0) -> Literal["started", "reused"]:
         return self._daemon.start(
-            [sys.executable, "-m", "router.cli", "collector"],
+            [sys.executable, "-m", "router.cli", self.command],
             lambda: http_ok(f"{self.metrics_url}/health"),
             timeout,
             cwd=REPO,
@@ -50,4 +54,4 @@ class CollectorProcess:
         return self._daemon.log_tail(lines)
 
     def status(self) -> dict[str, Any]:
-        return self._daemon.status("collector", self.metrics_url)
+        return self._daemon.status(self.command, self.metrics_url)

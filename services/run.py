@@ -43,6 +43,7 @@ from services.patroni import PATRONI_BINARY, PatroniNode
 from services.postgres import InstanceSpec, PostgresInstance
 from services.process import OsUser, ServiceError
 from services.router_process import RouterProcess
+from services.syslog_process import SyslogProcess
 
 Outcomes = dict[str, Any]
 
@@ -362,14 +363,17 @@ def changed(outcomes: Outcomes) -> bool:
 
 
 def stop_all(ctx: Context) -> Outcomes:
-    """Stop every process this layout recorded under ``root``, the collector and the router
-    first and the metadata instance last; a pid file whose process is gone or is not ours is
-    ignored."""
+    """Stop every process this layout recorded under ``root``, the collector, the syslog
+    listener and the router first and the metadata instance last; a pid file whose process is
+    gone or is not ours is ignored."""
     root = ctx.root
     outcomes: Outcomes = {}
-    collector = CollectorProcess(root, "127.0.0.1", 0, {})
-    if collector.pid() is not None:
-        outcomes["collector"] = _stopped(collector.stop(ctx.timeout))
+    for helper in (
+        CollectorProcess(root, "127.0.0.1", 0, {}),
+        SyslogProcess(root, "127.0.0.1", 0, {}),
+    ):
+        if helper.pid() is not None:
+            outcomes[helper.command] = _stopped(helper.stop(ctx.timeout))
     router = RouterProcess(root, "127.0.0.1", 0)
     outcomes["router"] = _stopped(router.stop(ctx.timeout))
     haproxy = Daemon("haproxy", root / "haproxy", ctx.user, marker="haproxy")

@@ -27,6 +27,7 @@ from router.auth.store import TokenLimits
 from router.db import pools
 from router.errors import BUG_MARKER
 from router.settings import Settings
+from services.collector_process import CollectorProcess
 from services.process import port_in_use
 from services.router_process import RouterProcess
 
@@ -123,6 +124,9 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "SHARDLOG_COLLECTOR__NETFLOW_PORT": str(settings.collector.netflow_port),
         "SHARDLOG_COLLECTOR__IPFIX_PORT": str(settings.collector.ipfix_port),
         "SHARDLOG_COLLECTOR__METRICS_PORT": str(settings.collector.metrics_port),
+        "SHARDLOG_SYSLOG__UDP_PORT": str(settings.syslog.udp_port),
+        "SHARDLOG_SYSLOG__TCP_PORT": str(settings.syslog.tcp_port),
+        "SHARDLOG_SYSLOG__METRICS_PORT": str(settings.syslog.metrics_port),
     }
     if settings.metadata.dsn:
         env["SHARDLOG_METADATA__DSN"] = settings.metadata.dsn
@@ -213,3 +217,30 @@ async def refused(connection: asyncpg.Connection, sql: str, code: str = DENIED) 
     finally:
         if not alone:
             await transaction.rollback()
+
+
+def scrape(metrics_url: str, name: str, **labels: str) -> float:
+    """The sum of a Prometheus metric's samples at ``metrics_url``/metrics whose labels include
+    ``labels`` (0 when there is none)."""
+    text = httpx.get(f"{metrics_url}/metrics", timeout=5).text
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("#") or " " not in line:
+            continue
+        series, value = line.rsplit(" ", 1)
+        metric, _, rest = series.partition("{")
+        if metric == name and all(f'{k}="{v}"' in rest for k, v in labels.items()):
+            total += float(value)
+    return total
+
+
+class TestedHelper(CollectorProcess):
+    """A helper process of the tests (the collector, the syslog listener): its log checked for
+    unexpected errors, its metrics read."""
+
+    def check_log(self) -> None:
+        log = self.log_file.read_text(errors="replace")
+        assert not logged_bugs(log) and "Traceback" not in log, log[-4000:]
+
+    def metric(self, name: str, **labels: str) -> float:
+        return scrape(self.metrics_url, name, **labels)

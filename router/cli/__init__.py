@@ -18,6 +18,7 @@ from router.cli import (
     lifecycle,
     local_tls,
     report,
+    syslog,
     tail,
 )
 from router.db.migrate import MigrationError
@@ -31,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="shardlog", description="Sharded audit-log and flow storage on PostgreSQL."
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in (cluster, catalog, lifecycle, auth, report, tail, exporters, collector):
+    for group in (cluster, catalog, lifecycle, auth, report, tail, exporters, collector, syslog):
         group.add_parsers(commands)
     return parser
 

@@ -21,6 +21,7 @@ from services.ha_cluster import HaCluster
 from services.ha_topology import build_ha_topology
 from services.process import server_user
 from services.router_process import RouterProcess
+from services.syslog_process import SyslogProcess
 from services.topology import build_topology
 
 
@@ -65,6 +66,13 @@ def collector_process(settings: Settings) -> CollectorProcess:
     )
 
 
+def syslog_process(settings: Settings) -> SyslogProcess:
+    """The syslog listener runs with this command's SHARDLOG_* settings (and password file)."""
+    env = {k: v for k, v in os.environ.items() if k.startswith("SHARDLOG_") or k == "PGPASSFILE"}
+    syslog = settings.syslog
+    return SyslogProcess(settings.cluster.data_dir, syslog.host, syslog.metrics_port, env=env)
+
+
 def router_process(settings: Settings) -> RouterProcess:
     ca_file = local_tls.authority(settings).cert if local_tls.recorded(settings) else None
     return RouterProcess(
@@ -100,6 +108,8 @@ def cmd_up(settings: Settings, args: argparse.Namespace) -> int:
         print(f"  readiness: curl {cacert}{router.url}/health/ready   API docs: {router.url}/docs")
         if not args.no_collector:
             _start_collector(settings)
+        if not args.no_syslog:
+            _start_syslog(settings)
     if isinstance(cluster, HaCluster):
         host = cluster.topology.host
         for shard in cluster.topology.shards:
@@ -128,6 +138,17 @@ def _start_collector(settings: Settings) -> None:
     )
 
 
+def _start_syslog(settings: Settings) -> None:
+    listener = syslog_process(settings)
+    outcome = listener.start()
+    s = settings.syslog
+    print(
+        f"syslog listener {outcome}: udp and tcp {s.host}:{s.udp_port}/{s.tcp_port} as tenant "
+        f"{s.tenant} (pid {listener.pid()}, log {listener.log_file}); metrics: "
+        f"{listener.metrics_url}/metrics"
+    )
+
+
 def _print_tokens(settings: Settings, files: list[auth_bootstrap.TokenFile]) -> None:
     for file in files:
         print(
@@ -146,6 +167,8 @@ def _print_tokens(settings: Settings, files: list[auth_bootstrap.TokenFile]) -> 
 
 
 def cmd_down(settings: Settings, _args: argparse.Namespace) -> int:
+    if syslog_process(settings).stop():
+        print("syslog listener stopped")
     if collector_process(settings).stop():
         print("collector stopped")
     router = router_process(settings)
@@ -168,6 +191,11 @@ def cmd_status(settings: Settings, _args: argparse.Namespace) -> int:
     print(
         f"collector: {'running' if collector['running'] else 'stopped'} "
         f"(metrics {collector['address']}, pid {collector['pid'] or '-'})"
+    )
+    listener = syslog_process(settings).status()
+    print(
+        f"syslog: {'running' if listener['running'] else 'stopped'} "
+        f"(metrics {listener['address']}, pid {listener['pid'] or '-'})"
     )
     return 0
 
@@ -249,6 +277,7 @@ def add_parsers(commands: Any) -> None:
     up = commands.add_parser("up", help="start the local cluster and the router")
     up.add_argument("--no-router", action="store_true", help="start PostgreSQL only")
     up.add_argument("--no-collector", action="store_true", help="start no NetFlow/IPFIX collector")
+    up.add_argument("--no-syslog", action="store_true", help="start no syslog listener")
     up.add_argument(
         "--ha",
         action="store_true",

@@ -15,7 +15,6 @@ import functools
 import json
 import logging
 import os
-import signal
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -33,7 +32,7 @@ from router.collector.templates import TemplateCache
 from router.collector.writer import QueueWriter
 from router.db import catalog_login
 from router.metrics import Metrics
-from router.runtime import Runtime
+from router.runtime import Runtime, close_writer, run_until_signalled
 from router.settings import CollectorSettings, Settings
 
 log = logging.getLogger("collector")
@@ -159,10 +158,7 @@ class Collector:
                 log.warning("collector: %d queued flows not written before the end", left)
             await writer.stop()
             save_state(self._state, self.decoder)
-            await runtime.commit_signal.stop()
-            await runtime.catalog.stop()
-            await runtime.pools.close()
-            await metadata.close()
+            await close_writer(runtime)
 
     async def _tick(self) -> None:
         saved = mapped = time.monotonic()
@@ -191,13 +187,4 @@ class Collector:
 
 def run(settings: Settings) -> int:
     """Runs until SIGTERM or SIGINT."""
-
-    async def main() -> None:
-        collector = Collector(settings)
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, collector.stop)
-        await collector.run()
-
-    asyncio.run(main())
-    return 0
+    return run_until_signalled(lambda: Collector(settings))

@@ -14,10 +14,11 @@ import socket
 import struct
 import time
 from collections.abc import Callable
+from typing import Protocol
 
-from prometheus_client import generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 
-from router.collector.intake import CollectorMetrics, Intake
+from router.collector.intake import Intake
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +85,15 @@ async def serve_ipfix_tcp(intake: Intake, host: str, port: int) -> asyncio.Serve
     return await asyncio.start_server(session, host, port)
 
 
+class Registered(Protocol):
+    """What serve_metrics serves: the collector's metrics, or the syslog listener's."""
+
+    @property
+    def registry(self) -> CollectorRegistry: ...
+
+
 async def serve_metrics(
-    metrics: CollectorMetrics, host: str, port: int, healthy: Callable[[], bool]
+    metrics: Registered, host: str, port: int, healthy: Callable[[], bool]
 ) -> asyncio.Server:
     """GET /metrics (Prometheus text) and GET /health (200 or 503); anything else 404."""
 

@@ -13,14 +13,13 @@ import orjson
 from bench.collector import packets
 from bench.collector.pcaps import Capture
 from router.settings import Settings
-from services.collector_process import CollectorProcess
 from services.flowtools import FiveTuple, Totals
-from tests.support import logged_bugs, settings_env
+from tests.support import TestedHelper, settings_env
 
 SWITCH = "exporter-127.0.0.1"
 
 
-class RunningCollector(CollectorProcess):
+class RunningCollector(TestedHelper):
     def __init__(self, home: Path, settings: Settings, ports: Iterator[int]) -> None:
         self.udp_port, self.ipfix_port, metrics = next(ports), next(ports), next(ports)
         self.state_file = home / "templates.json"
@@ -33,25 +32,6 @@ class RunningCollector(CollectorProcess):
             "SHARDLOG_COLLECTOR__FLUSH_INTERVAL_S": "0.2",
         }
         super().__init__(home, "127.0.0.1", metrics, env)
-
-    def check_log(self) -> None:
-        log = self.log_file.read_text(errors="replace")
-        assert not logged_bugs(log) and "Traceback" not in log, log[-4000:]
-
-    def metric(self, name: str, **labels: str) -> float:
-        """A sample of the collector's /metrics (0 when absent)."""
-        text = httpx.get(f"{self.metrics_url}/metrics", timeout=5).text
-        wanted = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-        total = 0.0
-        for line in text.splitlines():
-            if line.startswith("#") or " " not in line:
-                continue
-            series, value = line.rsplit(" ", 1)
-            metric, _, rest = series.partition("{")
-            found = ",".join(sorted(rest.rstrip("}").split(","))) if rest else ""
-            if metric == name and (not labels or found == wanted):
-                total += float(value)
-        return total
 
 
 def day_window(capture: Capture) -> tuple[str, str]:

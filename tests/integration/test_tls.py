@@ -28,6 +28,7 @@ from router.settings import (
     RetentionSettings,
     ServerSettings,
     Settings,
+    SyslogSettings,
 )
 from services.process import free_port
 from services.router_process import RouterProcess
@@ -60,6 +61,9 @@ def plain_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
         collector=CollectorSettings(
             netflow_port=free_port(), ipfix_port=free_port(), metrics_port=free_port()
         ),
+        syslog=SyslogSettings(
+            udp_port=(syslog_port := free_port()), tcp_port=syslog_port, metrics_port=free_port()
+        ),
     )
 
 
@@ -72,12 +76,14 @@ def tls_settings(plain_settings: Settings) -> Iterator[Settings]:
         assert started.returncode == 0, started.stdout + started.stderr
         assert "https://" in started.stdout and "--cacert" in started.stdout
         assert "collector started" in started.stdout, started.stdout
+        assert "syslog listener started" in started.stdout, started.stdout
         yield settings
     finally:
         stopped = run_cli(plain_settings, "down")
         assert stopped.returncode == 0, stopped.stderr
         assert "collector stopped" in stopped.stdout, stopped.stdout
-        for log_file in ("router/router.log", "collector/collector.log"):
+        assert "syslog listener stopped" in stopped.stdout, stopped.stdout
+        for log_file in ("router/router.log", "collector/collector.log", "syslog/syslog.log"):
             log = (plain_settings.cluster.data_dir / log_file).read_text()
             assert BUG_MARKER not in log and "Traceback" not in log, log[-4000:]
 

@@ -1,0 +1,94 @@
+"""The listener process (`shardlog syslog`): the router's write path without its HTTP API, fed
+by syslog sockets. It opens the catalog and the shard pools as a router does, listens on UDP
+and TCP (and TLS when a certificate is configured, RELP when a port is), and until it is
+stopped writes the queue's batches. Stopping: the sockets close, what is queued is written
+(at most DRAIN_S), then RELP sessions get their last answers and ``serverclose``.
+
+Loss window: syslog over UDP and TCP has no acknowledgement. A message is safe once its batch
+committed, at most ``flush_interval_s`` (or ``batch_rows`` messages) after it was read; a crash
+(SIGKILL, power loss) loses what was read and not yet committed, up to ``queue_rows`` messages,
+besides what the kernel's socket buffers held. RELP answers after the commit: its sender sends
+the unanswered again."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from router.collector.sockets import serve_metrics
+from router.db import catalog_login
+from router.metrics import Metrics
+from router.runtime import Runtime, close_writer, run_until_signalled
+from router.settings import Settings
+from router.syslogd import sockets
+from router.syslogd.intake import Intake, SyslogMetrics
+from router.syslogd.queue import SyslogQueue
+from router.syslogd.relp_server import relp_session
+from router.syslogd.writer import BatchWriter
+
+log = logging.getLogger("syslog")
+
+DRAIN_S = 10.0
+
+
+class Listener:
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        s = settings.syslog
+        self.metrics = SyslogMetrics(Metrics())
+        self.queue = SyslogQueue(s.queue_rows, s.batch_rows, s.flush_interval_s)
+        self._stopping = asyncio.Event()
+        # Checked before anything is opened: a bad certificate is one clear line at start.
+        self._tls = (
+            sockets.tls_context(s.tls_cert_file, s.tls_key_file)
+            if s.tls_cert_file is not None and s.tls_key_file is not None
+            else None
+        )
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    async def run(self) -> None:
+        settings = self._settings
+        s = settings.syslog
+        metadata = await catalog_login.open_pool(settings)
+        runtime = Runtime.build(settings, metadata, self.metrics.base)
+        intake = Intake(s, runtime.ingest.request_limits, self.metrics)
+        writer = BatchWriter(runtime.ingest, self.queue, s.tenant, self.metrics)
+        connections = sockets.Connections(intake)
+        servers: list[asyncio.Server] = []
+        transports: list[asyncio.BaseTransport] = []
+        try:
+            await runtime.catalog.start()
+            writer.start()
+            transports.append(await sockets.serve_udp(intake, self.queue, s.host, s.udp_port))
+            stream = connections.guarded("tcp", sockets.stream_session(intake, self.queue))
+            servers.append(await asyncio.start_server(stream, s.host, s.tcp_port))
+            listening = [f"udp+tcp {s.host}:{s.udp_port}/{s.tcp_port}"]
+            if self._tls is not None:
+                tls = connections.guarded("tls", sockets.stream_session(intake, self.queue))
+                servers.append(await asyncio.start_server(tls, s.host, s.tls_port, ssl=self._tls))
+                listening.append(f"tls {s.tls_port}")
+            if s.relp_port is not None:
+                session = connections.guarded("relp", relp_session(intake, self.queue))
+                servers.append(await asyncio.start_server(session, s.host, s.relp_port))
+                listening.append(f"relp {s.relp_port}")
+            servers.append(await serve_metrics(self.metrics, s.host, s.metrics_port, lambda: True))
+            log.info("syslog: listening on %s; metrics on %d", ", ".join(listening), s.metrics_port)
+            await self._stopping.wait()
+        finally:
+            for transport in transports:
+                transport.close()
+            for server in servers:
+                server.close()
+            left = await writer.drain(DRAIN_S)
+            if left:
+                log.warning("syslog: %d queued messages not written before the end", left)
+            await connections.close()
+            await writer.stop()
+            await close_writer(runtime)
+
+
+def run(settings: Settings) -> int:
+    """Runs until SIGTERM or SIGINT."""
+    return run_until_signalled(lambda: Listener(settings))

@@ -1,0 +1,35 @@
+"""One syslog listener for the session, beside the session's cluster and router."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import pytest
+
+from router.settings import Settings
+from services.cluster import LocalCluster
+from tests.support import free_port_range
+from tests.syslog.platform import RunningSyslog
+
+
+@pytest.fixture(scope="session")
+def syslog_ports() -> Iterator[int]:
+    """Loopback ports of our own, one per call."""
+    return itertools.count(free_port_range(40))
+
+
+@pytest.fixture(scope="session")
+def listener(
+    settings: Settings,
+    cluster: LocalCluster,
+    syslog_ports: Iterator[int],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[RunningSyslog]:
+    process = RunningSyslog(tmp_path_factory.mktemp("syslog"), settings, syslog_ports)
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+        process.check_log()

@@ -1,0 +1,79 @@
+"""The syslog listener as the tests run it (every port of its own, RELP and TLS on), and what
+the platform holds for an owner."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from router.settings import Settings
+from services.syslog_process import SyslogProcess
+from services.tls import CertificateAuthority
+from tests.support import TestedHelper, settings_env
+
+
+class RunningSyslog(SyslogProcess, TestedHelper):
+    def __init__(self, home: Path, settings: Settings, ports: Iterator[int]) -> None:
+        self.port, self.tls_port, self.relp_port, metrics = (next(ports) for _ in range(4))
+        self.authority = CertificateAuthority(home / "tls")
+        self.authority.ensure()
+        server = self.authority.issue("syslog", ["localhost", "127.0.0.1"])
+        env = {
+            **settings_env(settings),
+            "SHARDLOG_SYSLOG__UDP_PORT": str(self.port),
+            "SHARDLOG_SYSLOG__TCP_PORT": str(self.port),
+            "SHARDLOG_SYSLOG__TLS_PORT": str(self.tls_port),
+            "SHARDLOG_SYSLOG__RELP_PORT": str(self.relp_port),
+            "SHARDLOG_SYSLOG__METRICS_PORT": str(metrics),
+            "SHARDLOG_SYSLOG__TLS_CERT_FILE": str(server.cert),
+            "SHARDLOG_SYSLOG__TLS_KEY_FILE": str(server.key),
+            "SHARDLOG_SYSLOG__FLUSH_INTERVAL_S": "0.1",
+            "SHARDLOG_SYSLOG__MAX_MESSAGE_BYTES": "4096",
+        }
+        super().__init__(home, "127.0.0.1", metrics, env)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def found(api: httpx.Client, owner: str, count: int, timeout: float = 20) -> list[dict[str, Any]]:
+    """The owner's rows of the last two days once there are ``count`` (oldest first); fails
+    with what there is after ``timeout``."""
+    now = datetime.now(UTC)
+    params: dict[str, str | int] = {
+        "owner": owner,
+        "from": (now - timedelta(days=2)).isoformat(),
+        "to": (now + timedelta(minutes=10)).isoformat(),
+        "limit": 1000,
+        "order": "asc",
+    }
+    deadline = time.monotonic() + timeout
+    items: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        response = api.get("/v1/audit/search", params=params)
+        if response.status_code == 200:
+            items = response.json()["items"]
+            if len(items) >= count:
+                return sorted(items, key=lambda item: (item["ts"], item["content"]))
+        elif response.status_code != 404:
+            response.raise_for_status()
+        time.sleep(0.2)
+    raise AssertionError(f"{owner}: {len(items)} rows of {count} after {timeout}s: {items}")
+
+
+def none_found(api: httpx.Client, owner: str) -> bool:
+    now = datetime.now(UTC)
+    params = {
+        "owner": owner,
+        "from": (now - timedelta(days=30)).isoformat(),
+        "to": (now + timedelta(days=1)).isoformat(),
+    }
+    response = api.get("/v1/audit/search", params=params)
+    return response.status_code == 404 or not response.json()["items"]

@@ -1,0 +1,88 @@
+"""rsyslogd as a forwarder, started by the tests in the foreground with a configuration of its
+own (no imuxsock, no imklog: it reads nothing of the host's): one imtcp input per forwarding
+path, each bound to a ruleset with one action towards the listener."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from tests.syslog.platform import RunningSyslog
+
+PATHS = ("tcp", "udp", "relp", "tls")
+
+
+def config(work: Path, inputs: dict[str, int], listener: RunningSyslog) -> str:
+    ca = listener.authority.cert
+    actions = {
+        # RFC 5424 out, octet counted.
+        "tcp": f'type="omfwd" target="127.0.0.1" port="{listener.port}" protocol="tcp" '
+        'TCP_Framing="octet-counted" template="RSYSLOG_SyslogProtocol23Format"',
+        # omfwd's default over UDP: the traditional BSD format (RFC 3164, no year, no zone).
+        "udp": f'type="omfwd" target="127.0.0.1" port="{listener.port}" protocol="udp"',
+        # omrelp's default: rsyslog's forward format (3164 layout, RFC 3339 timestamp).
+        "relp": f'type="omrelp" target="127.0.0.1" port="{listener.relp_port}"',
+        "tls": f'type="omfwd" target="127.0.0.1" port="{listener.tls_port}" protocol="tcp" '
+        'TCP_Framing="octet-counted" template="RSYSLOG_SyslogProtocol23Format" '
+        'StreamDriver="gtls" StreamDriverMode="1" StreamDriverAuthMode="x509/name" '
+        'StreamDriverPermittedPeers="localhost"',
+    }
+    lines = [
+        f'global(workDirectory="{work}" defaultNetstreamDriverCAFile="{ca}")',
+        'module(load="imtcp")',
+        'module(load="omrelp")',
+    ]
+    for path, port in inputs.items():
+        lines.append(f'input(type="imtcp" address="127.0.0.1" port="{port}" ruleset="{path}")')
+        lines.append(f'ruleset(name="{path}") {{ action({actions[path]}) }}')
+    return "\n".join(lines) + "\n"
+
+
+class Rsyslog:
+    def __init__(self, home: Path, ports: dict[str, int], listener: RunningSyslog) -> None:
+        self.home = home
+        self.ports = ports
+        self.conf = home / "rsyslog.conf"
+        self.work = home / "work"
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.conf.write_text(config(self.work, ports, listener))
+        self.log = home / "rsyslogd.log"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 15) -> None:
+        with self.log.open("wb") as out:
+            self._process = subprocess.Popen(
+                ["rsyslogd", "-n", "-f", str(self.conf), "-i", str(self.home / "rsyslogd.pid")],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "TZ": "UTC"},
+            )
+        deadline = time.monotonic() + timeout
+        for port in self.ports.values():
+            while True:
+                assert self._process.poll() is None, self.log.read_text()
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline, self.log.read_text()
+                    time.sleep(0.1)
+
+    def send(self, path: str, messages: list[bytes]) -> None:
+        """RFC 5424 messages into the input of ``path``, LF framed."""
+        with socket.create_connection(("127.0.0.1", self.ports[path]), timeout=5) as connection:
+            connection.sendall(b"".join(message + b"\n" for message in messages))
+
+    def stop(self) -> str:
+        """Stopped (TERM, then KILL); its output."""
+        if self._process is not None:
+            self._process.terminate()
+            try:
+                self._process.wait(10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        return self.log.read_text(errors="replace")

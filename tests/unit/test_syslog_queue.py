@@ -1,0 +1,46 @@
+"""Back-pressure in the listener: a stream waits for room in a full queue (nothing dropped) and
+goes on as soon as a batch leaves; a datagram finding it full is dropped and counted."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+from router.ingest.records import AuditRow, Limits
+from router.metrics import Metrics
+from router.settings import SyslogSettings
+from router.syslogd.intake import Intake, SyslogMetrics
+from router.syslogd.queue import Pending, SyslogQueue
+from router.syslogd.sockets import _Datagrams
+
+NOW = datetime.now(UTC)
+
+
+def pending(n: int) -> Pending:
+    return Pending(AuditRow(0, "acme", NOW, f"m{n}", None))
+
+
+async def test_a_stream_waits_for_room_and_loses_nothing() -> None:
+    queue = SyslogQueue(capacity=3, batch=2, flush_s=0.05)
+    put = asyncio.create_task(queue.put("s", [pending(n) for n in range(5)]))
+    await asyncio.sleep(0.05)
+    assert not put.done() and len(queue) == 3
+    first = await queue.take()
+    await asyncio.sleep(0.05)
+    assert put.done() and len(queue) == 3
+    rest = (await queue.take()) + (await queue.take())
+    assert [p.row.content for p in first + rest] == [f"m{n}" for n in range(5)]
+    assert not queue.dropped
+
+
+async def test_a_datagram_finding_the_queue_full_is_dropped_and_counted() -> None:
+    metrics = SyslogMetrics(Metrics())
+    limits = Limits(1000, 1000, 64, timedelta(minutes=5))
+    intake = Intake(SyslogSettings(), lambda: limits, metrics)
+    queue = SyslogQueue(capacity=1, batch=10, flush_s=60)
+    datagrams = _Datagrams(intake, queue)
+    for n in range(3):
+        datagrams.datagram_received(f"<13>1 - h acme - - - m{n}".encode(), ("127.0.0.1", 1))
+    assert len(queue) == 1
+    labels = {"protocol": "syslog", "outcome": "dropped"}
+    assert metrics.registry.get_sample_value("shardlog_protocol_messages_total", labels) == 2
