@@ -73,6 +73,8 @@ def decode_json(data: bytes, owner_attributes: Sequence[str], now: datetime) -> 
     hex. Unknown fields are ignored, as OTLP asks of receivers."""
     try:
         document = orjson.loads(data)
+        if not isinstance(document, dict):
+            raise BadRequest("the body must be a JSON object", "body")
         _ids_from_hex(document)
         request = json_format.ParseDict(
             document, ExportLogsServiceRequest(), ignore_unknown_fields=True
