@@ -116,22 +116,23 @@ EXPORT_ANSWERS = described(
         503: "A shard could not take its rows; see Retry-After",
     }
 )
-EXPORT_ANSWERS[200] = {
-    "description": "Written: an ExportLogsServiceResponse in the request's encoding, with "
-    "partial_success counting and naming the records rejected (the others are written)",
-    "content": {
-        shipped.PROTOBUF: {"schema": BINARY},
-        "application/json": {"schema": RESPONSE_JSON_SCHEMA},
-    },
-}
-EXPORT_ANSWERS[400] = {
-    "description": "A body that is no ExportLogsServiceRequest, or a record older than its "
-    "owner's retention: a google.rpc.Status in the request's encoding; nothing written",
-    "content": {
-        shipped.PROTOBUF: {"schema": BINARY},
-        "application/json": {"schema": STATUS_JSON_SCHEMA},
-    },
-}
+
+
+def _in_either_encoding(description: str, json_schema: dict[str, Any]) -> dict[str, Any]:
+    content = {shipped.PROTOBUF: {"schema": BINARY}, "application/json": {"schema": json_schema}}
+    return {"description": description, "content": content}
+
+
+EXPORT_ANSWERS[200] = _in_either_encoding(
+    "Written: an ExportLogsServiceResponse in the request's encoding, with partial_success "
+    "counting and naming the records rejected (the others are written)",
+    RESPONSE_JSON_SCHEMA,
+)
+EXPORT_ANSWERS[400] = _in_either_encoding(
+    "A body that is no ExportLogsServiceRequest, or a record older than its owner's "
+    "retention: a google.rpc.Status in the request's encoding; nothing written",
+    STATUS_JSON_SCHEMA,
+)
 
 
 @router.post(

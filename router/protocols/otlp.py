@@ -135,14 +135,16 @@ def _groups(request: Any, owner_attributes: Sequence[str], now: datetime) -> lis
 
 
 def _scope(scope: Any) -> dict[str, Any]:
-    described: dict[str, Any] = {}
-    if scope.name:
-        described["name"] = scope.name
-    if scope.version:
-        described["version"] = scope.version
+    described: dict[str, Any] = {
+        k: getattr(scope, k) for k in ("name", "version") if getattr(scope, k)
+    }
     if scope.attributes:
         described["attributes"] = _attributes(scope.attributes)
     return described
+
+
+# Fields of a log record kept in attrs as they are, when set.
+_PLAIN_FIELDS = ("severity_number", "severity_text", "flags", "event_name")
 
 
 def _message(
@@ -153,18 +155,14 @@ def _message(
     now: datetime,
 ) -> Message:
     attrs: dict[str, Any] = {}
-    if record.severity_number:
-        attrs["severity_number"] = record.severity_number
-    if record.severity_text:
-        attrs["severity_text"] = record.severity_text
-    if record.trace_id:
-        attrs["trace_id"] = record.trace_id.hex()
-    if record.span_id:
-        attrs["span_id"] = record.span_id.hex()
-    if record.flags:
-        attrs["flags"] = record.flags
-    if record.event_name:
-        attrs["event_name"] = record.event_name
+    for name in _PLAIN_FIELDS:
+        value = getattr(record, name)
+        if value:
+            attrs[name] = value
+    for name in ("trace_id", "span_id"):
+        value = getattr(record, name)
+        if value:
+            attrs[name] = value.hex()
     if record.attributes:
         attributes = attrs["attributes"] = _attributes(record.attributes)
         if owner is None:
