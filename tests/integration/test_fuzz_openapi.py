@@ -148,9 +148,10 @@ def _ndjson(_ctx: schemathesis.SerializationContext, value: Any) -> bytes:
 
 @schemathesis.serializer("application/x-protobuf")
 def _protobuf(_ctx: schemathesis.SerializationContext, value: Any) -> bytes:
-    # A binary body is generated as bytes (Loki's snappy push, OTLP's protobuf): sent as drawn,
-    # the decoders meet arbitrary bytes.
-    return value if isinstance(value, bytes) else json.dumps(value).encode()
+    # A binary body (Loki's snappy push, OTLP's protobuf) is drawn as schemathesis' Binary,
+    # whose bytes are its ``data``: sent as drawn, the decoders meet arbitrary bytes.
+    data = getattr(value, "data", value)
+    return data if isinstance(data, bytes) else json.dumps(value).encode()
 
 
 @schemathesis.check
