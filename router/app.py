@@ -23,7 +23,9 @@ from router.api import (
     health,
     ingest,
     lifecycle,
+    loki,
     openapi,
+    otlp,
     reports,
     rows,
     search,
@@ -97,6 +99,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(lifecycle.router)
     app.include_router(access.router)
     app.include_router(exporters.router)
+    app.include_router(loki.router)
+    app.include_router(otlp.router)
     _install_error_handlers(app, metrics)
     _install_disconnect_handler(app, metrics)
     app.add_middleware(Authenticate)

@@ -506,6 +506,28 @@ class AuthSettings(Section):
     )
 
 
+class LokiSettings(Section):
+    """Loki's push API (POST /loki/api/v1/push, router/protocols/loki.py)."""
+
+    owner_labels: tuple[str, ...] = Field(
+        ("owner", "service_name", "job"),
+        min_length=1,
+        description="Stream labels whose value is the owner, the first one a stream has "
+        "(a JSON list); a stream with none of them is refused.",
+    )
+
+
+class OtlpSettings(Section):
+    """OTLP/HTTP logs (POST /v1/logs, router/protocols/otlp.py)."""
+
+    owner_attributes: tuple[str, ...] = Field(
+        ("service.name",),
+        min_length=1,
+        description="Attributes whose string value is the owner, the first one found (a JSON "
+        "list): the resource's, else the log record's; a record with none is rejected.",
+    )
+
+
 class ClusterSettings(Section):
     data_dir: Path = Path("var")
     shards: int = Field(DEFAULT_SHARDS, ge=1)
@@ -548,6 +570,8 @@ class Settings(BaseSettings):
     collector: CollectorSettings = CollectorSettings()
     syslog: SyslogSettings = SyslogSettings()
     auth: AuthSettings = AuthSettings()
+    loki: LokiSettings = LokiSettings()
+    otlp: OtlpSettings = OtlpSettings()
     cluster: ClusterSettings = ClusterSettings()
     schema_dir: Path = REPO_ROOT / "schema"
 

@@ -7,7 +7,7 @@ format, any Unicode digit); RFC 3339 is one narrow profile of it, checked here f
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 # A day's margin at both ends, so that day arithmetic on any accepted instant stays in range.
 EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
@@ -41,3 +41,16 @@ def parse_rfc3339(value: str) -> datetime:
             "is not a valid instant between 0001-01-02 and 9999-12-30 UTC"
         ) from None
     return parsed
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_EARLIEST_NS = int((EARLIEST - _EPOCH).total_seconds()) * 10**9
+_LATEST_NS = int((LATEST - _EPOCH).total_seconds()) * 10**9
+
+
+def from_unix_nanos(nanos: int) -> datetime:
+    """The instant ``nanos`` after the Unix epoch (log shippers' timestamps), cut to the
+    microsecond: what PostgreSQL's timestamptz keeps."""
+    if not _EARLIEST_NS <= nanos < _LATEST_NS:
+        raise TimestampError("is not a valid instant between 0001-01-02 and 9999-12-30 UTC")
+    return _EPOCH + timedelta(microseconds=nanos // 1000)

@@ -10,6 +10,7 @@ it."""
 from __future__ import annotations
 
 import ipaddress
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ import orjson
 import pytest
 
 from router.app import create_app
+from router.auth.middleware import guarded
 from router.auth.scopes import (
     ADMIN,
     AUDIT_READ,
@@ -214,6 +216,29 @@ def audit_write(w: World, caller: str) -> dict[str, Any]:
 def audit_written(w: World, caller: str, response: httpx.Response) -> None:
     found = w.audit_rows(f"written by {caller}")
     assert found == ([f"written by {caller}"] if caller == "right_scope" else []), found
+
+
+def loki_push(w: World, caller: str) -> dict[str, Any]:
+    # Written now, after tenant A's first rows (which searches and tails find first).
+    value = [str(time.time_ns()), f"pushed to loki by {caller}"]
+    return {"json": {"streams": [{"stream": {"owner": w.owner}, "values": [value]}]}}
+
+
+def otlp_logs(w: World, caller: str) -> dict[str, Any]:
+    owner = {"key": "service.name", "value": {"stringValue": w.owner}}
+    record = {"body": {"stringValue": f"exported as otlp by {caller}"}}
+    resource_logs = {"resource": {"attributes": [owner]}, "scopeLogs": [{"logRecords": [record]}]}
+    return {"json": {"resourceLogs": [resource_logs]}}
+
+
+def shipped_by(phrase: str) -> Callable[[World, str, httpx.Response], None]:
+    def check(w: World, caller: str, response: httpx.Response) -> None:
+        found = w.audit_rows(f"{phrase} {caller}")
+        assert found == ([f"{phrase} {caller}"] if caller == "right_scope" else []), found
+        if caller == "right_scope" and phrase.startswith("exported"):
+            assert response.json() == {}  # every record taken: no partial success
+
+    return check
 
 
 def flows_write(w: World, caller: str) -> dict[str, Any]:
@@ -451,6 +476,23 @@ CALLS: dict[str, Call] = {
     "write flows": Call(
         "POST", "/v1/flows", FLOWS_WRITE, flows_write, "lines[1].switch", after=flows_written
     ),
+    "loki push": Call(
+        "POST",
+        "/loki/api/v1/push",
+        AUDIT_WRITE,
+        loki_push,
+        "streams[0].owner",
+        status=204,
+        after=shipped_by("pushed to loki by"),
+    ),
+    "otlp logs": Call(
+        "POST",
+        "/v1/logs",
+        AUDIT_WRITE,
+        otlp_logs,
+        "resourceLogs[0].owner",
+        after=shipped_by("exported as otlp by"),
+    ),
     "delete flows": Call(
         "DELETE", "/v1/flows", FLOWS_WRITE, flows_delete, "switch", after=flows_deleted
     ),
@@ -606,7 +648,8 @@ CALLS: dict[str, Call] = {
 AUDITED = {
     name
     for name, call in CALLS.items()
-    if call.method != "GET" and name not in ("write audit", "write flows", "run retention")
+    if call.method != "GET"
+    and name not in ("write audit", "write flows", "run retention", "loki push", "otlp logs")
 }
 
 
@@ -615,7 +658,7 @@ def test_the_matrix_names_every_guarded_operation() -> None:
         (method.upper(), path)
         for path, item in create_app(Settings()).openapi()["paths"].items()
         for method in item
-        if path.startswith("/v1/")
+        if guarded(path)
     }
     assert operations == {(c.method, c.path) for c in CALLS.values()}
 
@@ -664,7 +707,9 @@ def test_access(world: World, name: str, caller: str) -> None:
 def test_nothing_of_tenant_a_changed_but_by_its_own_tokens(world: World) -> None:
     rows = world.audit_rows()
     assert sorted(rows) == sorted(
-        [f"{world.marker} row {i}" for i in range(3)] + ["written by right_scope"]
+        [f"{world.marker} row {i}" for i in range(3)]
+        + ["written by right_scope", "pushed to loki by right_scope"]
+        + ["exported as otlp by right_scope"]
     )
     ports = sorted(f["src_port"] for f in world.flows())
     # The first flow, the one written with the scope, and those the refused deletes left.

@@ -8,10 +8,16 @@ from typing import Any
 import pytest
 
 from router.app import create_app
+from router.auth.middleware import guarded
 from router.settings import Settings
 
 ERROR = {"$ref": "#/components/schemas/Error"}
 NDJSON_TYPES = ("application/x-ndjson", "application/ndjson", "application/jsonl")
+# Bad input in the log shippers' own error forms: Loki's plain text, OTLP's google.rpc.Status.
+PROTOCOL_ERRORS = {
+    ("POST", "/loki/api/v1/push", "400"): ("text/plain",),
+    ("POST", "/v1/logs", "400"): ("application/x-protobuf", "application/json"),
+}
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +66,10 @@ def test_every_error_status_has_the_error_body(doc) -> None:
                 assert unready["properties"]["error"] == {
                     "$ref": "#/components/schemas/ErrorDetail"
                 }
+            elif (method, path, status) in PROTOCOL_ERRORS:
+                # A log shipper's protocol has an error form of its own for bad input.
+                content = response["content"]
+                assert set(content) == set(PROTOCOL_ERRORS[method, path, status]), path
             elif schema != ERROR:
                 wrong.append(f"{method} {path} {status}: {schema}")
     assert not wrong, wrong
@@ -168,7 +178,7 @@ def test_the_schema_does_not_name_the_bug_marker(doc) -> None:
 def test_every_v1_operation_needs_a_token_and_says_what_that_answers(doc) -> None:
     assert doc["components"]["securitySchemes"]["token"]["scheme"] == "bearer"
     for method, path, operation in each_operation(doc):
-        if path.startswith("/v1/"):
+        if guarded(path):
             assert operation.get("security") == [{"token": []}], f"{method} {path}"
             assert {"401", "403", "429"} <= set(operation["responses"]), f"{method} {path}"
         else:

@@ -1,0 +1,119 @@
+"""Loki's push API: POST /loki/api/v1/push (Promtail, Grafana Alloy's loki.write, Loki clients).
+A push is all or nothing: 204 once every entry committed; an entry that breaks the rules
+refuses the whole push with 400 and Loki's plain-text error, naming the stream and entry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import PlainTextResponse
+
+from router.api import shipped
+from router.api.deps import RuntimeDep
+from router.api.ingest import UnsupportedMediaType
+from router.api.responses import described
+from router.auth.dependency import AuditWrite
+from router.errors import BadRequest, Invalid, excerpt
+from router.protocols import loki
+
+router = APIRouter(prefix="/loki/api/v1", tags=["shippers"])
+
+PUSH_JSON_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["streams"],
+    "properties": {
+        "streams": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["stream", "values"],
+                "properties": {
+                    "stream": {
+                        "type": "object",
+                        "additionalProperties": {"type": "string"},
+                        "description": "The stream's labels; one of SHARDLOG_LOKI__OWNER_LABELS "
+                        "is the owner",
+                    },
+                    "values": {
+                        "type": "array",
+                        "items": {
+                            "type": "array",
+                            "minItems": 2,
+                            "maxItems": 3,
+                            "prefixItems": [
+                                {"type": "string", "description": "Unix time in nanoseconds"},
+                                {"type": "string", "description": "The log line"},
+                                {
+                                    "type": "object",
+                                    "additionalProperties": {"type": "string"},
+                                    "description": "Structured metadata",
+                                },
+                            ],
+                        },
+                    },
+                },
+            },
+        }
+    },
+}
+PUSH_BODY = {
+    "requestBody": {
+        "required": True,
+        "description": "A Loki push: JSON (gzip allowed as Content-Encoding), or a "
+        "logproto.PushRequest in protobuf compressed with snappy's block format, as Promtail "
+        "and Alloy send it",
+        "content": {
+            "application/json": {"schema": PUSH_JSON_SCHEMA},
+            shipped.PROTOBUF: {"schema": {"type": "string", "format": "binary"}},
+        },
+    }
+}
+PUSH_ERRORS = described(
+    {
+        401: "No valid API token (Bearer, or the password of Basic auth)",
+        403: "The token lacks audit:write, or a stream's owner belongs to another tenant "
+        "(field streams[N].owner); nothing written",
+        409: "The same push is being written by an earlier attempt still; see Retry-After",
+        413: "Body over the limit, or a snappy or gzip body that inflates past it",
+        415: "A content type other than JSON or protobuf, or an encoding other than gzip",
+        422: "A query parameter with a NUL character",
+        429: "Over the token's rates, or the router holds too many request bytes; see Retry-After",
+        503: "A shard could not take its rows; see Retry-After",
+    }
+)
+PUSH_ERRORS[400] = {
+    "description": "A body that cannot be read, or an entry that breaks the audit rules: "
+    "Loki's plain-text error naming the stream or entry (streams[2].values[7]); nothing written",
+    "content": {"text/plain": {"schema": {"type": "string"}}},
+}
+
+
+@router.post(
+    "/push",
+    summary="Loki push: log entries of labelled streams (JSON or snappy protobuf)",
+    status_code=204,
+    response_class=Response,
+    responses=PUSH_ERRORS,
+    openapi_extra=PUSH_BODY,
+)
+async def push(request: Request, caller: AuditWrite, runtime: RuntimeDep) -> Response:
+    owner_labels = runtime.settings.loki.owner_labels
+    media = shipped.media_type(request)
+    if media not in (shipped.PROTOBUF, "application/json", ""):
+        raise UnsupportedMediaType(
+            f"content type {excerpt(media)} is not application/json or {shipped.PROTOBUF}",
+            "content-type",
+        )
+    try:
+        async with shipped.received(request, runtime, caller, "loki") as body:
+            if media == shipped.PROTOBUF:
+                body.unsnappy()
+                streams = loki.decode_protobuf(body.data, owner_labels)
+            else:
+                streams = loki.decode_json(body.data, owner_labels)
+            groups = [(label, number, messages) for number, (label, messages) in enumerate(streams)]
+            await shipped.write(runtime, caller, "loki", groups, "streams", body.digest, True)
+    except (BadRequest, Invalid) as exc:
+        return PlainTextResponse(exc.message, status_code=400)
+    return Response(status_code=204)

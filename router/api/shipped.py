@@ -1,0 +1,128 @@
+"""What the log shippers' HTTP routes (Loki push, OTLP logs) share: the body read whole under
+the write API's limits and budget (router/api/ingest.py's ``open_body``), inflated when it
+came compressed, and decoded messages checked and written as one request whose idempotency
+key is the body's own (a shipper's retry of the same body stores nothing twice)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import NamedTuple
+
+from fastapi import Request
+
+from router.api.ingest import UnsupportedMediaType, open_body
+from router.auth.registry import Caller
+from router.errors import Invalid, excerpt
+from router.ingest.body import Body
+from router.ingest.records import utc_now
+from router.protocols import compression, shipped
+from router.runtime import Runtime
+
+PROTOBUF = "application/x-protobuf"
+
+
+def media_type(request: Request) -> str:
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+class Received:
+    """A body read whole: ``data`` (inflated once ``inflate`` ran) and the digest of the bytes
+    as they came."""
+
+    def __init__(self, body: Body, data: bytes, limit: int) -> None:
+        self._body = body
+        self._limit = limit
+        self.data = data
+
+    @property
+    def digest(self) -> str:
+        return self._body.digest
+
+    def unsnappy(self) -> None:
+        """Decompressed from snappy's block format (Loki's protobuf pushes)."""
+        self._inflated(compression.unsnappy(self.data, self._limit))
+
+    def _inflated(self, data: bytes) -> None:
+        """What the data grew by is held against the in-flight budget like the body itself."""
+        self._body.charge(max(0, len(data) - len(self.data)))
+        self.data = data
+
+
+@asynccontextmanager
+async def received(
+    request: Request, runtime: Runtime, caller: Caller, protocol: str
+) -> AsyncIterator[Received]:
+    """The request's body, gunzipped if its Content-Encoding says gzip, with the body's bytes
+    held against the in-flight budget until the block ends."""
+    encoding = request.headers.get("content-encoding", "").strip().lower()
+    if encoding not in ("", "identity", "gzip"):
+        raise UnsupportedMediaType(
+            f"content encoding {excerpt(encoding)} is not gzip", "content-encoding"
+        )
+    body = open_body(request, runtime, caller)
+    try:
+        chunks = bytearray()
+        async for chunk in body.chunks():
+            chunks += chunk
+        runtime.metrics.ingest_inflight_bytes.set(runtime.ingest_budget.used)
+        runtime.metrics.protocol_bytes.labels(protocol).inc(len(chunks))
+        limit = runtime.settings.ingest.max_body_bytes
+        got = Received(body, bytes(chunks), limit)
+        del chunks
+        if encoding == "gzip":
+            got._inflated(compression.gunzip(got.data, limit))
+        yield got
+    finally:
+        body.release()
+        runtime.metrics.ingest_inflight_bytes.set(runtime.ingest_budget.used)
+
+
+# Messages checked together: the label that names them in errors (``streams[2].values``), and
+# where they came from in the request (the stream, the resource).
+Group = tuple[str, int, Sequence[shipped.Message]]
+
+
+class Outcome(NamedTuple):
+    accepted: int
+    refused: list[Invalid]
+
+
+async def write(
+    runtime: Runtime,
+    caller: Caller,
+    protocol: str,
+    groups: Sequence[Group],
+    label: str,
+    digest: str,
+    all_or_nothing: bool,
+) -> Outcome:
+    """The groups' messages checked and the good ones written (all or nothing: any refused
+    message is raised instead, and none is written). Rows carry their group's position, so a
+    refusal while writing (a key of another tenant, a day past retention) names ``label[n]``."""
+    limits = runtime.ingest.request_limits()
+    now = utc_now()
+    rows = []
+    refused: list[Invalid] = []
+    for group_label, position, messages in groups:
+        checked = shipped.check(messages, group_label, limits, now)
+        rows += [row._replace(position=position) for row in checked.rows]
+        refused += [error for _, error in checked.refused]
+    counted = runtime.metrics.protocol_messages
+    if refused and all_or_nothing:
+        counted.labels(protocol, "rejected").inc(len(rows) + len(refused))
+        raise refused[0]
+    if refused:
+        counted.labels(protocol, "rejected").inc(len(refused))
+    key = shipped.body_key(protocol, caller.grant, digest)
+    accepted = await shipped.write(runtime.ingest, rows, caller.grant, label, key, digest)
+    counted.labels(protocol, "accepted").inc(accepted)
+    return Outcome(accepted, refused)
+
+
+def refusals(refused: Sequence[Invalid], most: int = 5) -> str:
+    """The first few refusals, for an answer that names them in one text."""
+    text = "; ".join(error.message for error in refused[:most])
+    if len(refused) > most:
+        text += f"; and {len(refused) - most} more"
+    return text
