@@ -192,11 +192,18 @@ async def _read(bulk: es_bulk.Bulk, body: bodies.Body, max_line_bytes: int) -> N
     bulk.finish()
 
 
+BULK_ROUTE: dict[str, Any] = {
+    "responses": {200: {"model": BulkAnswer, "description": "Every item's outcome"}, **BULK_ERRORS},
+    "openapi_extra": BULK_BODY,
+}
+
+
+# PUT as well: the Python client sends its bulk requests with it.
+@router.put("/_bulk", summary="Elasticsearch bulk API (as POST)", **BULK_ROUTE)
 @router.post(
     "/_bulk",
     summary="Elasticsearch bulk API: write log documents (index and create actions)",
-    responses={200: {"model": BulkAnswer, "description": "Every item's outcome"}, **BULK_ERRORS},
-    openapi_extra=BULK_BODY,
+    **BULK_ROUTE,
 )
 async def bulk(
     request: Request,
@@ -207,12 +214,10 @@ async def bulk(
     return await _bulk(request, runtime, caller, None)
 
 
-@router.post(
-    "/{index}/_bulk",
-    summary="Elasticsearch bulk API with a default index",
-    responses={200: {"model": BulkAnswer, "description": "Every item's outcome"}, **BULK_ERRORS},
-    openapi_extra=BULK_BODY,
+@router.put(
+    "/{index}/_bulk", summary="Elasticsearch bulk API with a default index (as POST)", **BULK_ROUTE
 )
+@router.post("/{index}/_bulk", summary="Elasticsearch bulk API with a default index", **BULK_ROUTE)
 async def bulk_into(
     request: Request,
     caller: AuditWrite,

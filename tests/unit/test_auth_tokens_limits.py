@@ -72,7 +72,9 @@ def test_malformed_tokens_do_not_parse(text: str) -> None:
         (None, None),
     ],
 )
-def test_credentials_of_an_authorization_header(header: str | None, credentials: str | None) -> None:
+def test_credentials_of_an_authorization_header(
+    header: str | None, credentials: str | None
+) -> None:
     assert tokens.credentials(header) == credentials
 
 
