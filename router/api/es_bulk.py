@@ -17,11 +17,11 @@ import uuid
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 
 from router.api.deps import RuntimeDep
 from router.api.ingest import open_body
-from router.api.responses import REF, Responses, described
+from router.api.responses import REF, Responses, described, ref
 from router.auth.dependency import AuditWrite
 from router.auth.registry import Caller
 from router.errors import ShardlogError, TooLarge
@@ -251,6 +251,7 @@ async def info(caller: AuditWrite, runtime: RuntimeDep) -> Response:
     "/",
     summary="Elasticsearch handshake: is it there",
     responses={200: {"description": "Yes"}, **HANDSHAKE_ERRORS},
+    response_class=Response,
 )
 async def ping(caller: AuditWrite) -> Response:
     return Response(headers=PRODUCT)
@@ -265,8 +266,15 @@ async def ping(caller: AuditWrite) -> Response:
             "that cannot take rows answers its 503 to the bulk request itself)",
             "content": {"text/plain": {"schema": {"type": "string"}}},
         },
-        **HANDSHAKE_ERRORS,
+        **{
+            status: {
+                "description": answer["description"],
+                "content": {"application/json": {"schema": ref(answer["model"])}},
+            }
+            for status, answer in HANDSHAKE_ERRORS.items()
+        },
     },
+    response_class=PlainTextResponse,
 )
 async def cat_health(caller: AuditWrite, runtime: RuntimeDep) -> Response:
     now = time.time()

@@ -16,9 +16,10 @@ from router.auth.registry import Caller, TokenRegistry
 from router.errors import ShardlogError, Unauthorized
 
 # The API's own paths, and the log shippers' (Loki push; Elasticsearch _bulk, with or without
-# an index in front): each needs a token.
+# an index in front, and the handshakes Elasticsearch clients make first): each needs a token.
 GUARDED_PREFIXES = ("/v1/", "/loki/")
 GUARDED_SUFFIX = "/_bulk"
+GUARDED_PATHS = frozenset({"/", "/_cat/health"})
 CALLER = "shardlog_caller"
 
 
@@ -51,7 +52,9 @@ class Authenticate:
 
 
 def guarded(path: str) -> bool:
-    return path.startswith(GUARDED_PREFIXES) or path.endswith(GUARDED_SUFFIX)
+    return (
+        path.startswith(GUARDED_PREFIXES) or path.endswith(GUARDED_SUFFIX) or path in GUARDED_PATHS
+    )
 
 
 def _authorization(scope: Scope) -> str | None:

@@ -20,6 +20,7 @@ from typing import Any
 
 # -2026.11.25, -2026.11, -2026-11-25, -20261125: Logstash's and Beats' daily and monthly indices.
 _DATE_SUFFIX = re.compile(r"-(?:[0-9]{4}[.-][0-9]{2}(?:[.-][0-9]{2})?|[0-9]{8})$")
+_KNOWN_INDICES = 1024
 _DATA_STREAM_TYPES = ("logs", "metrics", "traces", "synthetics", "profiling")
 
 Source = Callable[[str | None, dict[str, Any]], str | None]
@@ -59,12 +60,21 @@ def _step(text: str) -> Callable[[str], str]:
 
 
 def _index_source(steps: list[Callable[[str], str]]) -> Source:
+    # A request names a few indices over thousands of documents: each is worked out once.
+    known: dict[str, str] = {}
+
     def owner(index: str | None, _document: dict[str, Any]) -> str | None:
         if index is None:
             return None
-        for step in steps:
-            index = step(index)
-        return index
+        found = known.get(index)
+        if found is None:
+            found = index
+            for step in steps:
+                found = step(found)
+            if len(known) >= _KNOWN_INDICES:
+                known.clear()
+            known[index] = found
+        return found
 
     return owner
 
