@@ -49,11 +49,13 @@ async def decoded(chunks: AsyncIterator[bytes], wbits: int | None) -> AsyncItera
                 piece = inflate.decompress(chunk, PIECE_BYTES)
                 if piece:
                     yield piece
-                chunk = inflate.unconsumed_tail
                 if inflate.eof:
-                    chunk = inflate.unused_data + chunk
+                    # The next member's bytes (zlib also leaves them in unconsumed_tail).
+                    chunk = inflate.unused_data
                     inflate, fed = zlib.decompressobj(wbits), False
-                elif not chunk and len(piece) < PIECE_BYTES:
+                    continue
+                chunk = inflate.unconsumed_tail
+                if not chunk and len(piece) < PIECE_BYTES:
                     break  # all of this chunk decoded; wait for the next
     except zlib.error as exc:
         raise BadRequest(f"the body is not valid {_name(wbits)} data: {exc}", "body") from None

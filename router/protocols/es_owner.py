@@ -44,7 +44,7 @@ def data_stream(index: str) -> str:
 
 def _step(text: str) -> Callable[[str], str]:
     name, colon, argument = text.partition(":")
-    name = name.strip()
+    name, argument = name.strip(), argument.strip()
     if name == "strip-date" and not colon:
         return strip_date
     if name == "data-stream" and not colon:
