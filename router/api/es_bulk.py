@@ -101,6 +101,8 @@ BULK_ERRORS = _es_errors(
         "line, an empty body, a body that is not valid gzip; nothing written",
         401: "No valid token (Bearer, Basic password or ApiKey)",
         403: "The token lacks audit:write",
+        409: "This body was written before and an owner was remapped since: its rows would "
+        "land elsewhere; send it changed (or wait out SHARDLOG_INGEST__IDEMPOTENCY_KEEP_HOURS)",
         413: "Body (decoded) over SHARDLOG_INGEST__MAX_BODY_BYTES, a line over "
         "SHARDLOG_INGEST__MAX_RECORD_BYTES, or more than SHARDLOG_INGEST__MAX_RECORDS actions",
         415: "A Content-Encoding other than gzip, deflate or identity",

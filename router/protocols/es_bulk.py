@@ -320,6 +320,7 @@ _ERROR_TYPES = {
     401: "security_exception",
     403: "security_exception",
     404: "resource_not_found_exception",
+    409: "version_conflict_engine_exception",
     413: "content_too_long_exception",
     415: "media_type_header_exception",
     429: "es_rejected_execution_exception",
@@ -335,8 +336,11 @@ def error_body(status: int, kind: str, reason: str) -> dict[str, Any]:
 
 def request_error(exc: ShardlogError) -> tuple[int, dict[str, Any]]:
     """A shardlog error as Elasticsearch would answer it: a 422 is its 400, and a write still
-    running under the same body (409) is a 429, which every shipper retries."""
-    status = {422: 400, 409: 429}.get(exc.status, exc.status)
+    running under the same body (a 409 with Retry-After) is a 429, which every shipper
+    retries."""
+    status = 400 if exc.status == 422 else exc.status
+    if exc.status == 409 and exc.retry_after_s is not None:
+        status = 429
     return status, error_body(status, _ERROR_TYPES.get(status, "exception"), exc.message)
 
 

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from router.errors import BadRequest, Forbidden, Invalid, TooLarge
+from router.errors import BadRequest, Conflict, Forbidden, Invalid, TooLarge
 from router.ingest.body import Body, ByteBudget
 from router.protocols import es_bulk
 from router.protocols.encoding import PIECE_BYTES, UnsupportedEncoding, decoded, decoder
@@ -203,6 +203,8 @@ def test_shardlog_errors_in_elasticsearchs_words() -> None:
         },
     )
     assert es_bulk.request_error(TooLarge("m"))[1]["error"]["type"] == "content_too_long_exception"
+    assert es_bulk.request_error(Conflict("m", retry_after_s=1))[0] == 429
+    assert es_bulk.request_error(Conflict("m"))[0] == 409
     assert es_bulk.item_error(Forbidden("m", "items[1].owner")) == (403, "security_exception")
     assert es_bulk.item_error(Invalid("m", "items[1].owner"))[1] == "illegal_argument_exception"
     assert es_bulk.item_error(Invalid("m", "items[1].ts"))[1] == "document_parsing_exception"
