@@ -19,6 +19,7 @@ from starlette.requests import ClientDisconnect
 from router.api import (
     access,
     admin,
+    es_bulk,
     exporters,
     health,
     ingest,
@@ -35,7 +36,7 @@ from router.api.params import reject_nul
 from router.auth.middleware import Authenticate
 from router.db import catalog_login
 from router.db.migrate import pending
-from router.errors import BUG_MARKER, ShardlogError, error_body
+from router.errors import BUG_MARKER, Invalid, ShardlogError, error_body
 from router.http.observe import ObserveRequests
 from router.metrics import Metrics
 from router.runtime import Runtime
@@ -46,6 +47,7 @@ log = logging.getLogger("router")
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
+    es_bulk.check_settings(settings)
     metrics = Metrics()
 
     @asynccontextmanager
@@ -101,9 +103,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(exporters.router)
     app.include_router(loki.router)
     app.include_router(otlp.router)
+    app.include_router(es_bulk.router)
     _install_error_handlers(app, metrics)
     _install_disconnect_handler(app, metrics)
-    app.add_middleware(Authenticate)
+    app.add_middleware(Authenticate, render=_error_response)
     app.add_middleware(ObserveRequests, metrics=metrics)
     openapi.install(app)
     return app
@@ -144,17 +147,24 @@ def _field_of(location: tuple[object, ...] | list[object]) -> str:
     return text or "body"
 
 
+def _error_response(path: str, exc: ShardlogError) -> JSONResponse:
+    """The one error body; on the paths of Elasticsearch's bulk API, Elasticsearch's."""
+    if es_bulk.speaks_es(path):
+        return es_bulk.error_response(exc)
+    return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers())
+
+
 def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
     @app.exception_handler(ShardlogError)
-    async def shardlog_error(_request: Request, exc: ShardlogError) -> JSONResponse:
-        return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers())
+    async def shardlog_error(request: Request, exc: ShardlogError) -> JSONResponse:
+        return _error_response(request.url.path, exc)
 
     @app.exception_handler(RequestValidationError)
-    async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
         field = _field_of(tuple(first.get("loc", ())))
         message = f"{field}: {first.get('msg', 'invalid')}"
-        return JSONResponse(error_body("invalid", message, field), status_code=422)
+        return _error_response(request.url.path, Invalid(message, field))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -528,6 +528,31 @@ class OtlpSettings(Section):
     )
 
 
+class EsBulkSettings(Section):
+    """Elasticsearch's bulk API for log shippers (router/api/es_bulk.py)."""
+
+    owner_rule: str = Field(
+        "field:owner, index | strip-date",
+        min_length=1,
+        description="Where an item's owner comes from: alternatives separated by commas, the "
+        "first that yields one wins: field:<path> (a string field of the document, dotted "
+        "for nested), index (the item's index) with steps | strip-date, | data-stream, "
+        "| strip-prefix:<text>, | strip-suffix:<text>, or const:<owner>.",
+    )
+    version: str = Field(
+        "8.19.0",
+        pattern=r"^8\.[0-9]{1,3}\.[0-9]{1,3}$",
+        description="The Elasticsearch version GET / claims (Beats refuse a server older "
+        "than themselves).",
+    )
+    cluster_name: str = Field("shardlog", min_length=1, description="cluster_name of GET /.")
+    idempotent: bool = Field(
+        True,
+        description="A retried identical bulk body (same path, same bytes once decoded, same "
+        "tenant) stores nothing twice within SHARDLOG_INGEST__IDEMPOTENCY_KEEP_HOURS.",
+    )
+
+
 class ClusterSettings(Section):
     data_dir: Path = Path("var")
     shards: int = Field(DEFAULT_SHARDS, ge=1)
@@ -572,6 +597,7 @@ class Settings(BaseSettings):
     auth: AuthSettings = AuthSettings()
     loki: LokiSettings = LokiSettings()
     otlp: OtlpSettings = OtlpSettings()
+    es_bulk: EsBulkSettings = EsBulkSettings()
     cluster: ClusterSettings = ClusterSettings()
     schema_dir: Path = REPO_ROOT / "schema"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query, Request
@@ -62,7 +62,14 @@ class UnsupportedMediaType(ShardlogError):
     code = "unsupported_media_type"
 
 
-def open_body(request: Request, runtime: Runtime, caller: Caller) -> bodies.Body:
+def open_body(
+    request: Request,
+    runtime: Runtime,
+    caller: Caller,
+    decode: Callable[[AsyncIterator[bytes]], AsyncIterator[bytes]] | None = None,
+) -> bodies.Body:
+    """The request's body, its bytes charged to the token's byte rate as they arrive and, once
+    ``decode``d (a Content-Encoding), counted against the body limit and the router's budget."""
     settings = runtime.settings.ingest
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > settings.max_body_bytes:
@@ -70,6 +77,8 @@ def open_body(request: Request, runtime: Runtime, caller: Caller) -> bodies.Body
     chunks: AsyncIterator[bytes] = request.stream()
     if caller.limiter is not None:
         chunks = _metered(chunks, caller.limiter)
+    if decode is not None:
+        chunks = decode(chunks)
     return bodies.Body(
         chunks, settings.max_body_bytes, runtime.ingest_budget, settings.retry_after_s
     )

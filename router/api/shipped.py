@@ -11,12 +11,12 @@ from typing import NamedTuple
 
 from fastapi import Request
 
-from router.api.ingest import UnsupportedMediaType, open_body
+from router.api.ingest import open_body
 from router.auth.registry import Caller
-from router.errors import Invalid, excerpt
+from router.errors import Invalid
 from router.ingest.body import Body
 from router.ingest.records import utc_now
-from router.protocols import compression, shipped
+from router.protocols import compression, encoding, shipped
 from router.runtime import Runtime
 
 PROTOBUF = "application/x-protobuf"
@@ -53,26 +53,18 @@ class Received:
 async def received(
     request: Request, runtime: Runtime, caller: Caller, protocol: str
 ) -> AsyncIterator[Received]:
-    """The request's body, gunzipped if its Content-Encoding says gzip, with the body's bytes
-    held against the in-flight budget until the block ends."""
-    encoding = request.headers.get("content-encoding", "").strip().lower()
-    if encoding not in ("", "identity", "gzip"):
-        raise UnsupportedMediaType(
-            f"content encoding {excerpt(encoding)} is not gzip", "content-encoding"
-        )
-    body = open_body(request, runtime, caller)
+    """The request's body, decoded as it arrives when its Content-Encoding says gzip or
+    deflate (the decoded bytes count against the body limit), held against the in-flight
+    budget until the block ends."""
+    wbits = encoding.decoder(request.headers.get("content-encoding"))
+    body = open_body(request, runtime, caller, lambda chunks: encoding.decoded(chunks, wbits))
     try:
         chunks = bytearray()
         async for chunk in body.chunks():
             chunks += chunk
         runtime.metrics.ingest_inflight_bytes.set(runtime.ingest_budget.used)
         runtime.metrics.protocol_bytes.labels(protocol).inc(len(chunks))
-        limit = runtime.settings.ingest.max_body_bytes
-        got = Received(body, bytes(chunks), limit)
-        del chunks
-        if encoding == "gzip":
-            got._inflated(compression.gunzip(got.data, limit))
-        yield got
+        yield Received(body, bytes(chunks), runtime.settings.ingest.max_body_bytes)
     finally:
         body.release()
         runtime.metrics.ingest_inflight_bytes.set(runtime.ingest_budget.used)

@@ -7,22 +7,34 @@ token."""
 
 from __future__ import annotations
 
-from starlette.responses import JSONResponse
+from collections.abc import Callable
+
+from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from router.auth.registry import Caller, TokenRegistry
-from router.errors import Unauthorized
+from router.errors import ShardlogError, Unauthorized
 
 # The API's own paths, and the log shippers' (Loki push; Elasticsearch _bulk, with or without
-# an index in front): each needs a token.
+# an index in front, and the handshakes Elasticsearch clients make first): each needs a token.
 GUARDED_PREFIXES = ("/v1/", "/loki/")
 GUARDED_SUFFIX = "/_bulk"
+GUARDED_PATHS = frozenset({"/", "/_cat/health"})
 CALLER = "shardlog_caller"
 
 
+def _render(_path: str, exc: ShardlogError) -> Response:
+    return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers())
+
+
 class Authenticate:
-    def __init__(self, app: ASGIApp) -> None:
+    """``render``: the 401 as the path's protocol words its errors (router.app)."""
+
+    def __init__(
+        self, app: ASGIApp, render: Callable[[str, ShardlogError], Response] = _render
+    ) -> None:
         self.app = app
+        self.render = render
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not guarded(scope["path"]):
@@ -32,7 +44,7 @@ class Authenticate:
         try:
             caller = registry.authenticate(_authorization(scope))
         except Unauthorized as exc:
-            answer = JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers())
+            answer = self.render(scope["path"], exc)
             await answer(scope, receive, send)
             return
         scope.setdefault("state", {})[CALLER] = caller
@@ -40,7 +52,9 @@ class Authenticate:
 
 
 def guarded(path: str) -> bool:
-    return path.startswith(GUARDED_PREFIXES) or path.endswith(GUARDED_SUFFIX)
+    return (
+        path.startswith(GUARDED_PREFIXES) or path.endswith(GUARDED_SUFFIX) or path in GUARDED_PATHS
+    )
 
 
 def _authorization(scope: Scope) -> str | None:

@@ -118,7 +118,7 @@ class IngestService:
             await asyncio.sleep(0)
         return rows
 
-    def _oldest_day(self, snapshot: CatalogSnapshot, mapping: OwnerMapping) -> date:
+    def oldest_day(self, snapshot: CatalogSnapshot, mapping: OwnerMapping) -> date:
         keep = snapshot.keep_days(mapping.kind, mapping.group, mapping.key)
         return datetime.now(UTC).date() - timedelta(days=keep or self._settings.default_keep_days)
 
@@ -135,7 +135,7 @@ class IngestService:
         table = seen.get((mapping.id, day))
         if table is not None:
             return table
-        limit = self._oldest_day(snapshot, mapping)
+        limit = self.oldest_day(snapshot, mapping)
         if day < limit:
             raise Invalid(
                 f"{label}[{position}]: ts {ts.isoformat()} is older than the retention window "

@@ -42,13 +42,20 @@ class Checked(NamedTuple):
 
 
 def check(
-    messages: Iterable[Message], label: str, limits: Limits, now: datetime | None = None
+    messages: Iterable[Message],
+    label: str,
+    limits: Limits,
+    now: datetime | None = None,
+    positions: Iterable[int] | None = None,
 ) -> Checked:
-    """Every message as an audit row, or refused with the reason (``label[i].field``)."""
+    """Every message as an audit row, or refused with the reason (``label[i].field``).
+    ``positions``: where each message stands in its request, when the protocol refused some
+    of the request's records itself (default 0, 1, ...)."""
     now = utc_now() if now is None else now
     rows: list[AuditRow] = []
     refused: list[tuple[int, Invalid]] = []
-    for position, message in enumerate(messages):
+    numbered = enumerate(messages) if positions is None else zip(positions, messages, strict=True)
+    for position, message in numbered:
         where = Location(label, position)
         try:
             ts = check_ts(message.ts, where, now, limits)

@@ -21,6 +21,7 @@ import httpx
 import orjson
 import pytest
 
+from router.api.es_bulk import ES_PATHS
 from router.app import create_app
 from router.auth.middleware import guarded
 from router.auth.scopes import (
@@ -239,6 +240,38 @@ def shipped_by(phrase: str) -> Callable[[World, str, httpx.Response], None]:
             assert response.json() == {}  # every record taken: no partial success
 
     return check
+
+
+def es_bulk_call(method: str, path: str, label: str) -> Call:
+    """Elasticsearch's bulk API: tenant A's owner named by the document (or by the path's
+    index); a foreign owner is that item's 403 in a 200 answer, and nothing of it is written."""
+
+    def make(w: World, caller: str) -> dict[str, Any]:
+        document = {"message": f"{label} by {caller}"}
+        if "{index}" not in path:
+            document["owner"] = w.owner
+        body = orjson.dumps({"create": {}}) + b"\n" + orjson.dumps(document) + b"\n"
+        headers = {"content-type": "application/x-ndjson"}
+        return {"path": {"index": w.owner}, "content": body, "headers": headers}
+
+    def after(w: World, caller: str, response: httpx.Response) -> None:
+        found = w.audit_rows(f"{label} by {caller}")
+        assert found == ([f"{label} by {caller}"] if caller == "right_scope" else []), found
+
+    return Call(method, path, AUDIT_WRITE, make, "items[0].owner", after=after)
+
+
+def es_handshake(method: str, path: str) -> Call:
+    """Answered to any token with audit:write (nothing of a tenant in it)."""
+    return Call(method, path, AUDIT_WRITE, plain(), answers_any_tenant=True)
+
+
+ES_WRITES = {
+    "es bulk": es_bulk_call("POST", "/_bulk", "esbulk1"),
+    "es bulk, put": es_bulk_call("PUT", "/_bulk", "esbulk2"),
+    "es bulk into an index": es_bulk_call("POST", "/{index}/_bulk", "esbulk3"),
+    "es bulk into an index, put": es_bulk_call("PUT", "/{index}/_bulk", "esbulk4"),
+}
 
 
 def flows_write(w: World, caller: str) -> dict[str, Any]:
@@ -641,6 +674,10 @@ CALLS: dict[str, Call] = {
         status=204,
         after=exporter_survives,
     ),
+    **ES_WRITES,
+    "es info": es_handshake("GET", "/"),
+    "es ping": es_handshake("HEAD", "/"),
+    "es health": es_handshake("GET", "/_cat/health"),
 }
 
 
@@ -648,8 +685,9 @@ CALLS: dict[str, Call] = {
 AUDITED = {
     name
     for name, call in CALLS.items()
-    if call.method != "GET"
-    and name not in ("write audit", "write flows", "run retention", "loki push", "otlp logs")
+    if call.method not in ("GET", "HEAD")
+    and name
+    not in ("write audit", "write flows", "run retention", "loki push", "otlp logs", *ES_WRITES)
 }
 
 
@@ -672,13 +710,13 @@ def test_access(world: World, name: str, caller: str) -> None:
     audited = world.audited("right_scope", call.scope) if caller == "right_scope" else 0
     with world.client(caller, call.scope) as client:
         response = client.request(call.method, path, **request)
+    es = call.path in ES_PATHS
     if caller in ("none", "revoked", "expired"):
         assert response.status_code == 401, response.text
-        error = response.json()["error"]
-        assert error["code"] == "unauthorized" and error["field"] == "authorization"
         assert response.headers["www-authenticate"].startswith("Bearer")
-        if caller != "none":
-            assert ("revoked" if caller == "revoked" else "expired") in error["message"]
+        message = refusal(response, es, "unauthorized", "security_exception", "authorization")
+        if caller != "none" and message is not None:
+            assert ("revoked" if caller == "revoked" else "expired") in message
     elif caller == "right_scope":
         assert response.status_code == call.status, response.text
         # Admin actions and deletions leave exactly one row in the platform's own audit.
@@ -686,16 +724,21 @@ def test_access(world: World, name: str, caller: str) -> None:
         assert world.audited("right_scope", call.scope) == expected, name
     elif caller == "wrong_tenant" and call.answers_any_tenant:
         assert response.status_code == call.status, response.text
+    elif es and caller == "wrong_tenant" and call.key_field is not None:
+        # Elasticsearch's bulk API answers each item: the foreign owner's is a 403.
+        assert response.status_code == 200, response.text
+        [item] = [next(iter(entry.values())) for entry in response.json()["items"]]
+        assert item["status"] == 403 and item["error"]["type"] == "security_exception"
+        assert "belongs to another tenant" in item["error"]["reason"]
+        assert item["error"]["reason"].startswith(call.key_field.split(".")[0])
     else:
         assert response.status_code == 403, response.text
-        error = response.json()["error"]
-        assert error["code"] == "forbidden"
         if caller == "wrong_tenant" and call.key_field is not None:
-            assert (
-                error["field"] == call.key_field and "belongs to another tenant" in error["message"]
-            )
+            message = refusal(response, es, "forbidden", "security_exception", call.key_field)
+            assert message is not None and "belongs to another tenant" in message
         else:
-            assert error["field"] == "authorization" and repr(call.scope) in error["message"]
+            message = refusal(response, es, "forbidden", "security_exception", "authorization")
+            assert message is None or repr(call.scope) in message
     if caller != "right_scope":
         assert world.marker not in response.text
         assert world.owner not in response.text or call.key_field is not None
@@ -704,12 +747,27 @@ def test_access(world: World, name: str, caller: str) -> None:
         call.after(world, caller, response)
 
 
+def refusal(response: httpx.Response, es: bool, code: str, es_type: str, field: str) -> str | None:
+    """The message of a refusal in the path's error form (None: a HEAD, which has no body)."""
+    if response.request.method == "HEAD":
+        assert response.content == b""
+        return None
+    body = response.json()
+    if es:
+        assert body["status"] == response.status_code and body["error"]["type"] == es_type
+        return str(body["error"]["reason"])
+    error = body["error"]
+    assert error["code"] == code and error["field"] == field, error
+    return str(error["message"])
+
+
 def test_nothing_of_tenant_a_changed_but_by_its_own_tokens(world: World) -> None:
     rows = world.audit_rows()
+    es_rows = [f"{label} by right_scope" for label in ("esbulk1", "esbulk2", "esbulk3", "esbulk4")]
     assert sorted(rows) == sorted(
         [f"{world.marker} row {i}" for i in range(3)]
         + ["written by right_scope", "pushed to loki by right_scope"]
-        + ["exported as otlp by right_scope"]
+        + ["exported as otlp by right_scope", *es_rows]
     )
     ports = sorted(f["src_port"] for f in world.flows())
     # The first flow, the one written with the scope, and those the refused deletes left.

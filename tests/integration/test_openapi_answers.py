@@ -349,3 +349,24 @@ def test_exporters_answer_as_documented(api, doc, default_api) -> None:
         assert response.status_code == status, response.text
         conforms(doc, response, path)
     conforms(doc, api.get("/v1/admin/exporters", params={"tenant": "NO"}))
+
+
+def test_elasticsearch_answers_as_documented(api, doc, anonymous) -> None:
+    bulk = "/{index}/_bulk"
+    body = b'{"index":{}}\n{"message":"m","@timestamp":"2026-11-25"}\n{"delete":{"_id":"1"}}\n'
+    for response, path in (
+        (api.post("/oa-es/_bulk", content=body), bulk),
+        (api.put("/oa-es/_bulk", content=body), bulk),
+        (api.post("/_bulk", content=b'{"create":{"_index":"oa-es"}}\n{"message":1}\n'), None),
+        (api.post("/_bulk", content=b"[]\n"), None),
+        (api.post("/_bulk", content=b"{}", headers={"content-encoding": "zstd"}), None),
+        (api.post("/_bulk", content=b'{"index":{}}\n' + b"x" * 2_000_000), None),
+        (anonymous.post("/_bulk", content=body), None),
+        (api.get("/"), None),
+        (api.head("/"), None),
+        (anonymous.get("/"), None),
+        (api.get("/_cat/health"), None),
+        (anonymous.get("/_cat/health"), None),
+    ):
+        conforms(doc, response, path)
+        assert response.headers["x-elastic-product"] == "Elasticsearch"

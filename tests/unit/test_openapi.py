@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from router.api.es_bulk import ES_PATHS
 from router.app import create_app
 from router.auth.middleware import guarded
 from router.settings import Settings
@@ -70,6 +71,10 @@ def test_every_error_status_has_the_error_body(doc) -> None:
                 # A log shipper's protocol has an error form of its own for bad input.
                 content = response["content"]
                 assert set(content) == set(PROTOCOL_ERRORS[method, path, status]), path
+            elif path in ES_PATHS and status not in ("431", "500"):
+                # Elasticsearch's bulk API and its handshakes answer in Elasticsearch's form.
+                if schema != {"$ref": "#/components/schemas/EsError"}:
+                    wrong.append(f"{method} {path} {status}: {schema}")
             elif schema != ERROR:
                 wrong.append(f"{method} {path} {status}: {schema}")
     assert not wrong, wrong
@@ -79,7 +84,9 @@ def test_validation_errors_are_documented_with_our_body_not_fastapis(doc) -> Non
     assert "HTTPValidationError" not in str(doc)
     assert "ValidationError" not in doc["components"]["schemas"]
     for method, path, operation in each_operation(doc):
-        if operation.get("parameters") or operation.get("requestBody"):
+        if path in ES_PATHS:
+            assert "422" not in operation["responses"], f"{method} {path}: Elasticsearch's is 400"
+        elif operation.get("parameters") or operation.get("requestBody"):
             assert operation["responses"]["422"]["content"]["application/json"]["schema"] == (
                 ERROR
             ), f"{method} {path}"
