@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+from router.senders import SenderNetworks
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,19 +49,11 @@ class ExporterDirectory:
         }
         self._unknown = unknown
         self._unknown_tenant = unknown_tenant
-        self._allowed: tuple[Network, ...] = tuple(
-            ipaddress.ip_network(net, strict=False) for net in allowed
-        )
+        self._allowed = SenderNetworks(allowed)
 
     def allows(self, address: str) -> bool:
         """Whether datagrams from ``address`` are read at all."""
-        if not self._allowed:
-            return True
-        try:
-            ip = ipaddress.ip_address(address)
-        except ValueError:
-            return False
-        return any(ip in network for network in self._allowed)
+        return self._allowed.allows(address)
 
     def owner(self, address: str, domain: int) -> Owner | None:
         """The switch and tenant of an exporter's domain; None: its flows are refused."""

@@ -5,7 +5,6 @@ the log); nothing here raises on what a sender sends."""
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import time
 from collections import Counter as Tally
@@ -18,6 +17,7 @@ from prometheus_client import Counter, Gauge
 from router.ingest.records import AuditRow, Limits, utc_now
 from router.metrics import Metrics
 from router.protocols import shipped, syslog
+from router.senders import SenderNetworks
 from router.settings import SyslogSettings
 
 log = logging.getLogger("syslog")
@@ -85,9 +85,7 @@ class Intake:
     ) -> None:
         self._rules = syslog.owner_rules(settings.owner_rule)
         self._zone = ZoneInfo(settings.zone_3164)
-        self._networks = tuple(
-            ipaddress.ip_network(net, strict=False) for net in settings.allowed_networks
-        )
+        self._senders = SenderNetworks(settings.allowed_networks)
         self.max_bytes = settings.max_message_bytes
         self._new_limits = limits
         self._limits = limits()
@@ -95,15 +93,7 @@ class Intake:
         self.throttled = Throttled()
 
     def allows(self, sender: str) -> bool:
-        if not self._networks:
-            return True
-        try:
-            address = ipaddress.ip_address(sender)
-        except ValueError:
-            return False
-        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-            address = address.ipv4_mapped
-        return any(address in network for network in self._networks)
+        return self._senders.allows(sender)
 
     def refuse(self, sender: str, reason: str, detail: str, count: int = 1) -> None:
         self.metrics.refused.labels(reason).inc(count)
