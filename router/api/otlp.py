@@ -129,8 +129,8 @@ EXPORT_ANSWERS[200] = _in_either_encoding(
     RESPONSE_JSON_SCHEMA,
 )
 EXPORT_ANSWERS[400] = _in_either_encoding(
-    "A body that is no ExportLogsServiceRequest, or a record older than its owner's "
-    "retention: a google.rpc.Status in the request's encoding; nothing written",
+    "A body that is no ExportLogsServiceRequest: a google.rpc.Status in the request's "
+    "encoding; nothing written",
     STATUS_JSON_SCHEMA,
 )
 

@@ -14,6 +14,7 @@ from fastapi import Request
 from router.api.ingest import open_body
 from router.auth.registry import Caller
 from router.errors import Invalid
+from router.ingest.admit import admit
 from router.ingest.body import Body
 from router.ingest.records import utc_now
 from router.protocols import compression, encoding, shipped
@@ -90,8 +91,9 @@ async def write(
     all_or_nothing: bool,
 ) -> Outcome:
     """The groups' messages checked and the good ones written (all or nothing: any refused
-    message is raised instead, and none is written). Rows carry their group's position, so a
-    refusal while writing (a key of another tenant, a day past retention) names ``label[n]``."""
+    message is raised instead, and none is written; else a row past its owner's retention is
+    refused on its own too). Rows carry their group's position, so a refusal while writing (a
+    key of another tenant, a day past retention) names ``label[n]``."""
     limits = runtime.ingest.request_limits()
     now = utc_now()
     rows = []
@@ -104,6 +106,17 @@ async def write(
     if refused and all_or_nothing:
         counted.labels(protocol, "rejected").inc(len(rows) + len(refused))
         raise refused[0]
+    if not all_or_nothing:
+        # A row older than its owner's retention is that record's refusal only; a foreign owner
+        # (403) or a claim race (429) still answers for the whole request.
+        admitted = await admit(
+            runtime.ingest, runtime.owners, runtime.catalog, caller.grant, rows, label
+        )
+        for _, refusal in admitted.refused:
+            if not isinstance(refusal, Invalid):
+                raise refusal
+        refused += [refusal for _, refusal in admitted.refused if isinstance(refusal, Invalid)]
+        rows = admitted.rows
     if refused:
         counted.labels(protocol, "rejected").inc(len(refused))
     key = shipped.body_key(protocol, caller.grant, digest)

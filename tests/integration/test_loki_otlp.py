@@ -355,6 +355,19 @@ def test_rejected_records_are_a_partial_success_and_the_others_are_written(api) 
     assert len(rows(api, owner)) == 3
 
 
+def test_a_record_older_than_its_owners_retention_is_rejected_alone(api) -> None:
+    owner = unique("otel-old")
+    request = otlp_json(owner, "recent", "ancient")
+    old = NOW - timedelta(days=400)
+    request["resourceLogs"][0]["scopeLogs"][0]["logRecords"][1]["timeUnixNano"] = str(nanos(old))
+    answer = api.post("/v1/logs", json=request)
+    assert answer.status_code == 200, answer.text
+    partial = answer.json()["partialSuccess"]
+    assert partial["rejectedLogRecords"] == 1
+    assert "resourceLogs[0]" in partial["errorMessage"] and "retention" in partial["errorMessage"]
+    assert [row["content"] for row in rows(api, owner)] == ["recent"]
+
+
 @pytest.mark.parametrize("protobuf", [True, False])
 def test_a_malformed_export_is_a_400_status_and_nothing_is_stored(api, protobuf) -> None:
     owner = unique("otel-bad")
