@@ -415,7 +415,7 @@ class SyslogSettings(Section):
     zone_3164: str = Field("UTC", description="The zone of RFC 3164 timestamps (IANA name).")
     batch_rows: int = Field(5000, ge=1, description="Messages written in one batch at most.")
     flush_interval_s: float = Field(
-        0.5, gt=0, description="The longest a message waits before its batch is written."
+        0.2, gt=0, description="The longest a message waits before its batch is written."
     )
     queue_rows: int = Field(
         100_000, ge=1, description="Messages waiting for the database; past it UDP drops."
