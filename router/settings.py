@@ -196,6 +196,29 @@ class IngestSettings(Section):
         120.0, gt=0, description="How long an attempt holds its Idempotency-Key."
     )
     idempotency_keep_hours: float = Field(48.0, gt=0, description="How long keys are kept.")
+    one_statement_rows: int = Field(
+        1_000,
+        ge=0,
+        description="A part of at most this many rows is written by one INSERT that also claims "
+        "its ingest_ledger row and adds its tail-log line (one round trip), not by COPY; 0: "
+        "always COPY (a round trip each for the settings, the ledger, the COPY).",
+    )
+    group_commit: bool = Field(
+        True,
+        description="Concurrent parts of at most one_statement_rows rows bound for one shard "
+        "(of one request or of several) share one transaction, each acknowledged only after "
+        "that commit; a part that fails in it is written again alone.",
+    )
+    group_commit_wait_ms: float = Field(
+        0.0,
+        ge=0,
+        le=1_000,
+        description="How long a group waits for more parts before it commits; 0: a group is "
+        "whatever queued for the shard while its previous commit ran.",
+    )
+    group_commit_max_rows: int = Field(
+        10_000, ge=1, description="Most rows of one shared transaction (a part is never split)."
+    )
 
 
 class SearchSettings(Section):

@@ -157,19 +157,20 @@ def _saturating_sum(column: str) -> str:
     return f"least(t.{column}::numeric + EXCLUDED.{column}, 9223372036854775807)::bigint"
 
 
-def flow_merge_sql(table: DayTable) -> str:
+def flow_merge_sql(table: DayTable, source: str = FLOW_STAGE) -> str:
     """Fold the staged batch (one row per 5-tuple) into the day table: counters added (never
     past bigint), first/last seen widened, TCP flags OR-ed, a difference in sampling marked
     (sampling_mixed; the rate kept is the larger), the merging transaction recorded. Rows go
     in index order, which keeps the unique index's pages hot. It also adds the batch's line to
     the tail log: the first_seen range of the rows it inserted or merged into (a merge may
-    move a row's first_seen before any staged one). $1: the table's name."""
+    move a row's first_seen before any staged one). $1: the table's name. ``source``: where
+    the batch is read from (the staging table, or arrays: router/ingest/statements.py)."""
     key = ", ".join(FLOW_KEY)
     columns = ", ".join(FLOW_WRITE_COLUMNS)
     return f"""
         WITH written AS (
             INSERT INTO {table.quoted} AS t ({columns}, sampled)
-            SELECT {columns}, coalesce(sampling_rate, 1) > 1 FROM {FLOW_STAGE} ORDER BY {key}
+            SELECT {columns}, coalesce(sampling_rate, 1) > 1 FROM {source} ORDER BY {key}
             ON CONFLICT ({key}) DO UPDATE SET
                 bytes = {_saturating_sum("bytes")},
                 packets = {_saturating_sum("packets")},

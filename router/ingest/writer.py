@@ -1,6 +1,8 @@
 """Writes one part (the rows of one day table bound for one shard) in one transaction:
 the day table ensured, the part claimed in the shard's ingest_ledger when the request is
-idempotent, the rows loaded by binary COPY (flows through a staging table and one merge).
+idempotent, the rows loaded by binary COPY (flows through a staging table and one merge), or,
+for a small part, by one INSERT with its claim (router/ingest/statements.py). Small parts bound
+for one shard at once share a transaction (router/ingest/group_commit.py).
 
 A failure is reported with whether the transaction may have committed: only a failure during
 COMMIT leaves that in doubt; anything before it certainly rolled back.
@@ -8,8 +10,9 @@ COMMIT leaves that in doubt; anything before it certainly rolled back.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +25,8 @@ from router.db.connection import Connection
 from router.db.failures import DRIVER_ERRORS, describe
 from router.db.names import DayTable
 from router.db.pools import ShardPools
+from router.ingest import statements
+from router.ingest.group_commit import GroupCommit, Pending
 from router.settings import IngestSettings
 
 
@@ -40,6 +45,32 @@ class PartFailed(Exception):
         self.shard = shard
         self.cause = cause
         self.in_doubt = in_doubt
+
+
+class _Failed(Exception):
+    """A shard's transaction that failed; ``in_doubt``: it may have committed."""
+
+    def __init__(self, cause: BaseException, in_doubt: bool) -> None:
+        super().__init__(describe(cause))
+        self.cause = cause
+        self.in_doubt = in_doubt
+        # The server answered with an error before COMMIT: the transaction rolled back.
+        self.refused = isinstance(cause, asyncpg.PostgresError) and not in_doubt
+
+
+def _fail(pending: Pending, failure: BaseException) -> None:
+    if not pending.done.done():
+        pending.done.set_exception(failure)
+
+
+async def _settle(pending: Pending, written: Awaitable[bool]) -> None:
+    try:
+        outcome = await written
+    except Exception as exc:
+        _fail(pending, exc)
+    else:
+        if not pending.done.done():
+            pending.done.set_result(outcome)
 
 
 class KnownTables:
@@ -73,10 +104,34 @@ class PartWriter:
         self.tables = KnownTables()
         # Told the shard after each commit (the live tail's wake-up, router/tail/signal.py).
         self.on_commit: Callable[[str], None] | None = None
+        self._groups = (
+            GroupCommit(
+                self._commit_group,
+                settings.group_commit_wait_ms / 1000,
+                settings.group_commit_max_rows,
+            )
+            if settings.group_commit and settings.one_statement_rows > 0
+            else None
+        )
 
     async def write(self, part: Part, shard: str, request_key: str | None) -> bool:
         """True when the rows were written now, False when the ledger shows an earlier attempt
         committed them. Raises PartFailed."""
+        if self._groups is not None and self._small(part, request_key):
+            assert request_key is not None  # _small
+            return await self._groups.write(part, shard, request_key)
+        return await self._write_alone(part, shard, request_key)
+
+    async def close(self) -> None:
+        """Let the queued groups commit (at shutdown)."""
+        if self._groups is not None:
+            await self._groups.close()
+
+    def _small(self, part: Part, request_key: str | None) -> bool:
+        """Written by one INSERT (router/ingest/statements.py) rather than COPY."""
+        return request_key is not None and 0 < len(part.rows) <= self._settings.one_statement_rows
+
+    async def _write_alone(self, part: Part, shard: str, request_key: str | None) -> bool:
         try:
             return await self._attempt(part, shard, request_key)
         except asyncpg.UndefinedTableError:
@@ -86,15 +141,68 @@ class PartWriter:
             return await self._attempt(part, shard, request_key)
 
     async def _attempt(self, part: Part, shard: str, request_key: str | None) -> bool:
+        async def load(connection: Connection) -> list[bool]:
+            if request_key is not None and self._small(part, request_key):
+                return [await self._write_small(connection, part, shard, request_key)]
+            await self._open(connection, part, shard)
+            return [await self._load(connection, part, request_key)]
+
+        try:
+            return (await self._transaction(shard, [part.table], load))[0]
+        except _Failed as failed:
+            raise PartFailed(part, shard, failed.cause, failed.in_doubt) from failed.cause
+
+    async def _commit_group(self, shard: str, group: list[Pending]) -> None:
+        """One shared transaction for the group's parts; when a statement of one of them fails
+        the transaction is rolled back and each part is written again alone (in its own
+        transaction), so that one part's failure takes no other down."""
+        if len(group) == 1:
+            only = group[0]
+            await _settle(only, self._write_alone(only.part, shard, only.request_key))
+            return
+
+        async def load(connection: Connection) -> list[bool]:
+            return [
+                await self._write_small(connection, p.part, shard, p.request_key) for p in group
+            ]
+
+        try:
+            written = await self._transaction(shard, [p.part.table for p in group], load)
+        except (asyncpg.UndefinedTableError, _Failed) as exc:
+            if isinstance(exc, _Failed) and not exc.refused:
+                for pending in group:
+                    _fail(pending, PartFailed(pending.part, shard, exc.cause, exc.in_doubt))
+                return
+            # The server refused a statement (a day table dropped meanwhile, a constraint, a
+            # timeout) and rolled the group back: each part alone, with its own outcome.
+            for pending in group:
+                self.tables.forget(shard, pending.part.table.name)
+            await asyncio.gather(
+                *(_settle(p, self._write_alone(p.part, shard, p.request_key)) for p in group)
+            )
+            return
+        for pending, now in zip(group, written, strict=True):
+            if not pending.done.done():
+                pending.done.set_result(now)
+
+    async def _transaction(
+        self,
+        shard: str,
+        tables: list[DayTable],
+        load: Callable[[Connection], Awaitable[list[bool]]],
+    ) -> list[bool]:
+        """Run ``load`` in one transaction on the shard, the tables ensured first. A failure
+        is _Failed (in doubt when it struck during COMMIT), but for a day table dropped
+        meanwhile (asyncpg.UndefinedTableError, raised as it is)."""
         committing = False
         try:
             async with self._pools.writer(shard).acquire() as connection:
-                await self._ensure_table(connection, shard, part.table)
+                for table in dict.fromkeys(tables):
+                    await self._ensure_table(connection, shard, table)
                 transaction = connection.transaction()
                 await transaction.start()
                 try:
-                    await self._open(connection, part, shard)
-                    written = await self._load(connection, part, request_key)
+                    written = await load(connection)
                     committing = True
                     await transaction.commit()
                     if self.on_commit is not None:
@@ -113,7 +221,15 @@ class PartWriter:
         except asyncpg.UndefinedTableError:
             raise
         except DRIVER_ERRORS as exc:
-            raise PartFailed(part, shard, exc, in_doubt=committing) from exc
+            raise _Failed(exc, in_doubt=committing) from exc
+
+    async def _write_small(
+        self, connection: Connection, part: Part, shard: str, request_key: str
+    ) -> bool:
+        synchronous_commit = self._synchronous_commit(shard, part.table.kind)
+        return await statements.write(
+            connection, part.table, part.id, part.rows, request_key, synchronous_commit
+        )
 
     async def _open(self, connection: Connection, part: Part, shard: str) -> None:
         """The transaction's settings and, for audit, its line in the tail log (a flow part's

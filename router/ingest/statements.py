@@ -1,0 +1,109 @@
+"""The SQL of a small part (at most SHARDLOG_INGEST__ONE_STATEMENT_ROWS rows), written by
+INSERT rather than COPY so that it takes as few round trips as can be: an audit part is one
+statement (its ingest_ledger claim, its tail-log line, its rows and the transaction's
+synchronous_commit), a flow part two (the claim, then the merge of its rows straight from
+arrays, without the staging table). The rows go only where the ledger claim succeeded: a part
+an earlier attempt committed writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from router.db import ddl
+from router.db.connection import Connection
+from router.db.names import DayTable
+
+_CLAIM = """
+    claimed AS (
+        INSERT INTO ingest_ledger (request_key, part, table_name, rows)
+        VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING RETURNING true
+    )"""
+# The arrays' element types, in ddl.AUDIT_COLUMNS and ddl.FLOW_WRITE_COLUMNS order.
+_AUDIT_TYPES = ("timestamptz", "text", "jsonb")
+_FLOW_TYPES = (
+    "inet",
+    "inet",
+    "integer",
+    "integer",
+    "smallint",
+    "smallint",
+    "bigint",
+    "bigint",
+    "bigint",
+    "timestamptz",
+    "timestamptz",
+    "smallint",
+    "integer",
+    "boolean",
+)
+FLOW_CLAIM_SQL = f"WITH {_CLAIM} SELECT set_config('synchronous_commit', $5, true), " + (
+    "EXISTS (SELECT FROM claimed)"
+)
+
+
+def _arrays(types: Sequence[str], first: int) -> str:
+    return ", ".join(f"${first + n}::{kind}[]" for n, kind in enumerate(types))
+
+
+def audit_sql(table: DayTable) -> str:
+    """$1..$4 the ledger row (key, part, table name, rows), $5/$6 the rows' first and last
+    ts, $7 synchronous_commit, $8.. one array per column. Answers whether the part was
+    claimed now."""
+    columns = ", ".join(ddl.AUDIT_COLUMNS)
+    return f"""
+        WITH {_CLAIM},
+        logged AS (
+            INSERT INTO tail_log ({ddl.TAIL_LOG_COLUMNS}) SELECT $3, $5, $6, $4 FROM claimed
+        ),
+        written AS (
+            INSERT INTO {table.quoted} ({columns})
+            SELECT * FROM unnest({_arrays(_AUDIT_TYPES, 8)})
+            WHERE EXISTS (SELECT FROM claimed)
+        )
+        SELECT set_config('synchronous_commit', $7, true), EXISTS (SELECT FROM claimed)
+    """
+
+
+def flow_sql(table: DayTable) -> str:
+    """The merge of ddl.flow_merge_sql ($1 the table's name) from $2.., one array per column,
+    instead of from the staging table."""
+    columns = ", ".join(ddl.FLOW_WRITE_COLUMNS)
+    source = f"unnest({_arrays(_FLOW_TYPES, 2)}) AS staged ({columns})"
+    return ddl.flow_merge_sql(table, source)
+
+
+def columns_of(rows: Sequence[tuple[Any, ...]]) -> list[list[Any]]:
+    return [list(column) for column in zip(*rows, strict=True)]
+
+
+async def write(
+    connection: Connection,
+    table: DayTable,
+    part_id: str,
+    rows: Sequence[tuple[Any, ...]],
+    request_key: str,
+    synchronous_commit: str,
+) -> bool:
+    """Write one small part inside the caller's transaction; False when the ledger shows an
+    earlier attempt committed it (nothing is written then)."""
+    ledger = (request_key, part_id, table.name, len(rows))
+    if table.kind == "audit":
+        times = [row[0] for row in rows]
+        claimed = await connection.fetchrow(
+            audit_sql(table),
+            *ledger,
+            min(times),
+            max(times),
+            synchronous_commit,
+            *columns_of(rows),
+        )
+        assert claimed is not None
+        return bool(claimed[1])
+    claim = await connection.fetchrow(FLOW_CLAIM_SQL, *ledger, synchronous_commit)
+    assert claim is not None
+    if not claim[1]:
+        return False
+    await connection.execute(flow_sql(table), table.name, *columns_of(rows))
+    return True
