@@ -117,6 +117,12 @@ class PoolSettings(Section):
     connect_timeout_s: float = Field(5.0, gt=0)
     statement_timeout_ms: int = Field(30_000, ge=0)
     application_name: str = "shardlog-router"
+    writer_reset_query: bool = Field(
+        False,
+        description="Run asyncpg's reset query (advisory unlock, CLOSE ALL, UNLISTEN, RESET "
+        "ALL: one round trip) whenever a writer-pool connection goes back to the pool; off: "
+        "only an open transaction is rolled back (writers change no session state).",
+    )
     multi_host_target: Literal["read-write", "primary", "any", "prefer-standby"] = Field(
         "read-write",
         description="target_session_attrs for multi-host DSNs that do not name one.",

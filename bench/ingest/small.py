@@ -44,8 +44,13 @@ CONFIGS: dict[str, dict[str, str]] = {
     "before": {
         "SHARDLOG_INGEST__GROUP_COMMIT": "false",
         "SHARDLOG_INGEST__ONE_STATEMENT_ROWS": "0",
+        "SHARDLOG_POOLS__WRITER_RESET_QUERY": "true",
     },
-    "one-statement": {"SHARDLOG_INGEST__GROUP_COMMIT": "false"},
+    "one-statement": {
+        "SHARDLOG_INGEST__GROUP_COMMIT": "false",
+        "SHARDLOG_POOLS__WRITER_RESET_QUERY": "true",
+    },
+    "no-reset": {"SHARDLOG_INGEST__GROUP_COMMIT": "false"},
     "after": {},
 }
 

@@ -70,15 +70,25 @@ async def connect(dsn: str, settings: PoolSettings, role: str | None = None) -> 
     return await HostPicker().connect(**connect_options(dsn, settings, role=role))
 
 
+async def _rollback_only(connection: asyncpg.Connection) -> None:
+    """What a writer connection needs on its way back to the pool: writers set nothing
+    beyond their transactions (SET LOCAL, set_config(..., true)), listen to nothing and hold no
+    session lock, so asyncpg's reset query would be a round trip per part for nothing."""
+    if connection.is_in_transaction():
+        await connection.execute("ROLLBACK")
+
+
 async def create_pool(
     dsn: str, settings: PoolSettings, target: str | None = None, role: str | None = None
 ) -> asyncpg.Pool:
+    writer = role == roles.WRITER and not settings.writer_reset_query
     # min_size 0 by default: a shard that is down at start-up must not stop the router.
     pool = await asyncpg.create_pool(
         min_size=settings.min_size,
         max_size=settings.max_size,
         init=prepare_shard_connection,
         connect=HostPicker().connect,
+        reset=_rollback_only if writer else None,
         **connect_options(dsn, settings, target, role),
     )
     assert pool is not None
