@@ -279,7 +279,7 @@ def plot(payload: dict[str, Any]) -> Any:
     return draw
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.ingest.small")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--requests", type=int, default=2000, help="1-record audit requests")
@@ -290,7 +290,7 @@ def main() -> int:
     parser.add_argument("--router-port", type=int, default=harness.BENCH_ROUTER_PORT)
     parser.add_argument("--data-dir", type=Path, default=Path("/tmp/shardlog-bench-small"))
     parser.add_argument("--keep", action="store_true", help="keep the cluster's data directory")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     settings = bench_settings(
         args.data_dir,

@@ -1,7 +1,8 @@
 """Group commit across requests: small parts bound for one shard, of one request or of
-several, queue there; one drain per shard takes what queued (up to a row budget) and writes it
-in one shared transaction, so that concurrent small requests share a commit (its WAL flush,
-its round trips for BEGIN and COMMIT). Each part is acknowledged only after that commit.
+several, queue there (audit and flows apart); one drain per queue takes what queued (up to a
+row budget) and writes it in one shared transaction, so that concurrent small requests share a
+commit (its WAL flush, its round trips for BEGIN and COMMIT). Each part is acknowledged only
+after that commit.
 
 With no wait (SHARDLOG_INGEST__GROUP_COMMIT_WAIT_MS = 0) a group is whatever queued while the
 previous commit ran: a lone request is written at once, in a group of one. How a group is
@@ -50,20 +51,23 @@ class GroupCommit:
         self._commit = commit
         self._wait_s = wait_s
         self._max_rows = max_rows
-        self._queues: dict[str, deque[Pending]] = {}
-        self._drains: dict[str, asyncio.Task[None]] = {}
+        # By shard and kind: audit and flow parts may commit with different
+        # synchronous_commit (router/catalog/snapshot.py), so they never share a transaction.
+        self._queues: dict[tuple[str, str], deque[Pending]] = {}
+        self._drains: dict[tuple[str, str], asyncio.Task[None]] = {}
 
     async def write(self, part: Part, shard: str, request_key: str) -> bool:
         done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._queues.setdefault(shard, deque()).append(Pending(part, request_key, done))
-        if shard not in self._drains:
-            self._drains[shard] = asyncio.create_task(self._drain(shard))
+        where = (shard, part.table.kind)
+        self._queues.setdefault(where, deque()).append(Pending(part, request_key, done))
+        if where not in self._drains:
+            self._drains[where] = asyncio.create_task(self._drain(where))
         # A caller cancelled meanwhile does not stop the group: its part is written (or not)
         # with the others, as a part that runs to its end.
         return await asyncio.shield(done)
 
-    async def _drain(self, shard: str) -> None:
-        queue = self._queues[shard]
+    async def _drain(self, where: tuple[str, str]) -> None:
+        shard, queue = where[0], self._queues[where]
         try:
             while queue:
                 if self._wait_s > 0:
@@ -82,7 +86,7 @@ class GroupCommit:
                         if not pending.done.done():
                             pending.done.set_exception(RuntimeError("group left a part unsettled"))
         finally:
-            del self._drains[shard]
+            del self._drains[where]
             while queue:  # only when the drain itself was cancelled (shutdown)
                 queue.popleft().done.cancel()
 

@@ -103,6 +103,28 @@ def test_shards_commit_apart_and_a_failed_commit_fails_only_its_parts() -> None:
     assert isinstance(bad, OSError)
 
 
+def test_audit_and_flow_parts_of_one_shard_never_share_a_commit() -> None:
+    groups: list[set[str]] = []
+    flows = day_table("flow", 1, date(2026, 11, 25))
+
+    async def commit(shard: str, group: list[Pending]) -> None:
+        groups.append({p.part.table.kind for p in group})
+        for p in group:
+            p.done.set_result(True)
+
+    async def go() -> None:
+        committer = GroupCommit(commit, 0.0, 100)
+        await asyncio.gather(
+            *(
+                committer.write(Part(f"p{n}", table, [()], "s"), "s", "k")
+                for n, table in enumerate((TABLE, flows, TABLE, flows))
+            )
+        )
+
+    asyncio.run(go())
+    assert sorted(sorted(kinds) for kinds in groups) == [["audit"], ["flow"]]
+
+
 def test_a_commit_that_leaves_a_part_unsettled_fails_it() -> None:
     async def commit(shard: str, group: list[Pending]) -> None:
         return None
