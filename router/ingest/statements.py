@@ -43,6 +43,19 @@ FLOW_CLAIM_SQL = f"WITH {_CLAIM} SELECT set_config('synchronous_commit', $5, tru
 )
 
 
+# The claims of a group's flow parts in one statement ($1..$4 arrays of the ledger columns):
+# answers [request_key, part] of each part claimed now.
+FLOW_GROUP_CLAIM_SQL = """
+    WITH claimed AS (
+        INSERT INTO ingest_ledger (request_key, part, table_name, rows)
+        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::integer[])
+        ON CONFLICT DO NOTHING RETURNING request_key, part
+    )
+    SELECT set_config('synchronous_commit', $5, true),
+        ARRAY(SELECT ARRAY[request_key, part] FROM claimed)
+"""
+
+
 def _arrays(types: Sequence[str], first: int) -> str:
     return ", ".join(f"${first + n}::{kind}[]" for n, kind in enumerate(types))
 
@@ -107,3 +120,26 @@ async def write(
         return False
     await connection.execute(flow_sql(table), table.name, *columns_of(rows))
     return True
+
+
+async def write_flows(
+    connection: Connection,
+    parts: Sequence[tuple[DayTable, str, Sequence[tuple[Any, ...]], str]],
+    synchronous_commit: str,
+) -> list[bool]:
+    """Write a group's small flow parts (table, part id, rows, request key) inside the
+    caller's transaction: their claims in one statement, then a merge for each part claimed
+    now. Answers, per part, whether it was written now."""
+    ledger = columns_of(
+        [(key, part_id, table.name, len(rows)) for table, part_id, rows, key in parts]
+    )
+    answer = await connection.fetchrow(FLOW_GROUP_CLAIM_SQL, *ledger, synchronous_commit)
+    assert answer is not None
+    claimed = {(key, part_id) for key, part_id in answer[1]}
+    written = []
+    for table, part_id, rows, key in parts:
+        now = (key, part_id) in claimed
+        if now:
+            await connection.execute(flow_sql(table), table.name, *columns_of(rows))
+        written.append(now)
+    return written

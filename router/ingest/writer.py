@@ -162,6 +162,13 @@ class PartWriter:
             return
 
         async def load(connection: Connection) -> list[bool]:
+            kind = group[0].part.table.kind  # a group holds one kind (group_commit.py)
+            if kind == "flow":
+                return await statements.write_flows(
+                    connection,
+                    [(p.part.table, p.part.id, p.part.rows, p.request_key) for p in group],
+                    self._synchronous_commit(shard, kind),
+                )
             return [
                 await self._write_small(connection, p.part, shard, p.request_key) for p in group
             ]

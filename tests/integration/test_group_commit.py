@@ -16,6 +16,7 @@ import pytest
 from bench.shard_view import catalog_shards, owner_id, shard_sql
 from router.catalog.cache import CatalogCache
 from router.db import catalog_login, pools
+from router.db.inet import encode_address
 from router.db.names import day_table
 from router.ingest.writer import Part, PartFailed, PartWriter
 from router.settings import Settings
@@ -131,3 +132,60 @@ async def test_flow_parts_merge_inside_a_group(writer: PartWriter, api: httpx.Cl
         if shard_sql(dsn, f"SELECT to_regclass('{table}') IS NOT NULL").strip() == "t"
     ]
     assert [m.strip() for m in merged if m.strip()] == ["30|3|3"]
+
+
+def new_switch(api: httpx.Client) -> int:
+    """A switch the catalog maps (its first flow through the router made it)."""
+    key = f"group-sw-{uuid.uuid4().hex[:8]}"
+    flow = {"switch": key, "src_ip": "10.9.9.9", "dst_ip": "10.9.9.8", "src_port": 1}
+    assert (
+        api.post(
+            "/v1/flows", json=[flow | {"dst_port": 2, "proto": 6, "bytes": 1, "packets": 1}]
+        ).status_code
+        == 200
+    )
+    switch = owner_id(api, "flow", key)
+    assert switch is not None
+    return switch
+
+
+def flow_part(switch: int, shard: str, number: int, port: int) -> Part:
+    """One flow (10.0.0.1 -> 10.0.0.2:port, 10 bytes) staged as the service stages it."""
+    table = day_table("flow", switch, NOW.date())
+    row = (
+        encode_address("10.0.0.1"),
+        encode_address("10.0.0.2"),
+        1000,
+        port,
+        4,
+        17,
+        10,
+        1,
+        1,
+        NOW,
+        NOW,
+        None,
+        None,
+        False,
+    )
+    return Part(f"{table.name}@{shard}:{number}", table, [row], shard)
+
+
+async def test_a_group_of_flow_parts_claims_them_at_once(
+    writer: PartWriter, api: httpx.Client
+) -> None:
+    switch = new_switch(api)
+    shard, dsn = first_shard(api)
+    # Parts 0 and 2 merge into one row (same 5-tuple); part 1 was committed by an earlier
+    # attempt and is skipped inside the group.
+    parts = [flow_part(switch, shard, n, port) for n, port in enumerate((53, 80, 53))]
+    assert await writer.write(parts[1], shard, "retried") is True
+    outcomes = await asyncio.gather(
+        writer.write(parts[0], shard, "first"),
+        writer.write(parts[1], shard, "retried"),
+        writer.write(parts[2], shard, "second"),
+    )
+    assert outcomes == [True, False, True]
+    table = parts[0].table.name
+    rows = shard_sql(dsn, f"SELECT dst_port, bytes, flow_count FROM {table} ORDER BY 1")
+    assert rows.split() == ["53|20|2", "80|10|1"]
