@@ -52,6 +52,8 @@ CONFIGS: dict[str, dict[str, str]] = {
     },
     "no-reset": {"SHARDLOG_INGEST__GROUP_COMMIT": "false"},
     "after": {},
+    # Groups that wait 2 ms to fill: fewer WAL flushes, at up to 2 ms more per request.
+    "after-wait-2ms": {"SHARDLOG_INGEST__GROUP_COMMIT_WAIT_MS": "2"},
 }
 
 
