@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -79,6 +79,8 @@ class MergePeer:
         # With ``account`` on, the CPU the shards' backends spent staging (COPY into the staging
         # table) and merging, read from /proc around each statement (costs the client a little).
         self.account = False
+        # The merge statement of a day table (another one to compare against it).
+        self.merge_sql: Callable[[DayTable], str] = ddl.flow_merge_sql
         self.stage_cpu_s = 0.0
         self.merge_cpu_s = 0.0
         self._pids: list[int] = []
@@ -115,7 +117,7 @@ class MergePeer:
         """Every shard's rows written in batches of at most ``batch_rows``; seconds taken."""
         table = self.table
         assert table is not None, "open() first"
-        merge = ddl.flow_merge_sql(table)
+        merge = self.merge_sql(table)
 
         async def one_shard(
             connection: asyncpg.Connection, pid: int, rows: Sequence[Staged]

@@ -32,6 +32,7 @@ import shutil
 import statistics
 import sys
 import time
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -245,6 +246,20 @@ def plot(results: dict[str, Any]) -> Any:
     return draw
 
 
+def on_one_shard(
+    data_dir: Path, keep: bool, measure: Callable[[str], Coroutine[Any, Any, dict[str, Any]]]
+) -> dict[str, Any]:
+    """``measure(dsn)`` on a one-shard cluster started for it (storage and merge costs are per
+    table); its data directory removed afterwards unless kept."""
+    settings = bench_settings(data_dir, shards=1, groups=1)
+    try:
+        with bench_cluster(settings, with_router=False) as (cluster, _):
+            return asyncio.run(measure(cluster.shards[0].spec.dsn()))
+    finally:
+        if not keep:
+            shutil.rmtree(data_dir, ignore_errors=True)
+
+
 async def day_table_sizes(cluster: Any) -> dict[str, float]:
     """Bytes per live row on disk (heap, indexes, TOAST) of every audit and flow day table on
     every shard of a cluster, by kind (flow tables keep the dead versions their merges left
@@ -281,13 +296,7 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the cluster's data directory")
     args = parser.parse_args()
     texts = corpora(args.rows)
-    settings = bench_settings(args.data_dir, shards=1, groups=1)
-    try:
-        with bench_cluster(settings, with_router=False) as (cluster, _):
-            results = asyncio.run(run(cluster.shards[0].spec.dsn(), texts, args.repeats))
-    finally:
-        if not args.keep:
-            shutil.rmtree(args.data_dir, ignore_errors=True)
+    results = on_one_shard(args.data_dir, args.keep, lambda dsn: run(dsn, texts, args.repeats))
     found = targets(results)
     for name, value in found.items():
         if isinstance(value, dict):

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import ipaddress
+from datetime import date
 
-from bench.ingest import generate, merge, storage
+from bench.ingest import generate, merge, merge_variants, storage
 from router.db import ddl
+from router.db.names import day_table
 
 
 def test_templated_texts_have_the_asked_length_and_repeat_with_the_seed() -> None:
@@ -38,3 +40,19 @@ def test_staged_rows_follow_the_staging_columns() -> None:
     assert columns["bytes"] == record["bytes"]
     assert columns["ip_version"] == ipaddress.ip_address(record["src_ip"]).version
     assert columns["first_seen"] == columns["last_seen"]
+
+
+def test_the_unordered_merge_differs_only_by_its_order() -> None:
+    table = day_table("flow", 1, date(2026, 11, 25))
+    ordered, unordered = ddl.flow_merge_sql(table), merge_variants.unordered_merge(table)
+    assert "ORDER BY" in ordered and "ORDER BY" not in unordered
+    assert unordered == ordered.replace(" ORDER BY " + ", ".join(ddl.FLOW_KEY), "")
+
+
+def test_key_order_puts_ipv4_before_ipv6_and_addresses_in_byte_order() -> None:
+    records = generate.flow_records(200, ["s"], seed=5)
+    rows = sorted(merge.staged_rows(records), key=merge_variants.key_order)
+    versions = [row[4] for row in rows]
+    assert versions == sorted(versions)
+    v4 = [ipaddress.ip_address(r[0][-4:]) for r in rows if r[4] == 4]
+    assert v4 == sorted(v4)
