@@ -17,7 +17,7 @@ Variants (day tables made by router/db/ddl.py, altered where the variant says):
 
 Per (text, variant), alternated over ``--repeats`` rounds on fresh tables: binary COPY of the
 rows in 10,000-row batches (rows/s), VACUUM ANALYZE, bytes per row (heap, index, TOAST), and
-the median of 50 first pages (10 and 1,000 rows, the router's per-shard query shape: a window
+the median of 200 first pages (10 and 1,000 rows, the router's per-shard query shape: a window
 of the hour ordered by (ts, id), LIMIT n + 1). One shard: storage is per table.
 
     python -m bench.ingest.storage [--rows 50000] [--repeats 3]
@@ -47,7 +47,7 @@ from router.db.names import DayTable, day_table
 
 STORAGE_OWNER_BASE = 930_000_000
 COPY_BATCH = 10_000
-PAGES = 50
+PAGES = 200
 TEMPLATES = (
     "user {user} logged in from {ip} via {method} session={session} result=success",
     "GET /api/v1/orders/{n}?include=items,customer HTTP/1.1 status=200 bytes={m} ms={ms}",
