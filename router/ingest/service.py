@@ -21,6 +21,8 @@ from router.db.dsn import multi_host
 from router.db.names import DayTable, day_table
 from router.db.shard_health import ShardHealth
 from router.errors import Conflict, Invalid, TooLarge, Unavailable
+from router.ingest import typed
+from router.ingest.body import LineBlock, LineTooLong, too_long
 from router.ingest.idempotency import Claim, IdempotencyStore
 from router.ingest.records import (
     MAX_BIGINT,
@@ -39,7 +41,9 @@ from router.settings import IngestSettings
 
 log = logging.getLogger(__name__)
 
-Records = AsyncIterator[list[tuple[int, Any]]]
+Records = AsyncIterator[list[tuple[int, Any]] | LineBlock]
+# Decodes a block of NDJSON lines into valid rows at once, or None: the per-line path takes it.
+BlockDecoder = Callable[[bytes, int, datetime, Limits], list[Any] | None]
 _ZERO = timedelta(0)
 FAILOVER_RETRY_S = 0.5
 # Rows grouped between two turns of the event loop (a few ms): health checks stay fast.
@@ -102,20 +106,38 @@ class IngestService:
         return utc_now()
 
     async def _collect(
-        self, request: Request, parse: Callable[..., Any], default_ts: datetime
+        self,
+        request: Request,
+        parse: Callable[..., Any],
+        default_ts: datetime,
+        decode_block: BlockDecoder | None = None,
     ) -> list[Any]:
         now = utc_now()
         limits = self.request_limits()
         limits.default_ts = default_ts
         rows: list[Any] = []
         label, most = request.label, self._settings.max_records
-        async for batch in request.records:
-            if len(rows) + len(batch) > most:
-                raise TooLarge(f"more than {most} records in one request", "records")
-            rows.extend(
-                parse(raw, Location(label, position), now, limits) for position, raw in batch
-            )
-            await asyncio.sleep(0)
+        try:
+            async for batch in request.records:
+                if isinstance(batch, LineBlock):
+                    decoded = None
+                    if decode_block is not None:
+                        decoded = decode_block(batch.data, len(rows), now, limits)
+                    if decoded is not None:
+                        if len(rows) + len(decoded) > most:
+                            raise TooLarge(f"more than {most} records in one request", "records")
+                        rows.extend(decoded)
+                        await asyncio.sleep(0)
+                        continue
+                    batch = batch.records(len(rows))
+                if len(rows) + len(batch) > most:
+                    raise TooLarge(f"more than {most} records in one request", "records")
+                rows.extend(
+                    parse(raw, Location(label, position), now, limits) for position, raw in batch
+                )
+                await asyncio.sleep(0)
+        except LineTooLong:
+            raise too_long(label, len(rows), self._settings.max_record_bytes) from None
         return rows
 
     def oldest_day(self, snapshot: CatalogSnapshot, mapping: OwnerMapping) -> date:
@@ -186,7 +208,7 @@ class IngestService:
 
     async def write_audit(self, request: Request) -> dict[str, Any]:
         default_ts = await self._default_ts(request)
-        rows = await self._collect(request, audit_row, default_ts)
+        rows = await self._collect(request, audit_row, default_ts, typed.audit_rows)
         return await self.write_audit_rows(request, rows, default_ts)
 
     async def write_audit_rows(

@@ -1,0 +1,155 @@
+"""Router CPU per row on ingest: 100,000-row NDJSON bodies posted one at a time (audit rows,
+then flows), the router process's CPU (every thread, /proc/PID/task/*/schedstat) and the
+machine's busy time read around each body, so that each row's cost splits into the router's,
+the client's and the rest (the shards' PostgreSQL). Medians of the bodies sent.
+
+    python -m bench.ingest.cpu [--bodies 5] [--rows 100000]
+
+Targets (issue 20): router CPU <= 3.5 us per audit row and <= 8 us per flow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.harness import (
+    auth_for,
+    bench_cluster,
+    bench_settings,
+    cpu_seconds,
+    machine_busy_seconds,
+    verdict,
+    write_results,
+)
+from bench.ingest import generate
+
+TARGET_US = {"audit": 3.5, "flow": 8.0}
+PATHS = {"audit": "/v1/audit", "flow": "/v1/flows"}
+
+
+async def costs(
+    url: str, router_pid: int, kind: str, bodies: list[bytes], rows: int
+) -> list[dict[str, float]]:
+    """Per body: microseconds of CPU per row in the router, the client and the rest."""
+    measured = []
+    me = os.getpid()
+    async with httpx.AsyncClient(base_url=url, timeout=600, headers=auth_for(url)) as http:
+        for body in bodies:
+            router_before, client_before = cpu_seconds(router_pid), cpu_seconds(me)
+            kernel_before = kernel_seconds(router_pid)
+            busy_before, started = machine_busy_seconds(), time.perf_counter()
+            response = await http.post(
+                PATHS[kind], content=body, headers={"content-type": "application/x-ndjson"}
+            )
+            wall = time.perf_counter() - started
+            if response.status_code != 200:
+                raise RuntimeError(f"{kind}: {response.status_code} {response.text[:300]}")
+            router = cpu_seconds(router_pid) - router_before
+            client = cpu_seconds(me) - client_before
+            busy = machine_busy_seconds() - busy_before
+            kernel = kernel_seconds(router_pid) - kernel_before
+            measured.append(
+                {
+                    "router_us": router / rows * 1e6,
+                    "router_kernel_us": kernel / rows * 1e6,
+                    "client_us": client / rows * 1e6,
+                    "rest_us": max(busy - router - client, 0.0) / rows * 1e6,
+                    "rows_per_s": rows / wall,
+                }
+            )
+    return measured
+
+
+def kernel_seconds(pid: int) -> float:
+    """CPU time the process spent in the kernel (system calls: socket reads and writes), in
+    clock ticks of 10 ms: coarse, but a 100,000-row body takes tens of them."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[12]) / os.sysconf("SC_CLK_TCK")
+
+
+def summary(measured: list[dict[str, float]]) -> dict[str, float]:
+    return {key: round(statistics.median(m[key] for m in measured), 2) for key in measured[0]}
+
+
+def plot(payload: dict[str, Any]) -> Any:
+    def draw(figure: Any) -> None:
+        axes = figure.add_subplot(1, 1, 1)
+        kinds = list(payload["kinds"])
+        parts = ("router_us", "rest_us", "client_us")
+        bottom = [0.0] * len(kinds)
+        for part in parts:
+            values = [payload["kinds"][k]["median"][part] for k in kinds]
+            axes.bar(kinds, values, bottom=bottom, label=part.removesuffix("_us"))
+            bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+        for index, kind in enumerate(kinds):
+            axes.hlines(
+                TARGET_US[kind], index - 0.4, index + 0.4, colors="red", linestyles="dashed"
+            )
+        axes.set_ylabel("CPU µs per row (red: router target)")
+        axes.set_title(f"CPU per row, {payload['rows_per_body']:,}-row NDJSON bodies")
+        axes.legend()
+
+    return draw
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.ingest.cpu")
+    parser.add_argument("--bodies", type=int, default=5, help="bodies per kind (medians)")
+    parser.add_argument("--rows", type=int, default=100_000, help="rows per body")
+    parser.add_argument("--data-dir", type=Path, default=Path("var/bench-cpu"))
+    parser.add_argument("--keep", action="store_true", help="keep the cluster's data")
+    parser.add_argument("--name", default="ingest-cpu", help="result file name")
+    args = parser.parse_args()
+    records = {
+        "audit": generate.audit_records(
+            args.rows * args.bodies, [f"bench-owner-{i}" for i in range(8)], seed=1
+        ),
+        "flow": generate.flow_records(
+            args.rows * args.bodies, [f"bench-switch-{i}" for i in range(4)], seed=2
+        ),
+    }
+    settings = bench_settings(args.data_dir)
+    kinds: dict[str, Any] = {}
+    try:
+        with bench_cluster(settings) as (_cluster, router):
+            assert router is not None
+            pid = router.pid()
+            assert pid is not None
+            for kind, rows in records.items():
+                bodies = generate.ndjson_bodies(rows, args.rows)
+                # The first body creates the day tables: a warm-up, not measured.
+                asyncio.run(costs(router.url, pid, kind, bodies[:1], args.rows))
+                measured = asyncio.run(costs(router.url, pid, kind, bodies, args.rows))
+                median = summary(measured)
+                kinds[kind] = {
+                    "bodies": measured,
+                    "median": median,
+                    "target": verdict(median["router_us"], TARGET_US[kind]),
+                }
+                state = "met" if kinds[kind]["target"]["met"] else "SHORTFALL"
+                print(
+                    f"{kind:5}: router {median['router_us']:5.2f} us/row (target <= "
+                    f"{TARGET_US[kind]}: {state}; kernel {median['router_kernel_us']:4.2f}), "
+                    f"rest (PostgreSQL) {median['rest_us']:5.2f}, "
+                    f"client {median['client_us']:5.2f}; {median['rows_per_s']:,.0f} rows/s",
+                    flush=True,
+                )
+    finally:
+        if not args.keep:
+            shutil.rmtree(args.data_dir, ignore_errors=True)
+    payload = {"rows_per_body": args.rows, "kinds": kinds}
+    write_results(args.name, payload, plot(payload))
+    return 0 if all(k["target"]["met"] for k in kinds.values()) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
