@@ -22,15 +22,21 @@ from typing import Any
 import httpx
 
 from bench.harness import (
+    TOKENS,
     auth_for,
     bench_cluster,
     bench_settings,
+    bench_token,
     cpu_seconds,
     machine_busy_seconds,
+    router_env,
     verdict,
     write_results,
 )
 from bench.ingest import generate
+from router.settings import Settings
+from services import process
+from services.router_process import RouterProcess
 
 TARGET_US = {"audit": 3.5, "flow": 8.0}
 PATHS = {"audit": "/v1/audit", "flow": "/v1/flows"}
@@ -83,22 +89,59 @@ def summary(measured: list[dict[str, float]]) -> dict[str, float]:
 def plot(payload: dict[str, Any]) -> Any:
     def draw(figure: Any) -> None:
         axes = figure.add_subplot(1, 1, 1)
-        kinds = list(payload["kinds"])
-        parts = ("router_us", "rest_us", "client_us")
-        bottom = [0.0] * len(kinds)
-        for part in parts:
-            values = [payload["kinds"][k]["median"][part] for k in kinds]
-            axes.bar(kinds, values, bottom=bottom, label=part.removesuffix("_us"))
+        bars = [
+            (f"{kind}\n{name}", result["median"])
+            for kind, routers in payload["kinds"].items()
+            for name, result in routers.items()
+        ]
+        labels = [label for label, _ in bars]
+        bottom = [0.0] * len(bars)
+        for part in ("router_us", "rest_us", "client_us"):
+            values = [median[part] for _, median in bars]
+            axes.bar(labels, values, bottom=bottom, label=part.removesuffix("_us"))
             bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-        for index, kind in enumerate(kinds):
-            axes.hlines(
-                TARGET_US[kind], index - 0.4, index + 0.4, colors="red", linestyles="dashed"
-            )
-        axes.set_ylabel("CPU µs per row (red: router target)")
+        for index, label in enumerate(labels):
+            target = TARGET_US[label.split("\n")[0]]
+            axes.hlines(target, index - 0.4, index + 0.4, colors="red", linestyles="dashed")
+        axes.set_ylabel("CPU µs per row (red: the router's target)")
         axes.set_title(f"CPU per row, {payload['rows_per_body']:,}-row NDJSON bodies")
         axes.legend()
 
     return draw
+
+
+def baseline_router(settings: Settings, home: Path, code: Path) -> RouterProcess:
+    """A second router on the same cluster, running the router package of another checkout."""
+    port = process.free_port()
+    env = {**router_env(settings), "SHARDLOG_SERVER__PORT": str(port)}
+    router = RouterProcess(home, settings.server.host, port, env=env, code=code)
+    router.start()
+    TOKENS[router.url] = bench_token(settings)
+    return router
+
+
+def measure(
+    routers: dict[str, RouterProcess], kind: str, bodies: list[bytes], rows: int
+) -> dict[str, Any]:
+    """Each body to each router in turn (the order alternating), so that both see the same
+    machine; per router its bodies' costs, their medians and the router target's verdict."""
+    measured: dict[str, list[dict[str, float]]] = {name: [] for name in routers}
+    for number, body in enumerate(bodies):
+        names = list(routers)
+        for name in names[number % len(names) :] + names[: number % len(names)]:
+            router = routers[name]
+            pid = router.pid()
+            assert pid is not None
+            measured[name] += asyncio.run(costs(router.url, pid, kind, [body], rows))
+    result: dict[str, Any] = {}
+    for name, samples in measured.items():
+        median = summary(samples)
+        result[name] = {
+            "bodies": samples,
+            "median": median,
+            "target": verdict(median["router_us"], TARGET_US[kind]),
+        }
+    return result
 
 
 def main() -> int:
@@ -108,6 +151,12 @@ def main() -> int:
     parser.add_argument("--data-dir", type=Path, default=Path("var/bench-cpu"))
     parser.add_argument("--keep", action="store_true", help="keep the cluster's data")
     parser.add_argument("--name", default="ingest-cpu", help="result file name")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a checkout whose router runs beside this one's, body for body (e.g. a git "
+        "worktree of an earlier commit): its costs are reported too",
+    )
     args = parser.parse_args()
     records = {
         "audit": generate.audit_records(
@@ -122,33 +171,41 @@ def main() -> int:
     try:
         with bench_cluster(settings) as (_cluster, router):
             assert router is not None
-            pid = router.pid()
-            assert pid is not None
-            for kind, rows in records.items():
-                bodies = generate.ndjson_bodies(rows, args.rows)
-                # The first body creates the day tables: a warm-up, not measured.
-                asyncio.run(costs(router.url, pid, kind, bodies[:1], args.rows))
-                measured = asyncio.run(costs(router.url, pid, kind, bodies, args.rows))
-                median = summary(measured)
-                kinds[kind] = {
-                    "bodies": measured,
-                    "median": median,
-                    "target": verdict(median["router_us"], TARGET_US[kind]),
-                }
-                state = "met" if kinds[kind]["target"]["met"] else "SHORTFALL"
-                print(
-                    f"{kind:5}: router {median['router_us']:5.2f} us/row (target <= "
-                    f"{TARGET_US[kind]}: {state}; kernel {median['router_kernel_us']:4.2f}), "
-                    f"rest (PostgreSQL) {median['rest_us']:5.2f}, "
-                    f"client {median['client_us']:5.2f}; {median['rows_per_s']:,.0f} rows/s",
-                    flush=True,
+            routers = {"this": router}
+            if args.baseline is not None:
+                routers["baseline"] = baseline_router(
+                    settings, args.data_dir / "baseline", args.baseline.absolute()
                 )
+            try:
+                for kind, rows in records.items():
+                    bodies = generate.ndjson_bodies(rows, args.rows)
+                    # The first body creates the day tables: a warm-up, not measured.
+                    measure(routers, kind, bodies[:1], args.rows)
+                    kinds[kind] = measure(routers, kind, bodies, args.rows)
+                    for name, result in kinds[kind].items():
+                        median = result["median"]
+                        state = "met" if result["target"]["met"] else "SHORTFALL"
+                        print(
+                            f"{kind:5} {name:8}: router {median['router_us']:5.2f} us/row "
+                            f"(target <= {TARGET_US[kind]}: {state}; in the kernel "
+                            f"{median['router_kernel_us']:4.2f}), the rest (PostgreSQL) "
+                            f"{median['rest_us']:5.2f}, client {median['client_us']:5.2f}; "
+                            f"{median['rows_per_s']:,.0f} rows/s",
+                            flush=True,
+                        )
+            finally:
+                if "baseline" in routers:
+                    routers["baseline"].stop()
     finally:
         if not args.keep:
             shutil.rmtree(args.data_dir, ignore_errors=True)
-    payload = {"rows_per_body": args.rows, "kinds": kinds}
+    payload = {
+        "rows_per_body": args.rows,
+        "baseline": None if args.baseline is None else str(args.baseline),
+        "kinds": kinds,
+    }
     write_results(args.name, payload, plot(payload))
-    return 0 if all(k["target"]["met"] for k in kinds.values()) else 1
+    return 0 if all(k["this"]["target"]["met"] for k in kinds.values()) else 1
 
 
 if __name__ == "__main__":

@@ -221,16 +221,28 @@ class IngestService:
             return {"accepted": 0}
         snapshot = self._catalog.snapshot
         owners = await self._owned(request, "audit", rows, "owner")
-        tables: dict[DayTable, list[tuple[Any, ...]]] = defaultdict(list)
+        tables: dict[DayTable, list[tuple[Any, ...]]] = {}
         group_of: dict[DayTable, str] = {}
         seen: dict[tuple[int, date], DayTable] = {}
-        for number, row in enumerate(rows):
-            if number % YIELD_EVERY_ROWS == 0:
-                await asyncio.sleep(0)
-            mapping = owners[row.owner]
-            table = self._table_for(snapshot, mapping, row.ts, row.position, request.label, seen)
-            tables[table].append((row.ts, row.content, row.attrs))
-            group_of[table] = mapping.group
+        # The COPY rows of each (owner, day): one look-up per row (this loop runs per row).
+        rows_of: dict[tuple[str, date], list[tuple[Any, ...]]] = {}
+        for start in range(0, len(rows), YIELD_EVERY_ROWS):
+            await asyncio.sleep(0)
+            for row in rows[start : start + YIELD_EVERY_ROWS]:
+                ts = row.ts
+                if ts.tzinfo is UTC or ts.utcoffset() == _ZERO:
+                    day = ts.date()
+                else:
+                    day = ts.astimezone(UTC).date()
+                target = rows_of.get((row.owner, day))
+                if target is None:
+                    mapping = owners[row.owner]
+                    table = self._table_for(
+                        snapshot, mapping, ts, row.position, request.label, seen
+                    )
+                    target = rows_of[(row.owner, day)] = tables.setdefault(table, [])
+                    group_of[table] = mapping.group
+                target.append((ts, row.content, row.attrs))
 
         rng = placement.rng_for(request.key)
         planned: dict[str, Any] = {}  # part id -> {start, stop, shard}

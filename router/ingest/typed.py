@@ -78,7 +78,9 @@ def audit_rows(block: bytes, first: int, now: datetime, limits: Limits) -> list[
         attrs = None
         if line.attrs != _NULL:
             try:
-                attrs = attrs_text(orjson.loads(line.attrs), Location("", number), limits)
+                attrs = attrs_text(
+                    orjson.loads(memoryview(line.attrs)), Location("", number), limits
+                )
             except (orjson.JSONDecodeError, Invalid, RecursionError):
                 return None
         append(AuditRow(number, owner, ts, content, attrs))
