@@ -157,6 +157,9 @@ def main() -> int:
         help="a checkout whose router runs beside this one's, body for body (e.g. a git "
         "worktree of an earlier commit): its costs are reported too",
     )
+    parser.add_argument(
+        "--kinds", nargs="+", choices=("audit", "flow"), default=["audit", "flow"]
+    )
     args = parser.parse_args()
     records = {
         "audit": generate.audit_records(
@@ -166,7 +169,8 @@ def main() -> int:
             args.rows * args.bodies, [f"bench-switch-{i}" for i in range(4)], seed=2
         ),
     }
-    settings = bench_settings(args.data_dir)
+    # Absolute: a baseline router runs in its own checkout's directory.
+    settings = bench_settings(args.data_dir.absolute())
     kinds: dict[str, Any] = {}
     try:
         with bench_cluster(settings) as (_cluster, router):
@@ -178,6 +182,8 @@ def main() -> int:
                 )
             try:
                 for kind, rows in records.items():
+                    if kind not in args.kinds:
+                        continue
                     bodies = generate.ndjson_bodies(rows, args.rows)
                     # The first body creates the day tables: a warm-up, not measured.
                     measure(routers, kind, bodies[:1], args.rows)

@@ -7,7 +7,6 @@ import asyncio
 import logging
 import time
 import uuid
-from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -368,7 +367,7 @@ class IngestService:
 
     async def write_flows(self, request: Request) -> dict[str, Any]:
         default_ts = await self._default_ts(request)
-        rows = await self._collect(request, flow_row, default_ts)
+        rows = await self._collect(request, flow_row, default_ts, typed.flow_rows)
         return await self.write_flow_rows(request, rows, default_ts)
 
     async def write_flow_rows(
@@ -404,34 +403,49 @@ class IngestService:
 
         # Repeats of a 5-tuple within the request are merged here, so each staged batch holds
         # one row per flow and the database merge needs no GROUP BY.
-        batches: dict[tuple[DayTable, str], dict[tuple[Any, ...], list[Any]]] = defaultdict(dict)
+        batches: dict[tuple[DayTable, str], dict[tuple[Any, ...], list[Any]]] = {}
         seen: dict[tuple[int, date], DayTable] = {}
-        for number, row in enumerate(rows):
-            if number % YIELD_EVERY_ROWS == 0:
-                await asyncio.sleep(0)
-            mapping = switches[row.switch]
-            table = self._table_for(snapshot, mapping, row.ts, row.position, request.label, seen)
-            key = (row.src_ip, row.dst_ip, row.src_port, row.dst_port, row.proto)
-            shard = placement.flow_shard(placement.flow_key_hash(*key), rings[mapping.group])
-            flows = batches[(table, shard)]
-            merged = flows.get(key)
-            if merged is None:
-                # The staged values after the key (ddl.FLOW_WRITE_COLUMNS, proto left out),
-                # inline: this runs once per row.
-                last = row.ts if row.last_seen is None else row.last_seen
-                flows[key] = [
-                    row.ip_version,
-                    row.bytes,
-                    row.packets,
-                    1,
-                    row.ts,
-                    last,
-                    row.tcp_flags,
-                    row.sampling_rate,
-                    False,
-                ]
-            else:
-                _merge(merged, row)
+        # Per (switch, day): its table, its group's ring and its batches by shard, so that a
+        # row costs one look-up (this loop runs per row).
+        cells: dict[tuple[str, date], tuple[DayTable, list[str], dict[str, Any]]] = {}
+        for start in range(0, len(rows), YIELD_EVERY_ROWS):
+            await asyncio.sleep(0)
+            for row in rows[start : start + YIELD_EVERY_ROWS]:
+                ts = row.ts
+                if ts.tzinfo is UTC or ts.utcoffset() == _ZERO:
+                    day = ts.date()
+                else:
+                    day = ts.astimezone(UTC).date()
+                cell = cells.get((row.switch, day))
+                if cell is None:
+                    mapping = switches[row.switch]
+                    table = self._table_for(
+                        snapshot, mapping, ts, row.position, request.label, seen
+                    )
+                    cell = cells[(row.switch, day)] = (table, rings[mapping.group], {})
+                table, ring, by_shard = cell
+                key = (row.src_ip, row.dst_ip, row.src_port, row.dst_port, row.proto)
+                shard = placement.flow_shard(placement.flow_key_hash(*key), ring)
+                flows = by_shard.get(shard)
+                if flows is None:
+                    flows = by_shard[shard] = batches.setdefault((table, shard), {})
+                merged = flows.get(key)
+                if merged is None:
+                    # The staged values after the key (ddl.FLOW_WRITE_COLUMNS, proto left out).
+                    last = ts if row.last_seen is None else row.last_seen
+                    flows[key] = [
+                        row.ip_version,
+                        row.bytes,
+                        row.packets,
+                        1,
+                        ts,
+                        last,
+                        row.tcp_flags,
+                        row.sampling_rate,
+                        False,
+                    ]
+                else:
+                    _merge(merged, row)
         parts = []
         for (table, shard), flows in sorted(batches.items()):
             staged = [(*key[:4], agg[0], key[4], *agg[1:]) for key, agg in flows.items()]

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from router.errors import ShardlogError
 from router.ingest.body import LineBlock
-from router.ingest.records import AuditRow, Limits, Location, audit_row
-from router.ingest.typed import audit_rows
+from router.ingest.records import AuditRow, FlowRow, Limits, Location, audit_row, flow_row
+from router.ingest.typed import audit_rows, flow_rows
 
 NOW = datetime(2026, 11, 25, 12, tzinfo=UTC)
 
@@ -102,3 +102,81 @@ def test_an_ordinary_block_takes_the_fast_path() -> None:
         AuditRow(5, "alice", datetime(2026, 11, 25, 10, tzinfo=UTC), "a", None),
         AuditRow(6, "bob", NOW - timedelta(hours=1), "b", '{"k":"v"}'),
     ]
+
+
+FLOW_EXAMPLES = [
+    b'{"switch":"sw1","ts":"2026-11-25T10:00:00Z","src_ip":"10.0.0.1","dst_ip":"10.0.0.2",'
+    b'"src_port":1234,"dst_port":80,"proto":6,"bytes":100,"packets":2}',
+    b'{"switch":"sw1","src_ip":"2001:db8::1","dst_ip":"2001:DB8::2","src_port":0,'
+    b'"dst_port":65535,"bytes":0}',
+    b'{"switch":"sw2","src_ip":" 10.0.0.1 ","dst_ip":"10.0.0.2","src_port":1,"dst_port":2,'
+    b'"bytes":9223372036854775807,"ip_version":4,"tcp_flags":255,"sampling_rate":100}',
+    b'{"switch":"sw2","src_ip":"::ffff:10.0.0.1","dst_ip":"::1","src_port":1,"dst_port":2,'
+    b'"bytes":1,"proto":null,"ip_version":null,"tcp_flags":null,"sampling_rate":null}',
+    b'{"switch":"sw1","src_ip":"10.0.0.1","dst_ip":"::1","src_port":1,"dst_port":2,"bytes":1}',
+    b'{"switch":"sw1","src_ip":"10.0.0.1","dst_ip":"10.0.0.2","src_port":1,"dst_port":2,'
+    b'"bytes":1,"ip_version":6}',
+    b'{"switch":"sw1","src_ip":"10.0.0.1","dst_ip":"10.0.0.2","src_port":1,"dst_port":2,'
+    b'"bytes":1,"ip_version":true}',
+    b'{"switch":"sw1","src_ip":"10.0.0.1","dst_ip":"10.0.0.2","src_port":65536,"dst_port":2,'
+    b'"bytes":1}',
+    b'{"switch":"sw1","src_ip":"10.0.0.1","dst_ip":"10.0.0.2","src_port":1,"dst_port":2,'
+    b'"bytes":-1}',
+    b'{"switch":"sw1","src_ip":"10.0.0.1","dst_ip":"10.0.0.2","src_port":1,"dst_port":2,'
+    b'"bytes":9223372036854775808}',
+    b'{"switch":"sw1","src_ip":"10.0.0.1","dst_ip":"10.0.0.2","src_port":1.0,"dst_port":2,'
+    b'"bytes":1}',
+    b'{"switch":"sw1","src_ip":"10.0.0.1","dst_ip":"10.0.0.2","src_port":true,"dst_port":2,'
+    b'"bytes":1}',
+    b'{"switch":"sw1","src_ip":"10.0.0.1","dst_ip":"10.0.0.2","src_port":1,"dst_port":2,'
+    b'"bytes":1,"packets":null}',
+    b'{"switch":"sw1","src_ip":"10.0.0.1","dst_ip":"10.0.0.2","src_port":1,"dst_port":2,'
+    b'"bytes":1,"proto":256}',
+    b'{"switch":"sw1","src_ip":"10.0.0.1","dst_ip":"10.0.0.2","src_port":1,"dst_port":2,'
+    b'"bytes":1,"sampling_rate":0}',
+    b'{"switch":"sw1","src_ip":"10.0.0.1%eth0","dst_ip":"10.0.0.2","src_port":1,'
+    b'"dst_port":2,"bytes":1}',
+    b'{"switch":"sw1","src_ip":"fe80::1%eth0","dst_ip":"::2","src_port":1,"dst_port":2,"bytes":1}',
+    b'{"switch":"sw1","src_ip":"10.0.0.256","dst_ip":"10.0.0.2","src_port":1,"dst_port":2,'
+    b'"bytes":1}',
+    b'{"switch":"sw1","src_ip":"10.0.0.1","dst_ip":"10.0.0.2","src_port":1,"dst_port":2}',
+    b'{"switch":"sw1","src_ip":"10.0.0.1","dst_ip":"10.0.0.2","src_port":1,"dst_port":2,'
+    b'"bytes":1,"ts":"2030-01-01T00:00:00Z"}',
+    b'{"switch":"","src_ip":"10.0.0.1","dst_ip":"10.0.0.2","src_port":1,"dst_port":2,"bytes":1}',
+    b'{"switch":"sw1","src_ip":"10.0.0.1","dst_ip":"10.0.0.2","src_port":1,"dst_port":2,'
+    b'"bytes":1,"owner":"x"}',
+    b'{"switch":"sw1","src_ip":1,"dst_ip":"10.0.0.2","src_port":1,"dst_port":2,"bytes":1}',
+    b"",
+    b'{"switch":"sw1"} {"switch":"sw2"}',
+]
+FLOW_LINES = st.sampled_from(FLOW_EXAMPLES)
+
+
+def flows_per_line(block: bytes, first: int) -> list[FlowRow] | None:
+    given_limits = limits()
+    try:
+        return [
+            flow_row(raw, Location("records", number), NOW, given_limits)
+            for number, raw in LineBlock(block).records(first)
+        ]
+    except ShardlogError:
+        return None
+
+
+@settings(max_examples=2000)
+@given(st.lists(FLOW_LINES, min_size=1, max_size=6), st.integers(0, 10))
+def test_flow_blocks_decode_as_the_per_line_path_does(lines: list[bytes], first: int) -> None:
+    block = b"\n".join(lines)
+    fast = flow_rows(block, first, NOW, limits())
+    expected = flows_per_line(block, first)
+    if fast is not None:
+        assert fast == expected
+    if expected is None:
+        assert fast is None
+
+
+def test_ordinary_flows_take_the_fast_path() -> None:
+    block = b"\n".join(FLOW_EXAMPLES[:4])
+    fast = flow_rows(block, 0, NOW, limits())
+    assert fast is not None
+    assert fast == flows_per_line(block, 0)
