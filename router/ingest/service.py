@@ -431,15 +431,19 @@ class IngestService:
                     flows = by_shard[shard] = batches.setdefault((table, shard), {})
                 merged = flows.get(key)
                 if merged is None:
-                    # The staged values after the key (ddl.FLOW_WRITE_COLUMNS, proto left out).
-                    last = ts if row.last_seen is None else row.last_seen
+                    # The staged row, in ddl.FLOW_WRITE_COLUMNS' order.
                     flows[key] = [
+                        row.src_ip,
+                        row.dst_ip,
+                        row.src_port,
+                        row.dst_port,
                         row.ip_version,
+                        row.proto,
                         row.bytes,
                         row.packets,
                         1,
                         ts,
-                        last,
+                        ts if row.last_seen is None else row.last_seen,
                         row.tcp_flags,
                         row.sampling_rate,
                         False,
@@ -448,7 +452,7 @@ class IngestService:
                     _merge(merged, row)
         parts = []
         for (table, shard), flows in sorted(batches.items()):
-            staged = [(*key[:4], agg[0], key[4], *agg[1:]) for key, agg in flows.items()]
+            staged = list(flows.values())
             for number, span in enumerate(placement.split(len(staged), batch_rows, 1)):
                 parts.append(
                     Part(
@@ -516,17 +520,17 @@ class IngestService:
 
 
 def _merge(merged: list[Any], row: FlowRow) -> None:
-    """A repeat of a flow's 5-tuple within one request folded into its staged values
-    (ip_version, bytes, packets, flow_count, first and last seen, TCP flags, sampling rate,
-    sampling_mixed), as ddl.flow_merge_sql folds a batch into the day table."""
-    merged[1] = min(merged[1] + row.bytes, MAX_BIGINT)
-    merged[2] = min(merged[2] + row.packets, MAX_BIGINT)
-    merged[3] += 1
-    merged[4] = min(merged[4], row.ts)
-    merged[5] = max(merged[5], row.ts if row.last_seen is None else row.last_seen)
+    """A repeat of a flow's 5-tuple within one request folded into its staged row (bytes,
+    packets, flow_count, first and last seen, TCP flags, sampling rate, sampling_mixed), as
+    ddl.flow_merge_sql folds a batch into the day table."""
+    merged[6] = min(merged[6] + row.bytes, MAX_BIGINT)
+    merged[7] = min(merged[7] + row.packets, MAX_BIGINT)
+    merged[8] += 1
+    merged[9] = min(merged[9], row.ts)
+    merged[10] = max(merged[10], row.ts if row.last_seen is None else row.last_seen)
     if row.tcp_flags is not None:
-        merged[6] = row.tcp_flags if merged[6] is None else merged[6] | row.tcp_flags
-    if (merged[7] or 1) != (row.sampling_rate or 1):
-        merged[8] = True
+        merged[11] = row.tcp_flags if merged[11] is None else merged[11] | row.tcp_flags
+    if (merged[12] or 1) != (row.sampling_rate or 1):
+        merged[13] = True
     if row.sampling_rate is not None:
-        merged[7] = max(merged[7] or 0, row.sampling_rate)
+        merged[12] = max(merged[12] or 0, row.sampling_rate)
