@@ -43,7 +43,8 @@ def parse_rfc3339(value: str) -> datetime:
         )
     try:
         parsed = datetime.fromisoformat(value.upper())
-        in_range = EARLIEST <= parsed.astimezone(UTC) < LATEST
+        # Any instant of the years between is in range, whatever its offset.
+        in_range = 1 < parsed.year < 9999 or EARLIEST <= parsed.astimezone(UTC) < LATEST
     except (ValueError, OverflowError):
         in_range = False
     if not in_range:

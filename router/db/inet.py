@@ -67,7 +67,7 @@ def encode_network(text: str) -> bytes:
 
 
 def encode(value: Any) -> bytes:
-    if isinstance(value, bytes):
+    if type(value) is bytes:  # what writes pass (encode_address): twice per flow
         return value
     text = str(value)
     return encode_network(text) if "/" in text else encode_address(text)

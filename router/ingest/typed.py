@@ -181,8 +181,9 @@ def flow_rows(block: bytes, first: int, now: datetime, limits: Limits) -> list[F
                 line.proto,
                 line.octets,
                 line.packets,
-                tcp_flags=line.tcp_flags,
-                sampling_rate=line.sampling_rate,
+                None,
+                line.tcp_flags,
+                line.sampling_rate,
             )
         )
     return rows
