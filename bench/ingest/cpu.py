@@ -157,9 +157,7 @@ def main() -> int:
         help="a checkout whose router runs beside this one's, body for body (e.g. a git "
         "worktree of an earlier commit): its costs are reported too",
     )
-    parser.add_argument(
-        "--kinds", nargs="+", choices=("audit", "flow"), default=["audit", "flow"]
-    )
+    parser.add_argument("--kinds", nargs="+", choices=("audit", "flow"), default=["audit", "flow"])
     args = parser.parse_args()
     records = {
         "audit": generate.audit_records(
