@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
 
+from bench.harness import cpu_seconds
 from router.db import ddl
 from router.db.inet import encode_packed, install_codec
 from router.db.names import DayTable, day_table
@@ -75,6 +76,14 @@ class MergePeer:
         self.dsns = list(dsns)
         self.connections: list[asyncpg.Connection] = []
         self.table: DayTable | None = None
+        # With ``account`` on, the CPU the shards' backends spent staging (COPY into the staging
+        # table) and merging, read from /proc around each statement (costs the client a little).
+        self.account = False
+        # The merge statement of a day table (another one to compare against it).
+        self.merge_sql: Callable[[DayTable], str] = ddl.flow_merge_sql
+        self.stage_cpu_s = 0.0
+        self.merge_cpu_s = 0.0
+        self._pids: list[int] = []
 
     async def open(self, day: datetime | None = None) -> None:
         self.connections = [await asyncpg.connect(dsn) for dsn in self.dsns]
@@ -82,6 +91,7 @@ class MergePeer:
         for connection in self.connections:
             await install_codec(connection)
             await ddl.ensure_table(connection, self.table, "btree")
+        self._pids = [int(await c.fetchval("SELECT pg_backend_pid()")) for c in self.connections]
 
     async def close(self) -> None:
         for connection in self.connections:
@@ -107,21 +117,31 @@ class MergePeer:
         """Every shard's rows written in batches of at most ``batch_rows``; seconds taken."""
         table = self.table
         assert table is not None, "open() first"
-        merge = ddl.flow_merge_sql(table)
+        merge = self.merge_sql(table)
 
-        async def one_shard(connection: asyncpg.Connection, rows: Sequence[Staged]) -> None:
+        async def one_shard(
+            connection: asyncpg.Connection, pid: int, rows: Sequence[Staged]
+        ) -> None:
             for start in range(0, len(rows), batch_rows):
                 async with connection.transaction():
+                    before = cpu_seconds(pid) if self.account else 0.0
                     await connection.execute(ddl.STAGE_DDL)
                     await connection.copy_records_to_table(
                         ddl.FLOW_STAGE,
                         records=rows[start : start + batch_rows],
                         columns=ddl.FLOW_WRITE_COLUMNS,
                     )
+                    staged = cpu_seconds(pid) if self.account else 0.0
                     await connection.execute(merge, table.name)
+                    if self.account:
+                        self.stage_cpu_s += staged - before
+                        self.merge_cpu_s += cpu_seconds(pid) - staged
 
         began = time.perf_counter()
         await asyncio.gather(
-            *(one_shard(c, rows) for c, rows in zip(self.connections, by_shard, strict=True))
+            *(
+                one_shard(c, pid, rows)
+                for c, pid, rows in zip(self.connections, self._pids, by_shard, strict=True)
+            )
         )
         return time.perf_counter() - began

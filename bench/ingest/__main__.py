@@ -18,11 +18,17 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import Result, bench_cluster, bench_settings, send, timed, write_results
-from bench.ingest import generate, peers
+from bench.ingest import generate, merge, peers, storage
 
 BATCHES = (100, 1_000, 10_000, 100_000)
 CLIENTS = (1, 2, 4, 8)
-TARGETS = {"audit_vs_copy": 0.5, "audit_vs_seed": 20.0, "flows_vs_copy": 0.5}
+TARGETS = {
+    "audit_vs_copy": 0.5,
+    "audit_vs_seed": 20.0,
+    "flows_vs_copy": 0.5,
+    "flows_vs_merge_peer": merge.TARGET,
+}
+SWITCHES = 4
 
 
 def rest_matrix(
@@ -208,7 +214,7 @@ def main() -> int:
     settings = bench_settings(args.data_dir)
     most = max(args.rows, max(batches) * max(clients_list))
     audit = generate.audit_records(most, [f"bench-owner-{i}" for i in range(8)], seed=1)
-    flows = generate.flow_records(most, [f"bench-switch-{i}" for i in range(4)], seed=2)
+    flows = generate.flow_records(most, [f"bench-switch-{i}" for i in range(SWITCHES)], seed=2)
     try:
         with bench_cluster(settings) as (cluster, router):
             assert router is not None
@@ -249,6 +255,16 @@ def main() -> int:
                 best_flows.params,
                 max(args.repeats, 5),
             )
+            duel_merge = merge.head_to_head(
+                router.url,
+                cluster,
+                flows[: args.rows],
+                best_flows.params,
+                max(args.repeats, 5),
+                SWITCHES,
+                settings.cluster.groups,
+            )
+            sizes = asyncio.run(storage.day_table_sizes(cluster))
     finally:
         if not args.keep:
             shutil.rmtree(args.data_dir, ignore_errors=True)
@@ -257,6 +273,7 @@ def main() -> int:
         "audit_vs_copy": duel_audit["median_ratio"],
         "audit_vs_seed": statistics.median(duel_audit["rest_rows_per_s"]) / seed_result.rows_per_s,
         "flows_vs_copy": duel_flows["median_ratio"],
+        "flows_vs_merge_peer": duel_merge["median_ratio"],
     }
     verdicts = {
         name: {
@@ -273,7 +290,10 @@ def main() -> int:
     print("best REST flows:", best_flows.params, f"{best_flows.rows_per_s:,.0f} rows/s")
     for name, verdict in verdicts.items():
         state = "met" if verdict["met"] else f"MISSED ({verdict['shortfall']})"
-        print(f"  {name:14} {verdict['ratio']:8.3f} (target >= {verdict['target']}): {state}")
+        print(f"  {name:19} {verdict['ratio']:8.3f} (target >= {verdict['target']}): {state}")
+        if not verdict["met"]:
+            print(f"  SHORTFALL: {name} {verdict['ratio']:.3f} < {verdict['target']}")
+    print("bytes per row on disk (heap + indexes + TOAST, all shards):", sizes)
     payload = {
         "repeats": args.repeats,
         "rows_per_run": args.rows,
@@ -282,7 +302,8 @@ def main() -> int:
         "raw_copy": {"audit": copy_audit.summary(), "flow": copy_flows.summary()},
         "seed": seed_result.summary(),
         "best": {"audit": best_audit.summary(), "flow": best_flows.summary()},
-        "head_to_head": {"audit": duel_audit, "flow": duel_flows},
+        "head_to_head": {"audit": duel_audit, "flow": duel_flows, "flow_merge_peer": duel_merge},
+        "bytes_per_row": sizes,
         "ratios": verdicts,
     }
     json_path, png_path = write_results("ingest", payload, plot(payload))

@@ -16,6 +16,7 @@ from router.errors import ShardlogError, TooLarge, excerpt
 from router.ingest import body as bodies
 from router.ingest.csv_flows import csv_flows
 from router.ingest.idempotency import check_key, tenant_key
+from router.ingest.service import Records
 from router.ingest.service import Request as WriteRequest
 from router.models.ingest import Accepted, AuditRecord, FlowDeleteIn, FlowRecord, Removed
 from router.runtime import Runtime
@@ -67,6 +68,7 @@ def open_body(
     runtime: Runtime,
     caller: Caller,
     decode: Callable[[AsyncIterator[bytes]], AsyncIterator[bytes]] | None = None,
+    hashed: bool = True,
 ) -> bodies.Body:
     """The request's body, its bytes charged to the token's byte rate as they arrive and, once
     ``decode``d (a Content-Encoding), counted against the body limit and the router's budget."""
@@ -80,7 +82,7 @@ def open_body(
     if decode is not None:
         chunks = decode(chunks)
     return bodies.Body(
-        chunks, settings.max_body_bytes, runtime.ingest_budget, settings.retry_after_s
+        chunks, settings.max_body_bytes, runtime.ingest_budget, settings.retry_after_s, hashed
     )
 
 
@@ -94,10 +96,10 @@ async def _metered(chunks: AsyncIterator[bytes], limiter: TokenLimiter) -> Async
 
 def _records(
     request: Request, body: bodies.Body, switch: str | None, allow_csv: bool, longest: int
-) -> tuple[AsyncIterator[bodies.Batch], str]:
+) -> tuple[Records, str]:
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media in NDJSON_TYPES:
-        return bodies.ndjson(body, longest), "records"
+        return bodies.ndjson_blocks(body, longest), "records"
     if media in ("application/json", ""):
         return bodies.json_array(body, longest), "records"
     if media == "text/csv" and allow_csv:
@@ -117,7 +119,8 @@ async def _write(
     kind: Literal["audit", "flow"],
 ) -> dict[str, Any]:
     checked_key = None if key is None else tenant_key(caller.grant.tenant, check_key(key))
-    body = open_body(request, runtime, caller)
+    # The digest tells a keyed retry from a different body under the same key.
+    body = open_body(request, runtime, caller, hashed=checked_key is not None)
     try:
         longest = runtime.settings.ingest.max_record_bytes
         records, label = _records(request, body, switch, kind == "flow", longest)

@@ -21,10 +21,11 @@ _V6_HEADER = b"\x03\x80\x00\x10"
 def encode_address(text: str) -> bytes:
     """A host address in any valid textual form (IPv6 compressed, expanded, mixed case,
     IPv4-mapped) as binary inet; ValueError otherwise."""
-    try:
-        return _V4_HEADER + socket.inet_pton(socket.AF_INET, text)
-    except OSError:
-        pass
+    if ":" not in text:  # an IPv6 address is spared a failed IPv4 parse (an exception)
+        try:
+            return _V4_HEADER + socket.inet_pton(socket.AF_INET, text)
+        except OSError:
+            pass
     if "%" in text:
         raise ValueError("zone indexes (%…) are not stored")
     try:
@@ -66,7 +67,7 @@ def encode_network(text: str) -> bytes:
 
 
 def encode(value: Any) -> bytes:
-    if isinstance(value, bytes):
+    if type(value) is bytes:  # what writes pass (encode_address): twice per flow
         return value
     text = str(value)
     return encode_network(text) if "/" in text else encode_address(text)

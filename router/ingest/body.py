@@ -43,6 +43,7 @@ class Body:
         max_bytes: int,
         budget: ByteBudget,
         retry_after_s: int,
+        hashed: bool = True,
     ) -> None:
         self._chunks = chunks
         self._max_bytes = max_bytes
@@ -50,10 +51,13 @@ class Body:
         self._retry_after_s = retry_after_s
         self.size = 0
         self.charged = 0
-        self._hash = hashlib.sha256()
+        # Only a body whose digest is asked for pays for hashing it (REST writes: keyed ones).
+        self._hash = hashlib.sha256() if hashed else None
 
     @property
     def digest(self) -> str:
+        if self._hash is None:
+            raise RuntimeError("this body was read without hashing it")
         return self._hash.hexdigest()
 
     def charge(self, amount: int) -> None:
@@ -76,7 +80,8 @@ class Body:
             if self.size > self._max_bytes:
                 raise TooLarge(f"request body is larger than {self._max_bytes} bytes", "body")
             self.charge(len(chunk))
-            self._hash.update(chunk)
+            if self._hash is not None:
+                self._hash.update(chunk)
             yield chunk
 
 
@@ -121,10 +126,11 @@ def too_long(label: str, number: int, max_record_bytes: int) -> TooLarge:
     )
 
 
-async def lines(body: Body, max_line_bytes: int) -> AsyncIterator[list[bytes]]:
-    """Complete lines as they arrive, without their LF. A line is refused (LineTooLong) as soon
-    as ``max_line_bytes`` of it arrived. Each byte is looked at once or twice: never again for
-    every chunk of a long line."""
+async def line_blocks(body: Body, max_line_bytes: int) -> AsyncIterator[bytes]:
+    """The complete lines that arrived, as one block per chunk: the lines joined by LF, without
+    the last LF. A line is refused (LineTooLong) as soon as ``max_line_bytes`` of it arrived,
+    after a block of the complete lines before it. Each byte is looked at once or twice: never
+    again for every chunk of a long line."""
     pending: list[bytes] = []
     pending_bytes = 0
     async for chunk in body.chunks():
@@ -136,37 +142,74 @@ async def lines(body: Body, max_line_bytes: int) -> AsyncIterator[list[bytes]]:
                 raise LineTooLong
             continue
         pending.append(chunk[:last])
-        complete = b"".join(pending).split(b"\n")
-        if max(map(len, complete)) > max_line_bytes:
-            fitting = list(itertools.takewhile(lambda line: len(line) <= max_line_bytes, complete))
-            if fitting:
-                yield fitting
-            raise LineTooLong
+        block = b"".join(pending)
+        if len(block) > max_line_bytes:
+            complete = block.split(b"\n")
+            if max(map(len, complete)) > max_line_bytes:
+                fitting = list(
+                    itertools.takewhile(lambda line: len(line) <= max_line_bytes, complete)
+                )
+                if fitting:
+                    yield b"\n".join(fitting)
+                raise LineTooLong
         tail = chunk[last + 1 :]
         pending, pending_bytes = [tail], len(tail)
         if pending_bytes > max_line_bytes:
             raise LineTooLong
-        yield complete
+        yield block
     if pending_bytes:
-        yield [b"".join(pending)]
+        yield b"".join(pending)
+
+
+async def lines(body: Body, max_line_bytes: int) -> AsyncIterator[list[bytes]]:
+    """Complete lines as they arrive, without their LF (see line_blocks)."""
+    async for block in line_blocks(body, max_line_bytes):
+        yield block.split(b"\n")
+
+
+class LineBlock:
+    """Complete NDJSON lines joined by LF, not yet decoded: whoever takes the records decodes a
+    block at once (router/ingest/typed.py) or line by line (``records``). Records are numbered
+    by the reader, who counts them across blocks: a blank line is not a record."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def records(self, first: int) -> Batch:
+        """The block's records decoded one line at a time, numbered from ``first``."""
+        batch: Batch = []
+        loads, decode_error = orjson.loads, orjson.JSONDecodeError
+        index = first
+        for line in self.data.split(b"\n"):
+            if not line.strip():
+                continue
+            try:
+                batch.append((index, loads(line)))
+            except decode_error as exc:
+                raise BadRequest(
+                    f"records[{index}] is not valid JSON: {exc.msg}", f"records[{index}]"
+                ) from None
+            index += 1
+        return batch
+
+
+async def ndjson_blocks(body: Body, max_record_bytes: int) -> AsyncIterator[LineBlock]:
+    """Blocks of NDJSON lines as they arrive, for a reader that numbers the records itself. A
+    line longer than ``max_record_bytes`` raises LineTooLong: the reader names it
+    (``too_long``)."""
+    async for block in line_blocks(body, max_record_bytes):
+        yield LineBlock(block)
 
 
 async def ndjson(body: Body, max_record_bytes: int) -> AsyncIterator[Batch]:
+    """NDJSON records decoded line by line as they arrive, numbered."""
     index = 0
-    loads, decode_error = orjson.loads, orjson.JSONDecodeError
     try:
-        async for batch_lines in lines(body, max_record_bytes):
-            batch: Batch = []
-            for line in batch_lines:
-                if not line.strip():
-                    continue
-                try:
-                    batch.append((index, loads(line)))
-                except decode_error as exc:
-                    raise BadRequest(
-                        f"records[{index}] is not valid JSON: {exc.msg}", f"records[{index}]"
-                    ) from None
-                index += 1
+        async for block in line_blocks(body, max_record_bytes):
+            batch = LineBlock(block).records(index)
+            index += len(batch)
             yield batch
     except LineTooLong:
         raise too_long("records", index, max_record_bytes) from None

@@ -144,7 +144,7 @@ def check_ts(ts: datetime, where: Location, now: datetime, limits: Limits) -> da
     return ts
 
 
-def _attrs_text(attrs: Any, where: Location, limits: Limits) -> str:
+def attrs_text(attrs: Any, where: Location, limits: Limits) -> str:
     if not isinstance(attrs, dict):
         raise where.error("attrs", "must be a JSON object")
     try:
@@ -202,8 +202,8 @@ def checked_audit_row(
         raise where.error("content", f"is longer than {limits.max_content_bytes} bytes")
     if "\x00" in content:
         raise where.error("content", "contains a NUL character")
-    attrs_text = None if attrs is None else _attrs_text(attrs, where, limits)
-    return AuditRow(where.number, owner, ts, content, attrs_text)
+    text = None if attrs is None else attrs_text(attrs, where, limits)
+    return AuditRow(where.number, owner, ts, content, text)
 
 
 def _int(value: Any, name: str, where: Location, low: int, high: int) -> int:

@@ -7,7 +7,6 @@ import asyncio
 import logging
 import time
 import uuid
-from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -21,6 +20,8 @@ from router.db.dsn import multi_host
 from router.db.names import DayTable, day_table
 from router.db.shard_health import ShardHealth
 from router.errors import Conflict, Invalid, TooLarge, Unavailable
+from router.ingest import typed
+from router.ingest.body import LineBlock, LineTooLong, too_long
 from router.ingest.idempotency import Claim, IdempotencyStore
 from router.ingest.records import (
     MAX_BIGINT,
@@ -39,7 +40,9 @@ from router.settings import IngestSettings
 
 log = logging.getLogger(__name__)
 
-Records = AsyncIterator[list[tuple[int, Any]]]
+Records = AsyncIterator[list[tuple[int, Any]] | LineBlock]
+# Decodes a block of NDJSON lines into valid rows at once, or None: the per-line path takes it.
+BlockDecoder = Callable[[bytes, int, datetime, Limits], list[Any] | None]
 _ZERO = timedelta(0)
 FAILOVER_RETRY_S = 0.5
 # Rows grouped between two turns of the event loop (a few ms): health checks stay fast.
@@ -102,20 +105,38 @@ class IngestService:
         return utc_now()
 
     async def _collect(
-        self, request: Request, parse: Callable[..., Any], default_ts: datetime
+        self,
+        request: Request,
+        parse: Callable[..., Any],
+        default_ts: datetime,
+        decode_block: BlockDecoder | None = None,
     ) -> list[Any]:
         now = utc_now()
         limits = self.request_limits()
         limits.default_ts = default_ts
         rows: list[Any] = []
         label, most = request.label, self._settings.max_records
-        async for batch in request.records:
-            if len(rows) + len(batch) > most:
-                raise TooLarge(f"more than {most} records in one request", "records")
-            rows.extend(
-                parse(raw, Location(label, position), now, limits) for position, raw in batch
-            )
-            await asyncio.sleep(0)
+        try:
+            async for batch in request.records:
+                if isinstance(batch, LineBlock):
+                    decoded = None
+                    if decode_block is not None:
+                        decoded = decode_block(batch.data, len(rows), now, limits)
+                    if decoded is not None:
+                        if len(rows) + len(decoded) > most:
+                            raise TooLarge(f"more than {most} records in one request", "records")
+                        rows.extend(decoded)
+                        await asyncio.sleep(0)
+                        continue
+                    batch = batch.records(len(rows))
+                if len(rows) + len(batch) > most:
+                    raise TooLarge(f"more than {most} records in one request", "records")
+                rows.extend(
+                    parse(raw, Location(label, position), now, limits) for position, raw in batch
+                )
+                await asyncio.sleep(0)
+        except LineTooLong:
+            raise too_long(label, len(rows), self._settings.max_record_bytes) from None
         return rows
 
     def oldest_day(self, snapshot: CatalogSnapshot, mapping: OwnerMapping) -> date:
@@ -186,7 +207,7 @@ class IngestService:
 
     async def write_audit(self, request: Request) -> dict[str, Any]:
         default_ts = await self._default_ts(request)
-        rows = await self._collect(request, audit_row, default_ts)
+        rows = await self._collect(request, audit_row, default_ts, typed.audit_rows)
         return await self.write_audit_rows(request, rows, default_ts)
 
     async def write_audit_rows(
@@ -199,16 +220,28 @@ class IngestService:
             return {"accepted": 0}
         snapshot = self._catalog.snapshot
         owners = await self._owned(request, "audit", rows, "owner")
-        tables: dict[DayTable, list[tuple[Any, ...]]] = defaultdict(list)
+        tables: dict[DayTable, list[tuple[Any, ...]]] = {}
         group_of: dict[DayTable, str] = {}
         seen: dict[tuple[int, date], DayTable] = {}
-        for number, row in enumerate(rows):
-            if number % YIELD_EVERY_ROWS == 0:
-                await asyncio.sleep(0)
-            mapping = owners[row.owner]
-            table = self._table_for(snapshot, mapping, row.ts, row.position, request.label, seen)
-            tables[table].append((row.ts, row.content, row.attrs))
-            group_of[table] = mapping.group
+        # The COPY rows of each (owner, day): one look-up per row (this loop runs per row).
+        rows_of: dict[tuple[str, date], list[tuple[Any, ...]]] = {}
+        for start in range(0, len(rows), YIELD_EVERY_ROWS):
+            await asyncio.sleep(0)
+            for row in rows[start : start + YIELD_EVERY_ROWS]:
+                ts = row.ts
+                if ts.tzinfo is UTC or ts.utcoffset() == _ZERO:
+                    day = ts.date()
+                else:
+                    day = ts.astimezone(UTC).date()
+                target = rows_of.get((row.owner, day))
+                if target is None:
+                    mapping = owners[row.owner]
+                    table = self._table_for(
+                        snapshot, mapping, ts, row.position, request.label, seen
+                    )
+                    target = rows_of[(row.owner, day)] = tables.setdefault(table, [])
+                    group_of[table] = mapping.group
+                target.append((ts, row.content, row.attrs))
 
         rng = placement.rng_for(request.key)
         planned: dict[str, Any] = {}  # part id -> {start, stop, shard}
@@ -334,7 +367,7 @@ class IngestService:
 
     async def write_flows(self, request: Request) -> dict[str, Any]:
         default_ts = await self._default_ts(request)
-        rows = await self._collect(request, flow_row, default_ts)
+        rows = await self._collect(request, flow_row, default_ts, typed.flow_rows)
         return await self.write_flow_rows(request, rows, default_ts)
 
     async def write_flow_rows(
@@ -370,37 +403,56 @@ class IngestService:
 
         # Repeats of a 5-tuple within the request are merged here, so each staged batch holds
         # one row per flow and the database merge needs no GROUP BY.
-        batches: dict[tuple[DayTable, str], dict[tuple[Any, ...], list[Any]]] = defaultdict(dict)
+        batches: dict[tuple[DayTable, str], dict[tuple[Any, ...], list[Any]]] = {}
         seen: dict[tuple[int, date], DayTable] = {}
-        for number, row in enumerate(rows):
-            if number % YIELD_EVERY_ROWS == 0:
-                await asyncio.sleep(0)
-            mapping = switches[row.switch]
-            table = self._table_for(snapshot, mapping, row.ts, row.position, request.label, seen)
-            key = (row.src_ip, row.dst_ip, row.src_port, row.dst_port, row.proto)
-            shard = placement.flow_shard(placement.flow_key_hash(*key), rings[mapping.group])
-            flows = batches[(table, shard)]
-            merged = flows.get(key)
-            if merged is None:
-                # The staged values after the key (ddl.FLOW_WRITE_COLUMNS, proto left out),
-                # inline: this runs once per row.
-                last = row.ts if row.last_seen is None else row.last_seen
-                flows[key] = [
-                    row.ip_version,
-                    row.bytes,
-                    row.packets,
-                    1,
-                    row.ts,
-                    last,
-                    row.tcp_flags,
-                    row.sampling_rate,
-                    False,
-                ]
-            else:
-                _merge(merged, row)
+        # Per (switch, day): its table, its group's ring and its batches by shard, so that a
+        # row costs one look-up (this loop runs per row).
+        cells: dict[tuple[str, date], tuple[DayTable, list[str], dict[str, Any]]] = {}
+        for start in range(0, len(rows), YIELD_EVERY_ROWS):
+            await asyncio.sleep(0)
+            for row in rows[start : start + YIELD_EVERY_ROWS]:
+                ts = row.ts
+                if ts.tzinfo is UTC or ts.utcoffset() == _ZERO:
+                    day = ts.date()
+                else:
+                    day = ts.astimezone(UTC).date()
+                cell = cells.get((row.switch, day))
+                if cell is None:
+                    mapping = switches[row.switch]
+                    table = self._table_for(
+                        snapshot, mapping, ts, row.position, request.label, seen
+                    )
+                    cell = cells[(row.switch, day)] = (table, rings[mapping.group], {})
+                table, ring, by_shard = cell
+                key = (row.src_ip, row.dst_ip, row.src_port, row.dst_port, row.proto)
+                shard = placement.flow_shard(placement.flow_key_hash(*key), ring)
+                flows = by_shard.get(shard)
+                if flows is None:
+                    flows = by_shard[shard] = batches.setdefault((table, shard), {})
+                merged = flows.get(key)
+                if merged is None:
+                    # The staged row, in ddl.FLOW_WRITE_COLUMNS' order.
+                    flows[key] = [
+                        row.src_ip,
+                        row.dst_ip,
+                        row.src_port,
+                        row.dst_port,
+                        row.ip_version,
+                        row.proto,
+                        row.bytes,
+                        row.packets,
+                        1,
+                        ts,
+                        ts if row.last_seen is None else row.last_seen,
+                        row.tcp_flags,
+                        row.sampling_rate,
+                        False,
+                    ]
+                else:
+                    _merge(merged, row)
         parts = []
         for (table, shard), flows in sorted(batches.items()):
-            staged = [(*key[:4], agg[0], key[4], *agg[1:]) for key, agg in flows.items()]
+            staged = list(flows.values())
             for number, span in enumerate(placement.split(len(staged), batch_rows, 1)):
                 parts.append(
                     Part(
@@ -468,17 +520,17 @@ class IngestService:
 
 
 def _merge(merged: list[Any], row: FlowRow) -> None:
-    """A repeat of a flow's 5-tuple within one request folded into its staged values
-    (ip_version, bytes, packets, flow_count, first and last seen, TCP flags, sampling rate,
-    sampling_mixed), as ddl.flow_merge_sql folds a batch into the day table."""
-    merged[1] = min(merged[1] + row.bytes, MAX_BIGINT)
-    merged[2] = min(merged[2] + row.packets, MAX_BIGINT)
-    merged[3] += 1
-    merged[4] = min(merged[4], row.ts)
-    merged[5] = max(merged[5], row.ts if row.last_seen is None else row.last_seen)
+    """A repeat of a flow's 5-tuple within one request folded into its staged row (bytes,
+    packets, flow_count, first and last seen, TCP flags, sampling rate, sampling_mixed), as
+    ddl.flow_merge_sql folds a batch into the day table."""
+    merged[6] = min(merged[6] + row.bytes, MAX_BIGINT)
+    merged[7] = min(merged[7] + row.packets, MAX_BIGINT)
+    merged[8] += 1
+    merged[9] = min(merged[9], row.ts)
+    merged[10] = max(merged[10], row.ts if row.last_seen is None else row.last_seen)
     if row.tcp_flags is not None:
-        merged[6] = row.tcp_flags if merged[6] is None else merged[6] | row.tcp_flags
-    if (merged[7] or 1) != (row.sampling_rate or 1):
-        merged[8] = True
+        merged[11] = row.tcp_flags if merged[11] is None else merged[11] | row.tcp_flags
+    if (merged[12] or 1) != (row.sampling_rate or 1):
+        merged[13] = True
     if row.sampling_rate is not None:
-        merged[7] = max(merged[7] or 0, row.sampling_rate)
+        merged[12] = max(merged[12] or 0, row.sampling_rate)

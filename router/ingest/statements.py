@@ -87,7 +87,7 @@ def flow_sql(table: DayTable) -> str:
     return ddl.flow_merge_sql(table, source)
 
 
-def columns_of(rows: Sequence[tuple[Any, ...]]) -> list[list[Any]]:
+def columns_of(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
     return [list(column) for column in zip(*rows, strict=True)]
 
 
@@ -95,7 +95,7 @@ async def write(
     connection: Connection,
     table: DayTable,
     part_id: str,
-    rows: Sequence[tuple[Any, ...]],
+    rows: Sequence[Sequence[Any]],
     request_key: str,
     synchronous_commit: str,
 ) -> bool:
@@ -124,7 +124,7 @@ async def write(
 
 async def write_flows(
     connection: Connection,
-    parts: Sequence[tuple[DayTable, str, Sequence[tuple[Any, ...]], str]],
+    parts: Sequence[tuple[DayTable, str, Sequence[Sequence[Any]], str]],
     synchronous_commit: str,
 ) -> list[bool]:
     """Write a group's small flow parts (table, part id, rows, request key) inside the

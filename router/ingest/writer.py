@@ -34,7 +34,7 @@ from router.settings import IngestSettings
 class Part:
     id: str
     table: DayTable
-    rows: Sequence[tuple[Any, ...]]
+    rows: Sequence[Sequence[Any]]
     shard: str
 
 
