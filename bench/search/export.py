@@ -151,7 +151,7 @@ def paging(url: str, params: dict[str, Any]) -> tuple[float, int]:
 
 
 def profile(router: Any, run: Any, out: Path) -> None:
-    """py-spy (pip install py-spy) samples the router while ``run`` runs."""
+    """py-spy (a dev dependency) samples the router while ``run`` runs."""
     spy = subprocess.Popen(
         ["py-spy", "record", "--pid", str(router.pid()), "--format", "raw", "-o", str(out)],
         stdout=subprocess.DEVNULL,
