@@ -4,6 +4,7 @@ and cut the page with its cursors."""
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -32,6 +33,7 @@ from router.search.cursor import (
 from router.search.exporter import Exporter
 from router.search.lines import ExportFormat
 from router.search.merge import Row, keep_first, merge
+from router.search.page import items_of, merge_records
 from router.search.query import AuditQuery, FlowQuery, covered_keys
 from router.search.snapshot import NOT_PINNED, Pin, ShardSnapshot, pinned_plan
 from router.search.streams import ShardFailure, refuse_partial
@@ -355,11 +357,10 @@ class SearchService:
                 plan, _ = pinned_plan(plan, pin)
             if outcome.failures and not partial_ok:
                 self._refuse_partial(outcome.failures)
-            streams = [
-                [self._row(record, shard, owners, kind) for record in records]
-                for shard, records in answers
+            rows = [
+                self._row(record, shard, owners, kind)
+                for shard, record in merge_records(answers, descending, limit + 1)
             ]
-            rows = merge(streams, descending, limit + 1)
         more = len(rows) > limit
         page = rows[:limit]
         if backwards:
@@ -376,7 +377,7 @@ class SearchService:
                 query, plan, count, partial_ok and backend == "fanout", outcome, pinned
             )
         return {
-            "items": [self.item(kind, row) for row in page],
+            "items": await items_of(page, functools.partial(self.item, kind)),
             "next_cursor": next_cursor,
             "prev_cursor": prev_cursor,
             "count": counted,
@@ -576,7 +577,8 @@ class SearchService:
         """The item of a row: its ref made of the row's own owner id (a page may hold rows of
         several owners), which the item then leaves out."""
         out = {k: v for k, v in row.items() if k != "owner_id"}
-        return items.public({**out, "ref": refs.of_row(kind, row["owner_id"], row)})
+        out["ref"] = refs.of_row(kind, row["owner_id"], row)
+        return items.shown(out)
 
     # --- export ------------------------------------------------------------------------
 
