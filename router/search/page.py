@@ -21,6 +21,9 @@ import orjson
 from router.db.names import Kind
 from router.search import lines
 
+# Pages up to this many rows ask every shard for all (shard_share): a second round trip
+# costs more than decoding a few hundred rows.
+SMALL_PAGE = 256
 # Items made between two yields to the event loop: about a millisecond of work.
 CHUNK = 500
 # The keys of an item in the order the answer models write them (AuditItem, FlowItem).
@@ -59,6 +62,35 @@ def merge_records(
         *(_keyed(shard, records) for shard, records in answers), key=_key, reverse=descending
     )
     return [(entry[1], entry[4]) for entry in itertools.islice(merged, limit)]
+
+
+def shard_share(wanted: int, shards: int) -> int:
+    """How many rows a page's first statement asks of each of ``shards`` shards for the first
+    ``wanted`` rows of all: twice an even share and a margin, so that a shard holding more than
+    its share rarely needs a second statement (short_shards), and the driver decodes about a
+    third of the rows that ``wanted`` from every shard would make (a shard's rows past the page
+    are read, sent and decoded for nothing). Small pages ask for all."""
+    if shards <= 1:
+        return wanted
+    return min(wanted, max(2 * wanted // shards + 16, SMALL_PAGE))
+
+
+def short_shards(
+    answers: dict[str, list[Any]], full: set[str], descending: bool, wanted: int
+) -> dict[str, tuple[Any, int]]:
+    """The shards that may hold more of the first ``wanted`` rows than they answered: those
+    whose last statement answered all it was asked (``full``) and all of whose rows made it
+    into the first ``wanted``; for each, its last row (the next statement continues after it)
+    and how many rows the page could still take from it. An empty answer: the first
+    ``wanted`` rows of the merge are those of all the shards."""
+    taken: dict[str, int] = {}
+    for shard, _ in merge_records(list(answers.items()), descending, wanted):
+        taken[shard] = taken.get(shard, 0) + 1
+    return {
+        shard: (rows[-1], wanted - len(rows))
+        for shard, rows in answers.items()
+        if shard in full and rows and taken.get(shard, 0) == len(rows) < wanted
+    }
 
 
 async def items_of(rows: list[Any], make: Callable[[Any], dict[str, Any]]) -> list[dict[str, Any]]:

@@ -94,3 +94,52 @@ def test_an_item_with_a_key_its_model_lacks_is_refused(kind) -> None:
 def test_items_of_makes_every_row_in_order() -> None:
     rows = list(range(3 * page.CHUNK + 1))
     assert asyncio.run(page.items_of(rows, lambda n: {"n": n})) == [{"n": n} for n in rows]
+
+
+def test_a_shards_share_is_all_for_small_pages_and_one_shard() -> None:
+    assert page.shard_share(101, 6) == 101
+    assert page.shard_share(1001, 1) == 1001
+    assert page.shard_share(1001, 6) == 2 * 1001 // 6 + 16
+    assert page.shard_share(10_001, 12) == 2 * 10_001 // 12 + 16
+
+
+@pytest.mark.parametrize("seed", range(60))
+@pytest.mark.parametrize("descending", [False, True])
+def test_answers_completed_by_short_shards_give_the_whole_merge(seed: int, descending) -> None:
+    """Shards answering their share, then more after their last row while short_shards names
+    them (as SearchService._complete does), end with the same first rows as shards answering
+    all they hold; skewed shards included."""
+    rng = random.Random(seed)
+    held = {}
+    for shard in ("s1", "s2", "s3", "s4"):
+        count = rng.choice([0, 3, 40, 400])
+        rows = [
+            {
+                "ts": T0 + timedelta(seconds=rng.randrange(50)),
+                "owner_id": rng.choice([1, 2]),
+                "id": n,
+            }
+            for n in range(count)
+        ]
+        held[shard] = sorted(rows, key=merge.within_shard, reverse=descending)
+    wanted = rng.choice([1, 20, 101, 300])
+    share = max(1, wanted // 5)
+
+    def after(shard: str, last: dict[str, object] | None, cap: int) -> list[dict[str, object]]:
+        rows = held[shard]
+        start = 0 if last is None else rows.index(last) + 1
+        return rows[start : start + cap]
+
+    answers = {shard: after(shard, None, share) for shard in held}
+    full = {shard for shard, rows in answers.items() if len(rows) == share}
+    rounds = 0
+    while short := page.short_shards(answers, full, descending, wanted):
+        rounds += 1
+        more = {shard: after(shard, last, cap) for shard, (last, cap) in short.items()}
+        full = {shard for shard, rows in more.items() if len(rows) >= short[shard][1]}
+        for shard, rows in more.items():
+            answers[shard] = answers[shard] + rows
+    got = page.merge_records(list(answers.items()), descending, wanted)
+    expected = page.merge_records(list(held.items()), descending, wanted)
+    assert got == expected
+    assert rounds <= len(held) * 2
