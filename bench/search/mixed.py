@@ -10,7 +10,9 @@ clients paging large searches, side by side in one run (bench/grid's mixed run, 
   searches, alternated. Target: the request's p50 latency beside the searches <= 2x its solo
   p50 (median of the repeats' ratios).
 
-Every search must answer 200 (a failing one ends the run). The search owners hold
+The paging clients read and parse their pages in processes of their own (a page of 10,000
+rows takes tens of milliseconds of a Python client's CPU, which in the writers' process would
+delay the writes' own client). Every search must answer 200 (a failing one ends the run). The search owners hold
 ``--preload`` rows each in the last hour, so that pages of 10,000 rows are full. Writes
 bench/results/search_mixed.{json,png}.
 
@@ -24,8 +26,11 @@ Ports default to SHARDLOG_BENCH_BASE_PORT / SHARDLOG_BENCH_ROUTER_PORT (26432, 8
 from __future__ import annotations
 
 import argparse
+import asyncio
+import multiprocessing
 import statistics
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import httpx
@@ -43,10 +48,26 @@ KEPT_SHARE = 0.8
 LATENCY_RATIO = 2.0
 
 
-def pager(owners: list[str]) -> traffic.Request:
-    """Request ``n`` reads one page of ``owners``' last hour: the next page of a search begun
-    before (up to PAGES_PER_SEARCH pages of it), or the first page of a new one, of
-    PAGE_LIMITS[n % 4] rows."""
+_CLIENT: list[httpx.Client] = []
+
+
+def fetch_page(base_url: str, headers: dict[str, str], params: dict[str, Any]) -> str | None:
+    """One page, read and parsed in a process of its own (as a search client of its own would
+    be): its next cursor. Parsing a 10,000-row page takes tens of milliseconds of CPU, which in
+    the writers' process would delay their requests, not the router's answers."""
+    if not _CLIENT:
+        _CLIENT.append(httpx.Client(base_url=base_url, headers=headers, timeout=300))
+    response = _CLIENT[0].get("/v1/audit/search", params=params)
+    if response.status_code != 200:
+        raise RuntimeError(f"search: {response.status_code} {response.text[:300]}")
+    cursor: str | None = response.json()["next_cursor"]
+    return cursor
+
+
+def pager(owners: list[str], processes: ProcessPoolExecutor) -> traffic.Request:
+    """Request ``n`` reads one page of ``owners``' last hour in one of ``processes``: the next
+    page of a search begun before (up to PAGES_PER_SEARCH pages of it), or the first page of a
+    new one, of PAGE_LIMITS[n % 4] rows."""
     begun: list[tuple[dict[str, Any], str, int]] = []
 
     async def page(http: httpx.AsyncClient, n: int) -> None:
@@ -60,10 +81,9 @@ def pager(owners: list[str]) -> traffic.Request:
                 **traffic.recent_window(),
             }
             sent, read = params, 0
-        response = await http.get("/v1/audit/search", params=sent)
-        if response.status_code != 200:
-            raise RuntimeError(f"search: {response.status_code} {response.text[:300]}")
-        following = response.json()["next_cursor"]
+        following = await asyncio.get_running_loop().run_in_executor(
+            processes, fetch_page, str(http.base_url), dict(http.headers), sent
+        )
         if following and read + 1 < PAGES_PER_SEARCH:
             begun.append((params, following, read + 1))
 
@@ -84,32 +104,24 @@ async def measure(http: httpx.AsyncClient, args: argparse.Namespace) -> dict[str
     print(f"  best: {solo_best['rows_per_s']:,} rows/s in 1,000-row requests", flush=True)
     small = {"clients": 1, "rows_per_request": 10, "tps": 1.0}
     rounds = []
-    for repeat in range(args.repeats):
-        paced_solo = await mixed(http, best, writers, seconds, search_clients=0)
-        paced_mixed = await mixed(http, best, writers, seconds, search=pager(readers))
-        small_solo = await mixed(http, small, writers, seconds, search_clients=0, paced=False)
-        small_mixed = await mixed(
-            http, small, writers, seconds, search=pager(readers), search_clients=1, paced=False
-        )
-        kept = paced_mixed["rows_per_s"] / max(paced_solo["rows_per_s"], 1)
-        p50 = small_solo["write_latency"]["p50_ms"], small_mixed["write_latency"]["p50_ms"]
-        rounds.append(
-            {
-                "paced_solo": paced_solo,
-                "paced_mixed": paced_mixed,
-                "small_solo": small_solo,
-                "small_mixed": small_mixed,
-                "kept": round(kept, 3),
-                "small_p50_ratio": round(p50[1] / p50[0], 3),
-            }
-        )
-        print(
-            f"  round {repeat + 1}: paced writes {paced_solo['rows_per_s']:,} alone, "
-            f"{paced_mixed['rows_per_s']:,} beside 2 pagers ({kept:.2f}x; pages "
-            f"{paced_mixed['search_latency']}); 10-row p50 {p50[0]} ms alone, {p50[1]} ms "
-            f"beside 1 pager ({p50[1] / p50[0]:.2f}x; pages {small_mixed['search_latency']})",
-            flush=True,
-        )
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as processes:
+        for repeat in range(args.repeats):
+            paced_solo = await mixed(http, best, writers, seconds, search_clients=0)
+            paced_mixed = await mixed(
+                http, best, writers, seconds, search=pager(readers, processes)
+            )
+            small_solo = await mixed(http, small, writers, seconds, search_clients=0, paced=False)
+            small_mixed = await mixed(
+                http,
+                small,
+                writers,
+                seconds,
+                search=pager(readers, processes),
+                search_clients=1,
+                paced=False,
+            )
+            rounds.append(one_round(paced_solo, paced_mixed, small_solo, small_mixed))
+            print(f"  round {repeat + 1}: {said(rounds[-1])}", flush=True)
     kept = statistics.median(r["kept"] for r in rounds)
     ratio = statistics.median(r["small_p50_ratio"] for r in rounds)
     targets = {
@@ -138,6 +150,34 @@ async def measure(http: httpx.AsyncClient, args: argparse.Namespace) -> dict[str
         "small_p50_ratio_median": round(ratio, 3),
         "targets": targets,
     }
+
+
+def one_round(
+    paced_solo: dict[str, Any],
+    paced_mixed: dict[str, Any],
+    small_solo: dict[str, Any],
+    small_mixed: dict[str, Any],
+) -> dict[str, Any]:
+    p50 = small_solo["write_latency"]["p50_ms"], small_mixed["write_latency"]["p50_ms"]
+    return {
+        "paced_solo": paced_solo,
+        "paced_mixed": paced_mixed,
+        "small_solo": small_solo,
+        "small_mixed": small_mixed,
+        "kept": round(paced_mixed["rows_per_s"] / max(paced_solo["rows_per_s"], 1), 3),
+        "small_p50_ratio": round(p50[1] / p50[0], 3),
+    }
+
+
+def said(one: dict[str, Any]) -> str:
+    return (
+        f"paced writes {one['paced_solo']['rows_per_s']:,} rows/s alone, "
+        f"{one['paced_mixed']['rows_per_s']:,} beside 2 pagers ({one['kept']}x; pages "
+        f"{one['paced_mixed']['search_latency']}); 10-row p50 "
+        f"{one['small_solo']['write_latency']['p50_ms']} ms alone, "
+        f"{one['small_mixed']['write_latency']['p50_ms']} ms beside 1 pager "
+        f"({one['small_p50_ratio']}x; pages {one['small_mixed']['search_latency']})"
+    )
 
 
 def plot(payload: dict[str, Any]) -> Any:
