@@ -12,9 +12,9 @@ clients paging large searches, side by side in one run (bench/grid's mixed run, 
 
 The paging clients read and parse their pages in processes of their own (a page of 10,000
 rows takes tens of milliseconds of a Python client's CPU, which in the writers' process would
-delay the writes' own client). Every search must answer 200 (a failing one ends the run). The search owners hold
-``--preload`` rows each in the last hour, so that pages of 10,000 rows are full. Writes
-bench/results/search_mixed.{json,png}.
+delay the writes' own client). Every search must answer 200 (a failing one ends the run). The
+search owners hold ``--preload`` rows each in the last hour, so that pages of 10,000 rows are
+full. Writes bench/results/search_mixed.{json,png}.
 
     python -m bench.search.mixed [--seconds 10] [--repeats 3] [--clients 4]
     python -m bench.search.mixed --quick     # 3 s phases, 2 repeats, 20,000 preloaded rows
