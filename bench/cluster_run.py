@@ -26,10 +26,16 @@ def add_cluster_flags(parser: argparse.ArgumentParser, data_dir: str) -> None:
     parser.add_argument("--keep", action="store_true", help="keep the cluster's data directory")
 
 
-def run(settings: Settings, keep: bool, measurement: Measurement) -> dict[str, Any]:
-    """``measurement(client, cluster)`` on a cluster started for it and its router."""
+def run(
+    settings: Settings,
+    keep: bool,
+    measurement: Measurement,
+    router_env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """``measurement(client, cluster)`` on a cluster started for it and its router (with
+    ``router_env`` in its environment)."""
     try:
-        with bench_cluster(settings) as (cluster, router):
+        with bench_cluster(settings, router_extra_env=router_env) as (cluster, router):
             assert router is not None
 
             async def go() -> dict[str, Any]:

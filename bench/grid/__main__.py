@@ -39,9 +39,18 @@ def numbers(text: str) -> list[int]:
 
 
 async def mixed(
-    http: httpx.AsyncClient, best: dict[str, Any], owners: list[str], seconds: float
+    http: httpx.AsyncClient,
+    best: dict[str, Any],
+    owners: list[str],
+    seconds: float,
+    *,
+    search: traffic.Request | None = None,
+    search_clients: int = SEARCH_CLIENTS,
+    paced: bool = True,
 ) -> dict[str, Any]:
-    """Writes of the best cell's clients and size at half its rate, beside searches."""
+    """Writes of the best cell's clients and size at half its rate (``paced``; else as fast
+    as they go), beside ``search_clients`` clients sending ``search`` (first pages of
+    ``owners`` by default; none: the writes alone)."""
     clients, rows = best["clients"], best["rows_per_request"]
     target_tps = best["tps"] / 2
     writes, searches = await asyncio.gather(
@@ -51,10 +60,10 @@ async def mixed(
             seconds,
             clients,
             "mixed: writes",
-            pace_s=clients / target_tps,
+            pace_s=clients / target_tps if paced else 0.0,
         ),
         traffic.send_for(
-            http, traffic.searcher(owners), seconds, SEARCH_CLIENTS, "mixed: searches"
+            http, search or traffic.searcher(owners), seconds, search_clients, "mixed: searches"
         ),
     )
     rows_per_s = len(writes) * rows / seconds
@@ -65,8 +74,8 @@ async def mixed(
         "rows_per_s": round(rows_per_s),
         "kept": round(rows_per_s / (target_tps * rows), 3),
         "write_latency": cells.latency_ms(writes),
-        "search_clients": SEARCH_CLIENTS,
-        "search_latency": cells.latency_ms(searches),
+        "search_clients": search_clients,
+        "search_latency": cells.latency_ms(searches) if searches else None,
     }
 
 

@@ -35,6 +35,7 @@ def latency_ms(seconds: list[float]) -> dict[str, float]:
     ordered = sorted(seconds)
     return {
         "avg_ms": round(1000 * statistics.fmean(ordered), 2),
+        "p50_ms": round(1000 * percentile(ordered, 0.5), 2),
         "p90_ms": round(1000 * percentile(ordered, 0.9), 2),
         "max_ms": round(1000 * ordered[-1], 2),
         "requests": len(ordered),

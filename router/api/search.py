@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 import orjson
 from fastapi import APIRouter, Query
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel
 
 from router.api.deps import RuntimeDep
@@ -15,9 +15,11 @@ from router.api.responses import ERROR_DESCRIPTIONS, Responses, described, ndjso
 from router.auth.dependency import AuditRead, FlowsRead
 from router.auth.scopes import Grant
 from router.catalog.rules import owner_key_problem
+from router.db.names import Kind
 from router.errors import BadRequest, ShardlogError
 from router.models.search import AuditItem, AuditPage, FlowItem, FlowPage
 from router.runtime import Runtime
+from router.search import page
 from router.search import query as queries
 from router.search.cursor import MAX_CURSOR_CHARS
 from router.search.export import ExportFormat
@@ -222,8 +224,11 @@ async def _page(
     partial: bool,
     backend: Backend,
     consistent: bool,
-) -> dict[str, Any]:
-    return await runtime.search.search(
+) -> Response:
+    """The page as its answer model (AuditPage, FlowPage) writes it, by router/search/page.py:
+    the model stays the documented schema; a page of thousands of rows would cost more to
+    validate and write through it than to find."""
+    found = await runtime.search.search(
         query,
         _limit(runtime, limit),
         cursor,
@@ -233,6 +238,8 @@ async def _page(
         grant=grant,
         consistent=consistent,
     )
+    kind: Kind = "audit" if isinstance(query, queries.AuditQuery) else "flow"
+    return Response(await page.encode(kind, found), media_type="application/json")
 
 
 @router.get(
@@ -257,7 +264,7 @@ async def search_audit(
     partial: Partial = True,
     backend: BackendParam = "fanout",
     consistent: Consistent = False,
-) -> dict[str, Any]:
+) -> Response:
     owners = named_keys(runtime, owner, owner_prefix, "owner")
     query = audit_query(runtime, owners, start, to, q, match, order)
     return await _page(
@@ -292,7 +299,7 @@ async def search_flows(
     partial: Partial = True,
     backend: BackendParam = "fanout",
     consistent: Consistent = False,
-) -> dict[str, Any]:
+) -> Response:
     query = flow_query(
         runtime,
         named_keys(runtime, switch, switch_prefix, "switch"),

@@ -11,7 +11,11 @@ from router.search.merge import Row
 
 
 def public(row: Row) -> dict[str, Any]:
-    out = dict(row)
+    return shown(dict(row))
+
+
+def shown(out: dict[str, Any]) -> dict[str, Any]:
+    """``public`` in place: for a dict of the caller's own."""
     if "attrs" in out:
         out["attrs"] = orjson.loads(out["attrs"]) if out["attrs"] is not None else None
     if "last_seen" in out:

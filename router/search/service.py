@@ -4,6 +4,7 @@ and cut the page with its cursors."""
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -32,6 +33,7 @@ from router.search.cursor import (
 from router.search.exporter import Exporter
 from router.search.lines import ExportFormat
 from router.search.merge import Row, keep_first, merge
+from router.search.page import items_of, merge_records, shard_share, short_shards
 from router.search.query import AuditQuery, FlowQuery, covered_keys
 from router.search.snapshot import NOT_PINNED, Pin, ShardSnapshot, pinned_plan
 from router.search.streams import ShardFailure, refuse_partial
@@ -329,10 +331,10 @@ class SearchService:
         if pin is not None:
             plan, not_pinned = pinned_plan(plan, pin)
 
+        share = shard_share(limit + 1, len(plan.targets))
+
         def build(shard: str, tables: list[Any]) -> tuple[str, list[Any]]:
-            return sql.page_sql(
-                query, tables, shard, after, descending, limit + 1, pinning.of(shard)
-            )
+            return sql.page_sql(query, tables, shard, after, descending, share, pinning.of(shard))
 
         if backend == "fdw":
             records = await self._coordinator(
@@ -346,20 +348,29 @@ class SearchService:
             answers, outcome = await self.fan_out(
                 plan,
                 build,
-                keep_first(limit + 1, descending),
+                keep_first(share, descending),
                 pinning=pinning if consistent else None,
             )
             outcome.failures += [ShardFailure(s, f"{NOT_PINNED} here") for s in not_pinned]
             if consistent and pin is None:
                 pin = self._pin(plan, pinning, outcome)
                 plan, _ = pinned_plan(plan, pin)
+            full = {shard for shard, records in answers if len(records) == share}
+            completed = await self._complete(
+                query,
+                plan,
+                dict(answers),
+                full,
+                (descending, limit + 1),
+                outcome,
+                pinning.reading() if consistent else None,
+            )
             if outcome.failures and not partial_ok:
                 self._refuse_partial(outcome.failures)
-            streams = [
-                [self._row(record, shard, owners, kind) for record in records]
-                for shard, records in answers
+            rows = [
+                self._row(record, shard, owners, kind)
+                for shard, record in merge_records(completed, descending, limit + 1)
             ]
-            rows = merge(streams, descending, limit + 1)
         more = len(rows) > limit
         page = rows[:limit]
         if backwards:
@@ -376,13 +387,48 @@ class SearchService:
                 query, plan, count, partial_ok and backend == "fanout", outcome, pinned
             )
         return {
-            "items": [self.item(kind, row) for row in page],
+            "items": await items_of(page, functools.partial(self.item, kind)),
             "next_cursor": next_cursor,
             "prev_cursor": prev_cursor,
             "count": counted,
             "partial": bool(outcome.failures),
             "failed_shards": [{"shard": f.shard, "reason": f.reason} for f in outcome.failures],
         }
+
+    async def _complete(
+        self,
+        query: Query,
+        plan: SearchPlan,
+        answers: dict[str, list[Any]],
+        full: set[str],
+        order: tuple[bool, int],
+        outcome: Outcome,
+        pinning: Pinning | None,
+    ) -> list[tuple[str, list[Any]]]:
+        """The shards' answers completed until they hold the first ``wanted`` rows of all
+        (``order``: descending, wanted): a shard asked for its share (page.shard_share) whose
+        rows all made the page so far is asked for more, after its last row, until none is."""
+        descending, wanted = order
+        while short := short_shards(answers, full, descending, wanted):
+            targets = tuple(t for t in plan.targets if t.shard in short)
+
+            def build(shard: str, tables: list[Any]) -> tuple[str, list[Any]]:
+                last, cap = short[shard]
+                after = Position(last["ts"], shard, last["owner_id"], last["id"])
+                snapshot = pinning.of(shard) if pinning else None
+                return sql.page_sql(query, tables, shard, after, descending, cap, snapshot)
+
+            more, extra = await self.fan_out(
+                SearchPlan(targets),
+                build,
+                keep_first(max(cap for _, cap in short.values()), descending),
+                pinning=pinning,
+            )
+            outcome.failures += _new_failures(outcome.failures, extra.failures)
+            full = {shard for shard, records in more if len(records) >= short[shard][1]}
+            for shard, records in more:
+                answers[shard] = answers[shard] + list(records)
+        return list(answers.items())
 
     async def _count(
         self,
@@ -576,7 +622,8 @@ class SearchService:
         """The item of a row: its ref made of the row's own owner id (a page may hold rows of
         several owners), which the item then leaves out."""
         out = {k: v for k, v in row.items() if k != "owner_id"}
-        return items.public({**out, "ref": refs.of_row(kind, row["owner_id"], row)})
+        out["ref"] = refs.of_row(kind, row["owner_id"], row)
+        return items.shown(out)
 
     # --- export ------------------------------------------------------------------------
 

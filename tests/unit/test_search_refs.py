@@ -2,6 +2,7 @@
 `ref`, and the point read takes nothing of the ref into its SQL text."""
 
 import ipaddress
+import random
 import socket
 from dataclasses import replace
 from datetime import UTC, date, datetime, time, timedelta
@@ -150,3 +151,14 @@ def test_the_point_read_takes_values_as_parameters(ref: RowRef, other: RowRef) -
     if ref.flow is not None:
         assert ipaddress.ip_address(params[0]) == ipaddress.ip_address(ref.flow.src_ip)
         assert ("proto IS NULL" in text) == (ref.flow.proto is None)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_an_audit_rows_ref_is_its_row_refs_encoding(seed: int) -> None:
+    """of_row packs audit refs itself (a page makes one per row): the same text as encode."""
+    rng = random.Random(seed)
+    ts = datetime(2026, 3, 1, tzinfo=UTC) + timedelta(microseconds=rng.randrange(10**11))
+    row = {"ts": ts, "shard": rng.choice(["s1", "shard-07", "x" * 63]), "id": rng.randrange(2**62)}
+    owner = rng.randrange(1, 2**40)
+    expected = refs.encode(refs.RowRef("audit", owner, row["shard"], ts.date(), row["id"], ts=ts))
+    assert refs.of_row("audit", owner, row) == expected
