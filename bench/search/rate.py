@@ -1,12 +1,12 @@
 """bench/search/rate: the request rate of small first pages (limit 10, one owner, a random
 one-hour window of a loaded day) with 8 clients, for owners spread over the whole 6-shard group
 (every owner before the spread width) against owners of spread SHARDLOG_INGEST__SPREAD_MIN_SHARDS
-(a small owner: its rows on that many shards of its group, so a search asks only those), side
-by side in one run, alternating, medians of the repeats. Rows are loaded by COPY straight into
-each owner's day table on the shards the router would place them on (placement.spread_shards)
-and registered, as bench/search loads. Prints requests/s and CPU per request (router process,
-and the whole machine). Target: spread >= 2x the whole group's requests/s. Writes
-bench/results/search_rate.{json,png}.
+(a small owner: its rows on that many shards of its group, so a search asks only those), and
+of spread 1 for comparison, side by side in one run, in turns, medians of the repeats. Rows
+are loaded by COPY straight into each owner's day table on the shards the router would place
+them on (placement.spread_shards) and registered, as bench/search loads. Prints requests/s and
+CPU per request (the router process, and the whole machine: other work on it included).
+Target: spread >= 2x the whole group's requests/s. Writes bench/results/search_rate.{json,png}.
 
     python -m bench.search.rate [--owners 16] [--rows-per-owner 40000] [--seconds 10]
 """
@@ -141,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     spread = IngestSettings().spread_min_shards or None
     kinds: dict[str, int | None] = {"whole group": None, f"spread {spread}": spread}
+    kinds["spread 1"] = 1  # the narrowest, for comparison (no target)
     owners = {
         name: [f"rate-{name.replace(' ', '')}-{n}" for n in range(args.owners)] for name in kinds
     }
@@ -158,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             for name in kinds:  # warm-up: plans, pools, caches
                 asyncio.run(run_clients(router.url, owners[name], day, 2.0, pid))
             for repeat in range(args.repeats):
-                order = list(kinds) if repeat % 2 == 0 else list(reversed(kinds))
+                order = list(kinds)[repeat % len(kinds) :] + list(kinds)[: repeat % len(kinds)]
                 for name in order:
                     run = asyncio.run(run_clients(router.url, owners[name], day, args.seconds, pid))
                     runs[name].append(run)
@@ -174,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         name: {key: round(statistics.median(r[key] for r in results), 3) for key in results[0]}
         for name, results in runs.items()
     }
-    whole, narrow = (medians[name] for name in kinds)
+    whole, narrow = medians["whole group"], medians[f"spread {spread}"]
     ratio = round(narrow["requests_per_s"] / whole["requests_per_s"], 3)
     errors = sum(r["errors"] for results in runs.values() for r in results)
     shards_asked = {name: len(placed[owners[name][0]]) for name in kinds}
@@ -182,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         "params": {
             "owners_per_kind": args.owners,
             "rows_per_owner": args.rows_per_owner,
-            "rows": 2 * args.owners * args.rows_per_owner,
+            "rows": len(kinds) * args.owners * args.rows_per_owner,
             "shards": 12,
             "group_shards": 6,
             "clients": CLIENTS,

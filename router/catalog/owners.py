@@ -63,10 +63,7 @@ class OwnerDirectory:
                     exclusive=exclusive,
                     spread=self._audit_spread,
                 )
-            if len(self._cache) + len(fetched) > MAX_CACHED:
-                self._cache.clear()
-            for key, mapping in fetched.items():
-                self._cache[(kind, key)] = mapping
+            self._remember(kind, fetched)
             result.update(fetched)
         return result
 
@@ -82,12 +79,21 @@ class OwnerDirectory:
 
     async def lookup(self, kind: OwnerKind, key: str) -> OwnerMapping | None:
         """The mapping of an owner that may not exist, without creating one."""
-        cached = self._cache.get((kind, key))
-        return cached if cached is not None else await store.get_owner(self._metadata, kind, key)
+        return (await self.lookup_many(kind, [key])).get(key)
 
     async def lookup_many(self, kind: OwnerKind, keys: Iterable[str]) -> dict[str, OwnerMapping]:
-        """The mappings of those of ``keys`` that exist, by key, without creating any."""
+        """The mappings of those of ``keys`` that exist, by key, without creating any. Those
+        found are cached (a search of the same owner asks the metadata database no more);
+        unknown keys are not (a first write may map them any time)."""
         found, missing = self._cached(kind, keys)
         if missing:
-            found.update(await store.get_owners(self._metadata, kind, missing))
+            fetched = await store.get_owners(self._metadata, kind, missing)
+            self._remember(kind, fetched)
+            found.update(fetched)
         return found
+
+    def _remember(self, kind: OwnerKind, mappings: dict[str, OwnerMapping]) -> None:
+        if len(self._cache) + len(mappings) > MAX_CACHED:
+            self._cache.clear()
+        for key, mapping in mappings.items():
+            self._cache[(kind, key)] = mapping
