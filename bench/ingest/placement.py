@@ -1,7 +1,7 @@
 """bench/ingest/placement: how evenly an owner-day's rows lie on the shards it is spread over
 after 100+ mixed requests (1-12 owners each, 1-50 or 51-1,500 rows per owner) posted through
 the router of a 12-shard, 2-group cluster: owners mapped by hand (the whole 6-shard group) and
-owners of spread 2 (SHARDLOG_INGEST__SPREAD_MIN_SHARDS). Rows per shard are counted on the
+owners of spread 2. Rows per shard are counted on the
 shards. "Before" is the dealing the router used until now (placement.deal: one round-robin over
 a shuffled order per request) replayed on the same requests. Target: every shard of an owner-day
 holds within +/-10 % of an equal share. Writes bench/results/placement.{json,png}.
@@ -44,6 +44,9 @@ from router.settings import IngestSettings
 
 GROUP = "group1"
 TARGET_DEVIATION = 0.10
+# The spread owners' width: at least 2, so that there is a balance to measure (the default,
+# SHARDLOG_INGEST__SPREAD_MIN_SHARDS, may be 1).
+SPREAD = max(2, IngestSettings().spread_min_shards)
 Request = list[tuple[str, int]]
 
 
@@ -137,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                     json={"kind": "audit", "key": owner, "group": GROUP, "tenant": "system"},
                 )
                 mapped.raise_for_status()
-            asyncio.run(set_spreads(settings, spread, IngestSettings().spread_min_shards))
+            asyncio.run(set_spreads(settings, spread, SPREAD))
             bodies = [body(request, number) for number, request in enumerate(requests)]
             asyncio.run(send(router.url, "/v1/audit", bodies, clients=4))
             ids = {owner: owner_id(api, "audit", owner) or 0 for owner in whole + spread}
@@ -150,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     before = old_dealing(requests, ids, shards)
     rows: list[dict[str, Any]] = []
     for owner in whole + spread:
-        width = None if owner in whole else IngestSettings().spread_min_shards
+        width = None if owner in whole else SPREAD
         subset = placement.spread_shards(ids[owner], shards, width, set(shards))
         batch_rows = IngestSettings().batch_rows
         largest = max(

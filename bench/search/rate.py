@@ -2,11 +2,12 @@
 one-hour window of a loaded day) with 8 clients, for owners spread over the whole 6-shard group
 (every owner before the spread width) against owners of spread SHARDLOG_INGEST__SPREAD_MIN_SHARDS
 (a small owner: its rows on that many shards of its group, so a search asks only those), and
-of spread 1 for comparison, side by side in one run, in turns, medians of the repeats. Rows
-are loaded by COPY straight into each owner's day table on the shards the router would place
-them on (placement.spread_shards) and registered, as bench/search loads. Prints requests/s and
-CPU per request (the router process, and the whole machine: other work on it included).
-Target: spread >= 2x the whole group's requests/s. Writes bench/results/search_rate.{json,png}.
+of spread 1 or 2 (the other) for comparison, side by side in one run, in turns, medians of
+the repeats. Rows are loaded by COPY straight into each owner's day table on the shards the
+router would place them on (placement.spread_shards) and registered, as bench/search loads.
+Prints requests/s and CPU per request: the router process, the cluster's PostgreSQL processes,
+and the whole machine (other work on it included). Target: spread >= 2x the whole group's
+requests/s. Writes bench/results/search_rate.{json,png}.
 
     python -m bench.search.rate [--owners 16] [--rows-per-owner 40000] [--seconds 10]
 """
@@ -89,8 +90,37 @@ async def load(
     return placed
 
 
+def postgres_pids(data_dir: Path) -> list[int]:
+    """The benchmark cluster's PostgreSQL processes: its postmasters (started with a data
+    directory under ``data_dir``) and their children (backends, background workers)."""
+    parents: dict[int, int] = {}
+    masters: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes()
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+        if str(data_dir).encode() in command:
+            masters.add(int(entry.name))
+    return sorted(masters | {pid for pid, parent in parents.items() if parent in masters})
+
+
+def postgres_cpu(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        try:
+            total += cpu_seconds(pid)
+        except OSError:
+            continue  # ended meanwhile
+    return total
+
+
 async def run_clients(
-    url: str, owners: list[str], day: datetime, seconds: float, pid: int
+    url: str, owners: list[str], day: datetime, seconds: float, pid: int, data_dir: Path
 ) -> dict[str, float]:
     """CLIENTS clients asking small first pages of random owners and hours for ``seconds``."""
     latencies: list[float] = []
@@ -115,16 +145,22 @@ async def run_clients(
                     errors += 1
                 latencies.append((time.perf_counter() - began) * 1000)
 
+    # Backends live as long as the router's pooled connections: those of the run are there
+    # at its start (the warm-up opened them).
+    pids = postgres_pids(data_dir)
     cpu, busy, began = cpu_seconds(pid), machine_busy_seconds(), time.monotonic()
+    pg = postgres_cpu(pids)
     deadline = began + seconds
     await asyncio.gather(*(client(n) for n in range(CLIENTS)))
     elapsed = time.monotonic() - began
+    pg = postgres_cpu(pids) - pg
     requests = len(latencies)
     return {
         "requests": requests,
         "errors": errors,
         "requests_per_s": requests / elapsed,
         "router_cpu_ms_per_request": 1000 * (cpu_seconds(pid) - cpu) / requests,
+        "postgres_cpu_ms_per_request": 1000 * pg / requests,
         "machine_cpu_ms_per_request": 1000 * (machine_busy_seconds() - busy) / requests,
         "p50_ms": statistics.median(latencies),
     }
@@ -141,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     spread = IngestSettings().spread_min_shards or None
     kinds: dict[str, int | None] = {"whole group": None, f"spread {spread}": spread}
-    kinds["spread 1"] = 1  # the narrowest, for comparison (no target)
+    other = 2 if spread == 1 else 1
+    kinds[f"spread {other}"] = other  # for comparison (no target)
     owners = {
         name: [f"rate-{name.replace(' ', '')}-{n}" for n in range(args.owners)] for name in kinds
     }
@@ -157,15 +194,18 @@ def main(argv: list[str] | None = None) -> int:
             wanted = {key: kinds[name] for name, keys in owners.items() for key in keys}
             placed = asyncio.run(load(settings, router.url, wanted, args.rows_per_owner, day))
             for name in kinds:  # warm-up: plans, pools, caches
-                asyncio.run(run_clients(router.url, owners[name], day, 2.0, pid))
+                asyncio.run(run_clients(router.url, owners[name], day, 2.0, pid, data_dir))
             for repeat in range(args.repeats):
                 order = list(kinds)[repeat % len(kinds) :] + list(kinds)[: repeat % len(kinds)]
                 for name in order:
-                    run = asyncio.run(run_clients(router.url, owners[name], day, args.seconds, pid))
+                    run = asyncio.run(
+                        run_clients(router.url, owners[name], day, args.seconds, pid, data_dir)
+                    )
                     runs[name].append(run)
                     print(
                         f"  {name:<12} {run['requests_per_s']:7.0f} requests/s, router CPU "
-                        f"{run['router_cpu_ms_per_request']:.2f} ms/request, p50 "
+                        f"{run['router_cpu_ms_per_request']:.2f} ms/request, PostgreSQL "
+                        f"{run['postgres_cpu_ms_per_request']:.2f} ms/request, p50 "
                         f"{run['p50_ms']:.1f} ms, errors {run['errors']:.0f}",
                         flush=True,
                     )
@@ -178,6 +218,13 @@ def main(argv: list[str] | None = None) -> int:
     whole, narrow = medians["whole group"], medians[f"spread {spread}"]
     ratio = round(narrow["requests_per_s"] / whole["requests_per_s"], 3)
     errors = sum(r["errors"] for results in runs.values() for r in results)
+    # Router + PostgreSQL CPU per request: what bounds the rate on an otherwise idle machine
+    # (this one is shared: the rates above move with everything else running on it).
+    cpu = {
+        name: m["router_cpu_ms_per_request"] + m["postgres_cpu_ms_per_request"]
+        for name, m in medians.items()
+    }
+    cpu_ratio = round(cpu["whole group"] / cpu[f"spread {spread}"], 3)
     shards_asked = {name: len(placed[owners[name][0]]) for name in kinds}
     payload = {
         "params": {
@@ -196,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
         "runs": runs,
         "medians": medians,
         "ratio_spread_vs_whole_group": ratio,
+        "cpu_ms_per_request": {name: round(value, 3) for name, value in cpu.items()},
+        "cpu_ratio_whole_group_vs_spread": cpu_ratio,
         "errors": errors,
         "targets": {
             "spread_vs_whole_group_requests_per_s": verdict(ratio, TARGET_RATIO, at_most=False),
@@ -207,10 +256,12 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{name:<12} ({shards_asked[name]} shards asked): {figures['requests_per_s']:.0f} "
             f"requests/s, router CPU {figures['router_cpu_ms_per_request']:.2f} ms/request, "
+            f"PostgreSQL CPU {figures['postgres_cpu_ms_per_request']:.2f} ms/request, "
             f"machine CPU {figures['machine_cpu_ms_per_request']:.2f} ms/request, p50 "
             f"{figures['p50_ms']:.1f} ms"
         )
     print(f"spread vs whole group: {ratio:.2f}x requests/s (target >= {TARGET_RATIO}x)")
+    print(f"router + PostgreSQL CPU per request, whole group / spread: {cpu_ratio:.2f}x")
     failed = False
     if ratio < TARGET_RATIO:
         print(
@@ -234,7 +285,7 @@ def plot(figure: Any, medians: dict[str, dict[str, float]]) -> None:
         labels,
         {
             "router": [m["router_cpu_ms_per_request"] for m in medians.values()],
-            "machine": [m["machine_cpu_ms_per_request"] for m in medians.values()],
+            "PostgreSQL": [m["postgres_cpu_ms_per_request"] for m in medians.values()],
         },
     )
     cpu.set_ylabel("CPU ms per request")

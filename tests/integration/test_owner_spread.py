@@ -16,6 +16,7 @@ from bench.shard_view import day_tables, owner_id
 from router.catalog import store
 from router.errors import Invalid, NotFound
 from router.routing.placement import spread_order
+from router.settings import IngestSettings
 from tests.support import eventually, map_audit_owner, run_cli
 
 NOW = datetime.now(UTC).replace(microsecond=0)
@@ -168,5 +169,5 @@ async def test_owners_first_mapped_by_a_write_get_the_configured_spread(api, cat
     key = f"spread-{uuid.uuid4().hex[:10]}"
     write(api, key, 10, "first")
     mapping = await store.get_owner(catalog_pool, "audit", key)
-    assert mapping is not None and mapping.spread == 2  # SHARDLOG_INGEST__SPREAD_MIN_SHARDS
+    assert mapping is not None and mapping.spread == IngestSettings().spread_min_shards
     assert search_all(api, key) == contents(("first", 10))
