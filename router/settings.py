@@ -191,7 +191,7 @@ class IngestSettings(Section):
     )
     batch_rows: int = Field(20_000, ge=1, description="Rows per COPY into one day table.")
     spread_min_shards: int = Field(
-        1,
+        2,
         ge=0,
         description="How many shards of its group a new audit owner's rows go to (its spread "
         "width; searches of it ask only those); 0: the whole group. Owners mapped before keep "
