@@ -75,8 +75,8 @@ class Runtime:
     def build(cls, settings: Settings, metadata: asyncpg.Pool, metrics: Metrics) -> Runtime:
         catalog = CatalogCache(metadata, catalog_login.catalog_dsn(settings), settings.catalog)
         pools = ShardPools(settings.pools)
-        owners = OwnerDirectory(metadata, catalog)
         ingest = settings.ingest
+        owners = OwnerDirectory(metadata, catalog, audit_spread=ingest.spread_min_shards or None)
         idempotency = IdempotencyStore(metadata, ingest.idempotency_lease_s, ingest.retry_after_s)
         hub = TailHub(catalog, pools, metadata, settings.pools, settings.tail, metrics)
         commit_signal = CommitSignal(hub, pools)

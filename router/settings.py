@@ -196,6 +196,20 @@ class IngestSettings(Section):
         "while the shard fails over; ttl 20 s + promotion fit in the default.",
     )
     batch_rows: int = Field(20_000, ge=1, description="Rows per COPY into one day table.")
+    spread_min_shards: int = Field(
+        2,
+        ge=0,
+        description="How many shards of its group a new audit owner's rows go to (its spread "
+        "width; searches of it ask only those); 0: the whole group. Owners mapped before keep "
+        "the whole group.",
+    )
+    spread_rows_per_shard: int = Field(
+        250_000,
+        ge=1,
+        description="Rows of one owner-day per shard of its spread before the spread doubles "
+        "(counted by each router since it started); at the group's size it becomes the whole "
+        "group, also for shards added later.",
+    )
     audit_index: Literal["btree", "brin"] = "btree"
     flow_index: Literal["btree", "brin"] = "brin"
     idempotency_lease_s: float = Field(

@@ -244,3 +244,19 @@ class TestedHelper(CollectorProcess):
 
     def metric(self, name: str, **labels: str) -> float:
         return scrape(self.metrics_url, name, **labels)
+
+
+def map_audit_owner(api: httpx.Client, prefix: str) -> tuple[str, str]:
+    """A new audit owner mapped by hand (tenant system) to the first group of the local
+    topology (other tests add groups without shards): its key and group."""
+    key = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    group = sorted(
+        s["group"]
+        for s in api.get("/v1/admin/shards").json()
+        if s["name"].startswith("shard") and s["state"] == "active"
+    )[0]
+    response = api.put(
+        "/v1/admin/owners", json={"kind": "audit", "key": key, "group": group, "tenant": "system"}
+    )
+    assert response.status_code == 200, response.text
+    return key, group

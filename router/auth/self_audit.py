@@ -159,7 +159,7 @@ async def standalone(settings: Settings) -> AsyncIterator[SelfAudit]:
         await shard_pools.reconcile(snapshot)
         ingest = settings.ingest
         metrics = Metrics()
-        owners = OwnerDirectory(metadata, catalog)
+        owners = OwnerDirectory(metadata, catalog, audit_spread=ingest.spread_min_shards or None)
         service = IngestService(
             catalog,
             owners,

@@ -16,9 +16,14 @@ MAX_CACHED = 200_000
 
 
 class OwnerDirectory:
-    def __init__(self, metadata: asyncpg.Pool, catalog: CatalogCache) -> None:
+    def __init__(
+        self, metadata: asyncpg.Pool, catalog: CatalogCache, *, audit_spread: int | None = None
+    ) -> None:
+        """``audit_spread``: the spread width new audit owners are recorded with (None: the
+        whole group)."""
         self._metadata = metadata
         self._catalog = catalog
+        self._audit_spread = audit_spread
         self._cache: dict[tuple[str, str], OwnerMapping] = {}
 
     async def on_catalog(self, _snapshot: CatalogSnapshot) -> None:
@@ -56,22 +61,39 @@ class OwnerDirectory:
                     unknown,
                     tenant,
                     exclusive=exclusive,
+                    spread=self._audit_spread,
                 )
-            if len(self._cache) + len(fetched) > MAX_CACHED:
-                self._cache.clear()
-            for key, mapping in fetched.items():
-                self._cache[(kind, key)] = mapping
+            self._remember(kind, fetched)
             result.update(fetched)
         return result
 
+    async def widen(self, mapping: OwnerMapping, spread: int | None) -> OwnerMapping:
+        """Widen an owner's spread (store.widen_spread: never narrower) and cache the mapping
+        as recorded; the catalog's NOTIFY makes the other routers reload it."""
+        with unavailable_when_unreachable("metadata database", retry_after_s=1):
+            recorded = await store.widen_spread(self._metadata, mapping.kind, mapping.id, spread)
+        if recorded is None:  # removed meanwhile (retention): place as it was mapped
+            return mapping
+        self._cache[(mapping.kind, mapping.key)] = recorded
+        return recorded
+
     async def lookup(self, kind: OwnerKind, key: str) -> OwnerMapping | None:
         """The mapping of an owner that may not exist, without creating one."""
-        cached = self._cache.get((kind, key))
-        return cached if cached is not None else await store.get_owner(self._metadata, kind, key)
+        return (await self.lookup_many(kind, [key])).get(key)
 
     async def lookup_many(self, kind: OwnerKind, keys: Iterable[str]) -> dict[str, OwnerMapping]:
-        """The mappings of those of ``keys`` that exist, by key, without creating any."""
+        """The mappings of those of ``keys`` that exist, by key, without creating any. Those
+        found are cached (a search of the same owner asks the metadata database no more);
+        unknown keys are not (a first write may map them any time)."""
         found, missing = self._cached(kind, keys)
         if missing:
-            found.update(await store.get_owners(self._metadata, kind, missing))
+            fetched = await store.get_owners(self._metadata, kind, missing)
+            self._remember(kind, fetched)
+            found.update(fetched)
         return found
+
+    def _remember(self, kind: OwnerKind, mappings: dict[str, OwnerMapping]) -> None:
+        if len(self._cache) + len(mappings) > MAX_CACHED:
+            self._cache.clear()
+        for key, mapping in mappings.items():
+            self._cache[(kind, key)] = mapping

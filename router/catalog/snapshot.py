@@ -58,6 +58,9 @@ class OwnerMapping:
     assigned_by: Literal["rule", "admin"]
     id: int
     tenant: str
+    # Audit: how many shards of its group new rows go to (None: all of them); see
+    # router/routing/placement.py spread_shards.
+    spread: int | None = None
 
 
 @dataclass(frozen=True)

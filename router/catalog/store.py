@@ -333,11 +333,13 @@ async def resolve_owners(
     tenant: str,
     *,
     exclusive: bool = True,
+    spread: int | None = None,
 ) -> dict[str, OwnerMapping]:
     """Every owner's group; unmapped owners are given one by the stable rule and recorded as
-    ``tenant``'s. Concurrent first writes from several routers agree: the first recorded
-    mapping (group and tenant) wins. With ``exclusive``, when some key already belongs to
-    another tenant nothing is claimed: the mapped keys are returned, the caller refuses."""
+    ``tenant``'s, audit owners with ``spread`` (None: the whole group). Concurrent first
+    writes from several routers agree: the first recorded mapping (group and tenant) wins.
+    With ``exclusive``, when some key already belongs to another tenant nothing is claimed:
+    the mapped keys are returned, the caller refuses."""
     wanted = sorted(set(keys))
     found = await _owners(db, kind, wanted)
     if exclusive and any(m.tenant != tenant for m in found.values()):
@@ -352,13 +354,14 @@ async def resolve_owners(
             raise Unavailable("no shard group has an active shard")
         groups = [choose_group(kind, key, candidates) for key in missing]
         await db.execute(
-            "INSERT INTO owners (kind, key, group_name, assigned_by, tenant) "
-            "SELECT $1, key, group_name, 'rule', $4 FROM unnest($2::text[], $3::text[]) "
+            "INSERT INTO owners (kind, key, group_name, assigned_by, tenant, spread) "
+            "SELECT $1, key, group_name, 'rule', $4, $5 FROM unnest($2::text[], $3::text[]) "
             "AS new (key, group_name) ON CONFLICT (kind, key) DO NOTHING",
             kind,
             missing,
             groups,
             tenant,
+            spread if kind == "audit" else None,
         )
         found.update(await _owners(db, kind, missing))
     return found
@@ -380,13 +383,55 @@ async def resolve_owner(
     return (await resolve_owners(db, snapshot, kind, [key], tenant, exclusive=False))[key]
 
 
-OWNER_COLUMNS = "kind, key, group_name, assigned_by, id, tenant"
+OWNER_COLUMNS = "kind, key, group_name, assigned_by, id, tenant, spread"
 
 
 def _owner(row: Any) -> OwnerMapping:
     return OwnerMapping(
-        row["kind"], row["key"], row["group_name"], row["assigned_by"], row["id"], row["tenant"]
+        row["kind"],
+        row["key"],
+        row["group_name"],
+        row["assigned_by"],
+        row["id"],
+        row["tenant"],
+        row["spread"],
     )
+
+
+async def widen_spread(
+    db: Executor, kind: str, owner_id: int, spread: int | None
+) -> OwnerMapping | None:
+    """Widen an owner's spread to ``spread`` (None: the whole group); never narrows it, so
+    routers widening at once agree on the widest. Returns the mapping as recorded now (None:
+    no such owner)."""
+    if spread is not None and spread < 1:
+        raise Invalid("spread must be at least 1 (or none: the whole group)", "spread")
+    await db.execute(
+        "UPDATE owners SET spread = $3, updated_at = now() WHERE kind = $1 AND id = $2 "
+        "AND spread IS NOT NULL AND ($3::integer IS NULL OR spread < $3)",
+        kind,
+        owner_id,
+        spread,
+    )
+    return await get_owner_by_id(db, kind, owner_id)
+
+
+async def set_spread(db: Executor, kind: str, key: str, spread: int | None) -> OwnerMapping:
+    """Set an owner's spread by hand, narrower too (its rows written so far stay where they
+    are: searches find them through day_tables)."""
+    rules.check_kind(kind)
+    if spread is not None and spread < 1:
+        raise Invalid("spread must be at least 1 (or none: the whole group)", "spread")
+    row = await db.fetchrow(
+        "UPDATE owners SET spread = $3, updated_at = now() WHERE kind = $1 AND key = $2 "
+        f"RETURNING {OWNER_COLUMNS}",
+        kind,
+        key,
+        spread,
+    )
+    if row is None:
+        raise NotFound(f"{kind} owner is not mapped", "key")
+    return _owner(row)
 
 
 @asynccontextmanager

@@ -17,12 +17,13 @@ from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
 from router.catalog.snapshot import CatalogSnapshot, OwnerKind, OwnerMapping
 from router.db.dsn import multi_host
-from router.db.names import DayTable, day_table
+from router.db.names import DayTable, day_table, parse_day_table
 from router.db.shard_health import ShardHealth
 from router.errors import Conflict, Invalid, TooLarge, Unavailable
 from router.ingest import typed
 from router.ingest.body import LineBlock, LineTooLong, too_long
 from router.ingest.idempotency import Claim, IdempotencyStore
+from router.ingest.owner_days import OwnerDayCounts
 from router.ingest.records import (
     MAX_BIGINT,
     AuditRow,
@@ -81,6 +82,7 @@ class IngestService:
         self._health = health
         self._settings = settings
         self._metrics = metrics
+        self._counts = OwnerDayCounts()
 
     def request_limits(self) -> Limits:
         """The record limits of one request (a fresh set: it caches valid keys)."""
@@ -221,7 +223,7 @@ class IngestService:
         snapshot = self._catalog.snapshot
         owners = await self._owned(request, "audit", rows, "owner")
         tables: dict[DayTable, list[tuple[Any, ...]]] = {}
-        group_of: dict[DayTable, str] = {}
+        mapping_of: dict[DayTable, OwnerMapping] = {}
         seen: dict[tuple[int, date], DayTable] = {}
         # The COPY rows of each (owner, day): one look-up per row (this loop runs per row).
         rows_of: dict[tuple[str, date], list[tuple[Any, ...]]] = {}
@@ -240,30 +242,22 @@ class IngestService:
                         snapshot, mapping, ts, row.position, request.label, seen
                     )
                     target = rows_of[(row.owner, day)] = tables.setdefault(table, [])
-                    group_of[table] = mapping.group
+                    mapping_of[table] = mapping
                 target.append((ts, row.content, row.attrs))
+        group_of = {table: mapping.group for table, mapping in mapping_of.items()}
 
         rng = placement.rng_for(request.key)
-        planned: dict[str, Any] = {}  # part id -> {start, stop, shard}
-        for group in sorted(set(group_of.values())):
-            shards = self._usable(snapshot, group)
-            ids: list[str] = []
-            for table in sorted(t for t in tables if group_of[t] == group):
-                for number, span in enumerate(
-                    placement.split(len(tables[table]), self._settings.batch_rows, len(shards))
-                ):
-                    part_id = f"{table.name}:{number}"
-                    ids.append(part_id)
-                    planned[part_id] = {"start": span.start, "stop": span.stop}
-            for part_id, shard in placement.deal(ids, shards, rng).items():
-                planned[part_id]["shard"] = shard
-
+        planned = await self._deal_audit(snapshot, tables, mapping_of, rng)
         claim = await self._claim(
             request, "audit", {"now": default_ts.isoformat(), "parts": planned}
         )
         if claim is not None and claim.result is not None:
+            self._count_parts(planned, -1)
             return claim.result
         recorded = claim.placement["parts"] if claim is not None else planned
+        if recorded is not planned:  # a retry writes where its first attempt placed the rows
+            self._count_parts(planned, -1)
+            self._count_parts(recorded, 1)
         by_name = {table.name: table for table in tables}
         parts = []
         for part_id, spot in recorded.items():
@@ -284,14 +278,63 @@ class IngestService:
 
         return await self._run(claim, parts, write, {"accepted": len(rows)}, "audit")
 
-    def _usable(self, snapshot: CatalogSnapshot, group: str) -> list[str]:
+    async def _deal_audit(
+        self,
+        snapshot: CatalogSnapshot,
+        tables: dict[DayTable, list[tuple[Any, ...]]],
+        mapping_of: dict[DayTable, OwnerMapping],
+        rng: Any,
+    ) -> dict[str, Any]:
+        """Part id -> {start, stop, shard}: each owner-day's rows cut into parts, each part
+        dealt to the shard of the owner's spread holding the fewest rows of that owner-day
+        (counted here as they are dealt)."""
+        self._counts.roll(datetime.now(UTC).date())
+        planned: dict[str, Any] = {}
+        current: dict[int, OwnerMapping] = {}
+        for table in sorted(tables):
+            mapping = current.setdefault(table.owner_id, mapping_of[table])
+            shards = self._active(snapshot, mapping.group)
+            count = len(tables[table])
+            spread = placement.widened(
+                mapping.spread,
+                len(shards),
+                self._counts.rows(table.owner_id, table.day) + count,
+                self._settings.spread_rows_per_shard,
+            )
+            if spread != mapping.spread:
+                mapping = current[table.owner_id] = await self._owners.widen(mapping, spread)
+            usable = set(self._health.usable(shards))
+            subset = placement.spread_shards(table.owner_id, shards, mapping.spread, usable)
+            spans = {
+                f"{table.name}:{number}": span
+                for number, span in enumerate(
+                    placement.split(count, self._settings.batch_rows, len(subset))
+                )
+            }
+            held = self._counts.held(table.owner_id, table.day)
+            dealt = placement.deal_least(
+                [(part_id, len(span)) for part_id, span in spans.items()], subset, held, rng
+            )
+            for part_id, span in spans.items():
+                planned[part_id] = {"start": span.start, "stop": span.stop, "shard": dealt[part_id]}
+                self._counts.add(table.owner_id, table.day, dealt[part_id], len(span))
+        return planned
+
+    def _count_parts(self, parts: dict[str, Any], sign: int) -> None:
+        for part_id, spot in parts.items():
+            table = parse_day_table(part_id.rsplit(":", 1)[0])
+            if table is not None:
+                rows = sign * (spot["stop"] - spot["start"])
+                self._counts.add(table.owner_id, table.day, spot["shard"], rows)
+
+    def _active(self, snapshot: CatalogSnapshot, group: str) -> tuple[str, ...]:
         shards = snapshot.active_shards(group)
         if not shards:
             raise Unavailable(
                 f"shard group {group!r} has no active shard",
                 retry_after_s=self._settings.retry_after_s,
             )
-        return self._health.usable(shards)
+        return shards
 
     async def _write_audit_part(
         self, part: Part, group: str, claim: Claim | None, ledger_key: str, rng: Any

@@ -2,8 +2,12 @@
 
 Audit rows may live on any shard of their owner's group, so a request's rows are cut into parts
 (at most ``batch_rows`` each; large tables into at least one part per shard so that every shard
-works in parallel) and the parts are dealt to the group's healthy shards in a random order,
-seeded by the Idempotency-Key when there is one.
+works in parallel). An owner's rows go to the first ``spread`` shards of its group in its own
+rendezvous order (highest random weight of (owner id, shard name): every router agrees, and a
+wider spread keeps the shards of a narrower one), or to the whole group when its spread is None.
+Each part goes to the shard of that subset holding the fewest rows of its owner-day so far
+(``deal_least``, over a router-side count), ties broken in a random order seeded by the
+Idempotency-Key when there is one.
 
 Flows are placed by a hash of their 5-tuple so that a repeated flow meets its earlier row and
 merges with it. Jump consistent hashing over the group's shards in name order: adding a shard
@@ -16,7 +20,7 @@ import hashlib
 import math
 import random
 import zlib
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 MIN_PART_ROWS = 1000
 _MIX = 0x9E3779B97F4A7C15
@@ -50,6 +54,68 @@ def deal(parts: Sequence[str], shards: Sequence[str], rng: random.Random) -> dic
     order = list(shards)
     rng.shuffle(order)
     return {part: order[index % len(order)] for index, part in enumerate(parts)}
+
+
+def _weight(owner_id: int, shard: str) -> int:
+    digest = hashlib.blake2b(b"%d|%b" % (owner_id, shard.encode()), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+def spread_order(owner_id: int, shards: Iterable[str]) -> list[str]:
+    """The owner's rendezvous order of ``shards``: heaviest weight first, by name on a tie."""
+    return sorted(shards, key=lambda shard: (-_weight(owner_id, shard), shard))
+
+
+def spread_shards(
+    owner_id: int, shards: Sequence[str], spread: int | None, usable: Collection[str]
+) -> list[str]:
+    """The shards an owner's new rows may go to: the first ``spread`` of its rendezvous order
+    over ``shards`` (all of them when ``spread`` is None) that are ``usable``; when none of
+    those is, the first usable shard after them (a search finds it: the day-table registry
+    records every shard written to)."""
+    if not shards:
+        raise ValueError("no shard to place parts on")
+    order = spread_order(owner_id, shards)
+    width = len(order) if spread is None else max(1, min(spread, len(order)))
+    chosen = [shard for shard in order[:width] if shard in usable]
+    if chosen:
+        return chosen
+    beyond = [shard for shard in order[width:] if shard in usable]
+    return beyond[:1] or order[:width]
+
+
+def widened(spread: int | None, shards: int, day_rows: int, rows_per_shard: int) -> int | None:
+    """The spread an owner needs once one of its owner-days holds ``day_rows``: doubled until
+    each of its shards holds at most ``rows_per_shard`` of that day, None (the whole group)
+    once that reaches the group's ``shards``. Never narrower than ``spread``."""
+    if spread is None or day_rows <= spread * rows_per_shard:
+        return spread
+    width = max(1, spread)
+    while day_rows > width * rows_per_shard and width < shards:
+        width *= 2
+    return None if width >= shards else width
+
+
+def deal_least(
+    parts: Sequence[tuple[str, int]],
+    shards: Sequence[str],
+    held: Mapping[str, int],
+    rng: random.Random,
+) -> dict[str, str]:
+    """Give each part of one owner-day, given as (part id, rows), a shard of ``shards``: the
+    one holding the fewest rows of that owner-day so far (``held``, plus the parts dealt
+    before it), larger parts first, ties broken by a shuffled order of ``shards``."""
+    if not shards:
+        raise ValueError("no shard to place parts on")
+    order = list(shards)
+    rng.shuffle(order)
+    load = {shard: held.get(shard, 0) for shard in order}
+    dealt: dict[str, str] = {}
+    for part, rows in sorted(parts, key=lambda part: -part[1]):
+        shard = min(order, key=load.__getitem__)
+        dealt[part] = shard
+        load[shard] += rows
+    return dealt
 
 
 def fallback(shards: Sequence[str], excluded: set[str], rng: random.Random) -> str | None:

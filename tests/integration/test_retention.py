@@ -9,7 +9,6 @@ import json
 import subprocess
 import threading
 import time
-import uuid
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import pytest
 
 from bench.shard_view import catalog_shards, day_tables, owner_id, shard_sql
 from router.settings import Settings
-from tests.support import eventually, run_cli
+from tests.support import eventually, map_audit_owner, run_cli
 
 TODAY = datetime.now(UTC).date()
 HOSTILE = 'tab\there, newline\nthere, back\\slash, quote\' "double", ünïcødé ✓'
@@ -29,17 +28,7 @@ def midnight(days_ago: int) -> datetime:
 
 
 def new_owner(api, keep_days: int = 40, archive: bool = False) -> tuple[str, str]:
-    key = f"ret-{uuid.uuid4().hex[:10]}"
-    # Other tests add groups without shards: take one of the local topology's.
-    group = sorted(
-        s["group"]
-        for s in api.get("/v1/admin/shards").json()
-        if s["name"].startswith("shard") and s["state"] == "active"
-    )[0]
-    response = api.put(
-        "/v1/admin/owners", json={"kind": "audit", "key": key, "group": group, "tenant": "system"}
-    )
-    assert response.status_code == 200, response.text
+    key, group = map_audit_owner(api, "ret")
     set_policy(api, key, group, keep_days, archive)
     return key, group
 
