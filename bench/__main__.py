@@ -1,5 +1,6 @@
-"""Run every benchmark under bench/ (each a sub-package with a __main__ module), then render
-bench/results/index.html from their results."""
+"""Run every benchmark under bench/ (each a sub-package with a __main__ module, and the
+measurements that live as modules beside one), then render bench/results/index.html from
+their results."""
 
 from __future__ import annotations
 
@@ -9,10 +10,22 @@ from pathlib import Path
 
 from bench import overview
 
+# Benchmarks that are a module of a package rather than a package (each runs alone too).
+MODULES = (
+    "ingest.cpu",
+    "ingest.small",
+    "ingest.storage",
+    "ingest.merge_variants",
+    "ingest.placement",
+    "search.rate",
+    "search.mixed",
+    "search.export",
+)
+
 
 def main() -> int:
     here = Path(__file__).parent
-    suites = sorted(p.parent.name for p in here.glob("*/__main__.py"))
+    suites = [*sorted(p.parent.name for p in here.glob("*/__main__.py")), *MODULES]
     if not suites:
         print("bench: no benchmarks yet")
         return 0
