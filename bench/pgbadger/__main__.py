@@ -2,8 +2,9 @@
 and one-page searches through the router while every shard logs every statement
 (log_min_duration_statement = 0, a pgBadger prefix; reloaded for the pass only), then a
 pgBadger HTML report over every shard log into bench/results/pgbadger/ and pg_stat_statements'
-top 20 per shard, day tables folded so that the write path (the COPY) and the search page are
-one entry each. Targets: each report counts both within 5 % of the requests sent.
+top 20 per shard, day tables folded so that the write path (its one statement, or the COPY)
+and the search page are one entry each. Targets: each report counts both within 5 % of the
+requests sent.
 
 Each shard is its own group (one shard per owner), so that one request is one statement: in a
 group of k shards a search runs on each shard that holds the owner's table.
@@ -45,7 +46,7 @@ def plot(payload: dict[str, Any]) -> Any:
         axes = figure.add_subplot(1, 2, 2)
         harness.grouped_bars(
             axes,
-            ["write (COPY)", "search page"],
+            ["write (one statement or COPY)", "search page"],
             {
                 "sent": [sent["write"], sent["search"]],
                 "pg_stat_statements": [

@@ -64,7 +64,11 @@ def count(report: dict[str, Any], start: str, part: str) -> int:
 
 
 def write_path_count(report: dict[str, Any]) -> int:
-    return count(report, "copy ", '"audit_on_yyyymmdd"')
+    """The one-statement write of a small part, and the COPY of a larger one
+    (statements.write_path)."""
+    return count(report, "with ", 'insert into "audit_on_yyyymmdd"') + count(
+        report, "copy ", '"audit_on_yyyymmdd"'
+    )
 
 
 def search_page_count(report: dict[str, Any]) -> int:

@@ -91,9 +91,13 @@ async def read(instance: PostgresInstance) -> ShardStatements:
 
 
 def write_path(entries: list[Statement]) -> Statement | None:
-    """The COPY of audit rows into a day table (one per write request of fewer than 1,000
-    rows: router/routing/placement.py)."""
-    return _one(entries, WRITER, "COPY ", '"audit_oN_YYYYMMDD"')
+    """The write of a part of audit rows into a day table (one per write request of fewer than
+    1,000 rows: router/routing/placement.py): the one statement that claims the ledger row and
+    inserts the rows (router/ingest/statements.py, parts up to ONE_STATEMENT_ROWS), or the COPY
+    of a larger part."""
+    return _one(entries, WRITER, "WITH ", 'INSERT INTO "audit_oN_YYYYMMDD"') or _one(
+        entries, WRITER, "COPY ", '"audit_oN_YYYYMMDD"'
+    )
 
 
 def search_page(entries: list[Statement]) -> Statement | None:
