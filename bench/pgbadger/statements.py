@@ -95,9 +95,24 @@ def write_path(entries: list[Statement]) -> Statement | None:
     1,000 rows: router/routing/placement.py): the one statement that claims the ledger row and
     inserts the rows (router/ingest/statements.py, parts up to ONE_STATEMENT_ROWS), or the COPY
     of a larger part."""
-    return _one(entries, WRITER, "WITH ", 'INSERT INTO "audit_oN_YYYYMMDD"') or _one(
-        entries, WRITER, "COPY ", '"audit_oN_YYYYMMDD"'
-    )
+    one_statement = [
+        e
+        for e in entries
+        if e.role == WRITER
+        and e.query.startswith("WITH ")
+        and 'INSERT INTO "audit_oN_YYYYMMDD"' in e.query
+    ]
+    if one_statement:
+        # pg_stat_statements may keep the one statement under two query ids (its text with
+        # constants as written, and normalised): one entry, their calls summed.
+        return Statement(
+            WRITER,
+            one_statement[0].query,
+            sum(e.calls for e in one_statement),
+            sum(e.total_ms for e in one_statement),
+            sum(e.rows for e in one_statement),
+        )
+    return _one(entries, WRITER, "COPY ", '"audit_oN_YYYYMMDD"')
 
 
 def search_page(entries: list[Statement]) -> Statement | None:
