@@ -19,9 +19,11 @@ from starlette.requests import ClientDisconnect
 from router.api import (
     access,
     admin,
+    console,
     es_bulk,
     exporters,
     health,
+    identity,
     ingest,
     lifecycle,
     loki,
@@ -104,6 +106,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(loki.router)
     app.include_router(otlp.router)
     app.include_router(es_bulk.router)
+    app.include_router(identity.router)
+    app.include_router(console.router)
     _install_error_handlers(app, metrics)
     _install_disconnect_handler(app, metrics)
     app.add_middleware(Authenticate, render=_error_response)

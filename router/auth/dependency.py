@@ -1,7 +1,7 @@
 """The one dependency every /v1 route declares, as Annotated aliases: ``AuditWrite``,
 ``AuditRead``, ``FlowsWrite``, ``FlowsRead``, ``AuditReport``, ``FlowsReport`` (``reports``
 plus the read scope), ``Reports``, ``AuditTail``, ``FlowsTail`` (``tail`` plus the read scope),
-``Admin``. Each takes
+``Admin``, ``AnyToken`` (a valid token, no scope: ``GET /v1/whoami``). Each takes
 the caller the authentication middleware found (router/auth/middleware.py: 401 before the
 body is read; authenticated here when a request did not pass it), checks the token's request
 rate (429) and the scope (403 naming it), and hands the route the ``Caller``; routes pass
@@ -38,14 +38,17 @@ SECURITY_SCHEME = {
 }
 
 
-def _caller(request: Request, scope: str) -> Caller:
+def _caller(request: Request, scope: str | None) -> Caller:
+    """The authenticated caller, within its request rate, holding ``scope`` (None: any valid
+    token will do)."""
     caller = caller_of(request.scope)
     if caller is None:
         registry: TokenRegistry = request.app.state.runtime.auth
         caller = registry.authenticate(request.headers.get("authorization"))
     if caller.limiter is not None:
         caller.limiter.admit()
-    scopes.check_scope(caller.grant, scope)
+    if scope is not None:
+        scopes.check_scope(caller.grant, scope)
     return caller
 
 
@@ -133,6 +136,11 @@ async def admin(request: Request) -> Caller:
     return _caller(request, scopes.ADMIN)
 
 
+async def any_token(request: Request) -> Caller:
+    """Any valid token, whatever its scopes: for a caller to learn what its own token may do."""
+    return _caller(request, None)
+
+
 AuditWrite = Annotated[Caller, Depends(audit_write)]
 AuditRead = Annotated[Caller, Depends(audit_read)]
 FlowsWrite = Annotated[Caller, Depends(flows_write)]
@@ -143,3 +151,4 @@ FlowsReport = Annotated[Caller, Depends(flows_report)]
 AuditTail = Annotated[Caller, Depends(audit_tail)]
 FlowsTail = Annotated[Caller, Depends(flows_tail)]
 Admin = Annotated[Caller, Depends(admin)]
+AnyToken = Annotated[Caller, Depends(any_token)]

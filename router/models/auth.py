@@ -91,3 +91,19 @@ class NewToken(Token):
     token: str = Field(
         description="shl_<id>_<secret>: shown this once and never again (only a hash is kept)"
     )
+
+
+class Identity(Out):
+    """What the calling token is and may do (GET /v1/whoami): a client shows only that."""
+
+    tenant: str = Field(description="The tenant whose keys the token reaches")
+    token_id: str | None = Field(description="The token's public id; null in open mode")
+    token_name: str
+    scopes: list[str] = Field(description="Action scopes: audit:read, flows:write, admin, ...")
+    owner_prefixes: list[str] = Field(
+        description="owner: prefixes the token is held to; empty: every owner of its tenant"
+    )
+    switch_prefixes: list[str] = Field(
+        description="switch: prefixes the token is held to; empty: every switch of its tenant"
+    )
+    any_tenant: bool = Field(description="True only in open mode: every tenant's keys")

@@ -203,6 +203,19 @@ class Call:
     # A search naming no key, or a prefix: the wrong tenant's token is answered too, with its
     # own tenant's rows (none of A's).
     answers_any_tenant: bool = False
+    # Any valid token, no scope (GET /v1/whoami): every token is answered, about itself only.
+    any_token: bool = False
+
+
+def own_identity(w: World, caller: str, response: httpx.Response) -> None:
+    """whoami tells a token about itself: its own tenant and scopes, nothing of another's."""
+    if response.status_code != 200:
+        return
+    identity = response.json()
+    assert identity["tenant"] == (w.tenant_b if caller == "wrong_tenant" else w.tenant_a)
+    assert identity["token_id"] == w.tokens[f"{caller}:{AUDIT_READ}"].split("_")[1]
+    assert (AUDIT_READ in identity["scopes"]) == (caller != "missing_scope")
+    assert identity["any_tenant"] is False
 
 
 def plain(**request: Any) -> Callable[[World, str], dict[str, Any]]:
@@ -674,6 +687,7 @@ CALLS: dict[str, Call] = {
         status=204,
         after=exporter_survives,
     ),
+    "whoami": Call("GET", "/v1/whoami", AUDIT_READ, plain(), any_token=True, after=own_identity),
     **ES_WRITES,
     "es info": es_handshake("GET", "/"),
     "es ping": es_handshake("HEAD", "/"),
@@ -722,7 +736,7 @@ def test_access(world: World, name: str, caller: str) -> None:
         # Admin actions and deletions leave exactly one row in the platform's own audit.
         expected = audited + (1 if name in AUDITED else 0)
         assert world.audited("right_scope", call.scope) == expected, name
-    elif caller == "wrong_tenant" and call.answers_any_tenant:
+    elif call.any_token or (caller == "wrong_tenant" and call.answers_any_tenant):
         assert response.status_code == call.status, response.text
     elif es and caller == "wrong_tenant" and call.key_field is not None:
         # Elasticsearch's bulk API answers each item: the foreign owner's is a 403.

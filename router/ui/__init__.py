@@ -1,0 +1,1 @@
+"""The web console: static files served at /ui by router/api/console.py."""

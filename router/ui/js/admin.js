@@ -1,0 +1,194 @@
+// The admin view: shards with their health, day tables per owner, retention policies (view,
+// edit, remove) and runs, with a dry run that shows what a run would drop.
+
+import { call, get } from "./api.js";
+import { $, el, formatBytes, formatNumber, hideError, showError, withProgress } from "./dom.js";
+import { navigate } from "./state.js";
+
+const cells = (...values) => values.map((value) => el("td", {}, value ?? ""));
+const empty = (columns, text) => el("tr", {}, el("td", { colspan: columns, className: "hint" }, text));
+
+export class AdminView {
+  constructor(route) {
+    this.route = route;
+    this.tablesForm = $("#tables-form");
+    this.policyForm = $("#policy-form");
+    this.tablesForm.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const params = new URLSearchParams({ view: "admin" });
+      const { kind, owner } = this.tablesForm.elements;
+      params.set("kind", kind.value);
+      if (owner.value.trim()) params.set("owner", owner.value.trim());
+      if (navigate(params)) this.route();
+      else this.loadTables(params);
+    });
+    this.policyForm.addEventListener("submit", (event) => {
+      event.preventDefault();
+      this.savePolicy();
+    });
+    $("#retention-dry-run").addEventListener("click", () => this.dryRun());
+  }
+
+  async show(params) {
+    hideError();
+    this.tablesForm.elements.kind.value = params.get("kind") === "flow" ? "flow" : "audit";
+    this.tablesForm.elements.owner.value = params.get("owner") || "";
+    await Promise.all([this.loadShards(), this.loadPolicies(), this.loadRuns(), this.loadTables(params)]);
+  }
+
+  async loadShards() {
+    const body = $("#admin-shards tbody");
+    try {
+      const [shards, ready] = await Promise.all([
+        get("/v1/admin/shards"),
+        fetch("/health/ready").then((response) => response.json()),
+      ]);
+      const health = new Map((ready.shards || []).map((shard) => [shard.name, shard]));
+      body.replaceChildren(
+        ...shards.map((shard) => {
+          const probe = health.get(shard.name);
+          const reachable = !probe || probe.reachable === null ? "not probed" : probe.reachable ? "yes" : `no: ${probe.error || ""}`;
+          const latency = probe && probe.latency_ms !== null && probe.reachable ? `${probe.latency_ms.toFixed(1)} ms` : "";
+          return el("tr", { className: probe && probe.reachable === false ? "bad" : "" }, ...cells(shard.name, shard.group, shard.state, reachable, latency));
+        }),
+      );
+    } catch (error) {
+      showError(error);
+    }
+  }
+
+  async loadTables(params) {
+    const body = $("#admin-tables tbody");
+    const owner = params.get("owner");
+    if (!owner) {
+      body.replaceChildren(empty(6, "Name an owner or switch to list its day tables."));
+      return;
+    }
+    try {
+      const answer = await withProgress("Reading day tables from the shards", (signal) =>
+        get("/v1/admin/tables", { kind: params.get("kind") || "audit", owner }, signal),
+      );
+      const rows = answer.tables.map((table) =>
+        el("tr", {}, ...cells(table.kind, table.owner, table.day, table.shard, formatNumber(table.rows), formatBytes(table.bytes))),
+      );
+      body.replaceChildren(...(rows.length ? rows : [empty(6, "No day tables.")]));
+      const unreachable = Object.entries(answer.unreachable || {});
+      if (unreachable.length) showError(new Error(`Not read: ${unreachable.map(([shard, why]) => `${shard} (${why})`).join(", ")}`));
+    } catch (error) {
+      showError(error, this.tablesForm);
+    }
+  }
+
+  async loadPolicies() {
+    const body = $("#admin-policies tbody");
+    try {
+      const policies = await get("/v1/admin/retention/policies");
+      const rows = policies.map((policy) =>
+        el(
+          "tr",
+          {},
+          ...cells(policy.kind, policy.group, policy.owner ?? "(whole group)", policy.keep_days, policy.archive ? "yes" : "no"),
+          el(
+            "td",
+            {},
+            el("button", { type: "button", onclick: () => this.editPolicy(policy) }, "Edit"),
+            " ",
+            el("button", { type: "button", onclick: () => this.removePolicy(policy) }, "Remove"),
+          ),
+        ),
+      );
+      body.replaceChildren(...(rows.length ? rows : [empty(6, "No retention policies: every day table is kept.")]));
+    } catch (error) {
+      showError(error);
+    }
+  }
+
+  editPolicy(policy) {
+    const { kind, group, owner, keep_days: keepDays, archive } = this.policyForm.elements;
+    kind.value = policy.kind;
+    group.value = policy.group;
+    owner.value = policy.owner ?? "";
+    keepDays.value = policy.keep_days;
+    archive.checked = policy.archive;
+    keepDays.focus();
+  }
+
+  async savePolicy() {
+    hideError();
+    const { kind, group, owner, keep_days: keepDays, archive } = this.policyForm.elements;
+    const body = {
+      kind: kind.value,
+      group: group.value.trim(),
+      owner: owner.value.trim() || null,
+      keep_days: Number(keepDays.value),
+      archive: archive.checked,
+    };
+    try {
+      await call("PUT", "/v1/admin/retention/policies", { body });
+      await this.loadPolicies();
+    } catch (error) {
+      showError(error, this.policyForm);
+    }
+  }
+
+  async removePolicy(policy) {
+    if (!confirm(`Remove the ${policy.kind} policy of ${policy.group}${policy.owner ? ` / ${policy.owner}` : ""}?`)) return;
+    try {
+      await call("DELETE", `/v1/admin/retention/policies/${policy.id}`);
+      await this.loadPolicies();
+    } catch (error) {
+      showError(error);
+    }
+  }
+
+  async loadRuns() {
+    const body = $("#retention-runs tbody");
+    try {
+      const runs = await get("/v1/admin/retention/runs", { limit: 20 });
+      const rows = runs.map((run) =>
+        el(
+          "tr",
+          {},
+          ...cells(
+            `#${run.id}${run.dry_run ? " (dry run)" : ""}`,
+            run.status,
+            run.as_of,
+            formatNumber(run.tables_total),
+            formatNumber(run.tables_dropped),
+            formatNumber(run.rows_dropped),
+            run.message,
+          ),
+        ),
+      );
+      body.replaceChildren(...(rows.length ? rows : [empty(7, "No runs yet.")]));
+    } catch (error) {
+      showError(error);
+    }
+  }
+
+  async dryRun() {
+    hideError();
+    const box = $("#retention-plan");
+    try {
+      const report = await withProgress("Planning a retention run (dry run)", (signal) =>
+        call("POST", "/v1/admin/retention/run", { body: { dry_run: true }, signal }),
+      );
+      const summary = el(
+        "p",
+        { className: "summary" },
+        `${report.status}: ${formatNumber(report.drops.length)} day tables would be dropped, ` +
+          `${formatNumber(report.drops.reduce((sum, drop) => sum + drop.rows, 0))} rows, ` +
+          `${formatBytes(report.drops.reduce((sum, drop) => sum + drop.bytes, 0))}` +
+          (report.message ? ` (${report.message})` : ""),
+      );
+      const head = el("tr", {}, ...["Kind", "Owner", "Day", "Shard", "Keep days", "Rows", "Bytes", "Archive"].map((name) => el("th", { scope: "col" }, name)));
+      const rows = report.drops.map((drop) =>
+        el("tr", {}, ...cells(drop.kind, drop.owner, drop.day, drop.shard, drop.keep_days, formatNumber(drop.rows), formatBytes(drop.bytes), drop.archive ? "yes" : "no")),
+      );
+      box.replaceChildren(summary, el("table", { className: "results" }, el("thead", {}, head), el("tbody", {}, ...rows)));
+      await this.loadRuns();
+    } catch (error) {
+      showError(error);
+    }
+  }
+}
