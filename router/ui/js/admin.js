@@ -39,10 +39,15 @@ export class AdminView {
   async loadShards() {
     const body = $("#admin-shards tbody");
     try {
-      const [shards, ready] = await Promise.all([
+      const [groups, shards, ready] = await Promise.all([
+        get("/v1/admin/groups"),
         get("/v1/admin/shards"),
         fetch("/health/ready").then((response) => response.json()),
       ]);
+      const synchronous = (value) => (value === null ? "audit yes, flows no (default)" : value ? "yes" : "no");
+      $("#admin-groups tbody").replaceChildren(
+        ...groups.map((group) => el("tr", {}, ...cells(group.name, group.placement, synchronous(group.synchronous), group.shards.length))),
+      );
       const health = new Map((ready.shards || []).map((shard) => [shard.name, shard]));
       body.replaceChildren(
         ...shards.map((shard) => {
@@ -185,7 +190,8 @@ export class AdminView {
       const rows = report.drops.map((drop) =>
         el("tr", {}, ...cells(drop.kind, drop.owner, drop.day, drop.shard, drop.keep_days, formatNumber(drop.rows), formatBytes(drop.bytes), drop.archive ? "yes" : "no")),
       );
-      box.replaceChildren(summary, el("table", { className: "results" }, el("thead", {}, head), el("tbody", {}, ...rows)));
+      const body = el("tbody", {}, ...(rows.length ? rows : [empty(8, "Nothing to drop.")]));
+      box.replaceChildren(summary, el("table", { className: "results" }, el("thead", {}, head), body));
       await this.loadRuns();
     } catch (error) {
       showError(error);
