@@ -6,7 +6,7 @@ VENV ?= .venv
 # Debian's interpreter, not a user's pyenv: processes running as the postgres user use this venv.
 SYSTEM_PYTHON ?= /usr/bin/python3
 APT_PACKAGES := postgresql-15 postgresql-15-hll postgresql-client-15 python3-venv etcd-server haproxy patroni python3-etcd pgbadger \
-	softflowd nfdump pmacct rsyslog rsyslog-elasticsearch rsyslog-relp rsyslog-gnutls bsdutils
+	softflowd nfdump pmacct rsyslog rsyslog-elasticsearch rsyslog-relp rsyslog-gnutls bsdutils chromium chromium-driver
 # Only for the container targets (image, test-compose, test-ansible-hosts).
 DOCKER_PACKAGES := docker.io docker-compose debootstrap
 BIN := $(VENV)/bin
