@@ -61,7 +61,9 @@ def test_gzip_is_the_same_file_and_an_etag_answers_304(client: TestClient) -> No
     assert int(head.headers["content-length"]) == len((UI / "app.css").read_bytes())
 
 
-@pytest.mark.parametrize("path", ["/ui/nope.js", "/ui/%2E%2E%2Fapp.py", "/ui/__init__.py", "/ui/js"])
+@pytest.mark.parametrize(
+    "path", ["/ui/nope.js", "/ui/%2E%2E%2Fapp.py", "/ui/__init__.py", "/ui/js"]
+)
 def test_anything_else_is_a_404_naming_the_path(client: TestClient, path: str) -> None:
     response = client.get(path)
     assert response.status_code == 404
