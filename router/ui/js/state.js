@@ -6,6 +6,8 @@ export const RANGES = { "15m": 15 * 60, "1h": 3600, "24h": 86400, "7d": 7 * 8640
 const LISTS = { owner: /\s*,\s*/, switch: /\s*,\s*/, q: /\n/ };
 // Only the console's own parameters and the API's: nothing else is carried along.
 const UI_ONLY = new Set(["view", "range", "row", "tail"]);
+// The search forms' defaults (index.html): newest first, 50 rows.
+const FORM_DEFAULTS = { order: "desc", limit: "50" };
 
 export function current() {
   return new URLSearchParams(location.search);
@@ -92,6 +94,9 @@ export function apiParams(params) {
     if (UI_ONLY.has(name)) continue;
     (out[name] = out[name] || []).push(value);
   }
+  // What the form shows when the URL does not say (a shared link may name only the owner and
+  // the window): the API's own defaults differ (oldest first, 100 rows).
+  for (const [name, value] of Object.entries(FORM_DEFAULTS)) if (!out[name]) out[name] = [value];
   const range = params.get("range") || "24h";
   if (range !== "custom" && !(params.get("cursor") && params.get("from"))) {
     Object.assign(out, windowOf(range));
