@@ -318,7 +318,7 @@ class ReportSettings(Section):
         "switches a backend=fdw report covers.",
     )
     max_matched_keys: int = Field(
-        1_000,
+        200,
         ge=1,
         description="Most owners or switches with rows in the window that a report by prefix, "
         "or without any named, may cover (each shard reads all of their day tables in range in "
