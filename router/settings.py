@@ -311,7 +311,19 @@ class ReportSettings(Section):
     max_buckets: int = Field(
         100_000, ge=1, description="Most time buckets a report may group by (window / bucket)."
     )
-    max_keys: int = Field(64, ge=1, description="Most owners or switches one report names.")
+    max_keys: int = Field(
+        64,
+        ge=1,
+        description="Most owner or switch values one report names; also the most owners or "
+        "switches a backend=fdw report covers.",
+    )
+    max_matched_keys: int = Field(
+        200,
+        ge=1,
+        description="Most owners or switches with rows in the window that a report by prefix, "
+        "or without any named, may cover (each shard reads all of their day tables in range in "
+        "one statement).",
+    )
     shard_timeout_s: float = Field(
         30.0,
         gt=0,

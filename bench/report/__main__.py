@@ -213,7 +213,6 @@ class Floor:
         )
         spec = build_spec(
             "flow",
-            list(self.switches),
             filters,
             group_by=[params["group_by"]],
             metrics=[params["metrics"]],
@@ -230,7 +229,7 @@ class Floor:
             snapshot = await store.load_snapshot(metadata)
             tables: dict[str, list[tuple[str, str]]] = defaultdict(list)
             days = window.days()
-            for switch in spec.keys:
+            for switch in spec.keys.listed:
                 ident = await metadata.fetchval(
                     "SELECT id FROM owners WHERE kind = 'flow' AND key = $1", switch
                 )

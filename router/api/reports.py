@@ -21,17 +21,20 @@ from router.api.search import (
     From,
     IpVersionParam,
     MatchParam,
+    OwnerPrefix,
     Partial,
     Patterns,
     Ports,
     Proto,
+    SwitchPrefix,
     To,
     audit_query,
     flow_query,
+    named_keys,
 )
 from router.auth.dependency import AuditReport, FlowsReport
 from router.csv_cells import csv_cell
-from router.errors import BadRequest, ShardlogError
+from router.errors import ShardlogError
 from router.models.errors import Error
 from router.models.report import Report
 from router.reports.service import Answer
@@ -45,10 +48,12 @@ router = APIRouter(prefix="/v1", tags=["reports"])
 REPORT_ERRORS: dict[int | str, dict[str, Any]] = described(
     {
         400: "A parameter is invalid: an unknown group_by or metric, a prefix length out of "
-        "range, too many buckets (the error names the parameter)",
+        "range, too many buckets, too many owners or switches named or covered by a prefix or "
+        "no key at all (the error names the parameter)",
         401: ERROR_DESCRIPTIONS[401],
-        403: "The token lacks `reports` or the read scope of the data, or a key belongs to "
-        "another tenant or lies outside the token's prefixes",
+        403: "The token lacks `reports` or the read scope of the data, or a named owner or "
+        "switch belongs to another tenant or lies outside the token's prefixes (or the prefix "
+        "does)",
         422: "A parameter is missing or of the wrong type (the error names it)",
         429: ERROR_DESCRIPTIONS[429],
         503: "A shard failed and partial=false, or the fdw path failed",
@@ -91,30 +96,40 @@ OrderBy = Annotated[str | None, Query(description="A metric; none: groups in key
 Order = Annotated[Literal["asc", "desc"], Query(description="Direction of order_by")]
 Limit = Annotated[int | None, Query(ge=1, description="The first (top) N groups")]
 FormatParam = Annotated[Format, Query(description="json, ndjson or csv")]
-Keys = Annotated[list[str], Query(min_length=1, description="One or more (repeated)")]
+Owners = Annotated[
+    list[str],
+    Query(
+        description="An owner; repeat it for several (up to SHARDLOG_REPORT__MAX_KEYS). "
+        "Neither owner nor owner_prefix: every owner the token reaches"
+    ),
+]
+Switches = Annotated[
+    list[str],
+    Query(
+        description="A switch; repeat it for several (up to SHARDLOG_REPORT__MAX_KEYS). "
+        "Neither switch nor switch_prefix: every switch the token reaches"
+    ),
+]
 assert set(BUCKETS) == {"1m", "5m", "15m", "1h", "1d"}
 
 
-def _keys(runtime: Runtime, values: list[str], field: str) -> list[str]:
-    most = runtime.settings.report.max_keys
-    if len(values) > most:
-        raise BadRequest(f"at most {most} (SHARDLOG_REPORT__MAX_KEYS)", field)
-    return values
+def _keys(runtime: Runtime, listed: list[str], prefix: str | None, field: str) -> queries.Keys:
+    """Listed keys up to SHARDLOG_REPORT__MAX_KEYS; what a prefix or no key covers is bounded
+    when the plan resolves it (SHARDLOG_REPORT__MAX_MATCHED_KEYS)."""
+    limit = (runtime.settings.report.max_keys, "SHARDLOG_REPORT__MAX_KEYS")
+    return named_keys(runtime, listed, prefix, field, limit)
 
 
 async def _answer(
     runtime: Runtime,
     kind: Kind,
-    keys: list[str],
     filters: AuditQuery | FlowQuery,
     choice: dict[str, Any],
     partial: bool,
     backend: Any,
     caller: Any,
 ) -> StreamingResponse:
-    spec = build_spec(
-        kind, keys, filters, max_buckets=runtime.settings.report.max_buckets, **choice
-    )
+    spec = build_spec(kind, filters, max_buckets=runtime.settings.report.max_buckets, **choice)
     answer = await runtime.reports.report(spec, partial, backend, grant=caller.grant)
     headers = {
         "X-Shardlog-Partial": "true" if answer.failures else "false",
@@ -169,9 +184,10 @@ async def _csv(answer: Answer) -> AsyncIterator[bytes]:
 async def report_audit(
     caller: AuditReport,
     runtime: RuntimeDep,
-    owner: Keys,
     start: From,
     to: To,
+    owner: Owners = [],  # noqa: B006
+    owner_prefix: OwnerPrefix = None,
     q: Patterns = [],  # noqa: B006
     match: MatchParam = "substring",
     group_by: GroupBy = [],  # noqa: B006
@@ -184,9 +200,9 @@ async def report_audit(
     partial: Partial = True,
     backend: BackendParam = "fanout",
 ) -> StreamingResponse:
-    keys = _keys(runtime, owner, "owner")
+    keys = _keys(runtime, owner, owner_prefix, "owner")
     days = runtime.settings.report.max_range_days
-    filters = audit_query(runtime, queries.Keys.of(keys), start, to, q, match, "asc", max_days=days)
+    filters = audit_query(runtime, keys, start, to, q, match, "asc", max_days=days)
     choice = {
         "group_by": group_by,
         "metrics": metrics,
@@ -196,7 +212,7 @@ async def report_audit(
         "limit": limit,
         "format": format,
     }
-    return await _answer(runtime, "audit", keys, filters, choice, partial, backend, caller)
+    return await _answer(runtime, "audit", filters, choice, partial, backend, caller)
 
 
 @router.get(
@@ -208,9 +224,10 @@ async def report_audit(
 async def report_flows(
     caller: FlowsReport,
     runtime: RuntimeDep,
-    switch: Keys,
     start: From,
     to: To,
+    switch: Switches = [],  # noqa: B006
+    switch_prefix: SwitchPrefix = None,
     src_ip: Address = None,
     dst_ip: Address = None,
     src_port: Ports = None,
@@ -228,10 +245,10 @@ async def report_flows(
     partial: Partial = True,
     backend: BackendParam = "fanout",
 ) -> StreamingResponse:
-    keys = _keys(runtime, switch, "switch")
+    keys = _keys(runtime, switch, switch_prefix, "switch")
     days = runtime.settings.report.max_range_days
     filter_args = (src_ip, dst_ip, src_port, dst_port, ip_version, proto, either_direction, "asc")
-    filters = flow_query(runtime, queries.Keys.of(keys), start, to, *filter_args, max_days=days)  # type: ignore[arg-type]
+    filters = flow_query(runtime, keys, start, to, *filter_args, max_days=days)  # type: ignore[arg-type]
     choice = {
         "group_by": group_by,
         "metrics": metrics,
@@ -241,4 +258,4 @@ async def report_flows(
         "limit": limit,
         "format": format,
     }
-    return await _answer(runtime, "flow", keys, filters, choice, partial, backend, caller)
+    return await _answer(runtime, "flow", filters, choice, partial, backend, caller)

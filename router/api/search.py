@@ -146,12 +146,18 @@ def check_search_key(value: str, field: str) -> str:
     return value
 
 
-def named_keys(runtime: Runtime, listed: list[str], prefix: str | None, field: str) -> queries.Keys:
-    """The ``field`` values of a search (at most SHARDLOG_SEARCH__MAX_OWNERS) and its
-    ``<field>_prefix``."""
-    most = runtime.settings.search.max_owners
+def named_keys(
+    runtime: Runtime,
+    listed: list[str],
+    prefix: str | None,
+    field: str,
+    limit: tuple[int, str] | None = None,
+) -> queries.Keys:
+    """The ``field`` values of a search and its ``<field>_prefix``. ``limit``: how many values
+    may be listed, and the setting that says so (default SHARDLOG_SEARCH__MAX_OWNERS)."""
+    most, setting = limit or (runtime.settings.search.max_owners, "SHARDLOG_SEARCH__MAX_OWNERS")
     if len(listed) > most:
-        raise BadRequest(f"at most {most} {field} values (SHARDLOG_SEARCH__MAX_OWNERS)", field)
+        raise BadRequest(f"at most {most} {field} values ({setting})", field)
     return queries.Keys.of(listed, prefix)
 
 

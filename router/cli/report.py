@@ -30,6 +30,8 @@ def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
     base = args.url or f"{scheme}://{settings.server.host}:{settings.server.port}"
     key = "switch" if args.kind == "flows" else "owner"
     params: list[tuple[str, str]] = [(key, k) for k in args.key]
+    if args.prefix is not None:
+        params.append((f"{key}_prefix", args.prefix))
     params += [("from", args.start), ("to", args.to)]
     for name in ("bucket", "order_by", "order", "limit", "backend"):
         value = getattr(args, name)
@@ -63,7 +65,15 @@ def cmd_report(settings: Settings, args: argparse.Namespace) -> int:
 def add_parsers(commands: Any) -> None:
     report = commands.add_parser("report", help="a report (roll-up) from the router, as a table")
     report.add_argument("kind", choices=["flows", "audit"])
-    report.add_argument("key", nargs="+", help="switches (flows) or owners (audit)")
+    report.add_argument(
+        "key",
+        nargs="*",
+        help="switches (flows) or owners (audit); none (and no --prefix): every one the token "
+        "reaches",
+    )
+    report.add_argument(
+        "--prefix", help="also every switch (flows) or owner (audit) whose key starts with this"
+    )
     report.add_argument("--from", dest="start", required=True, help="RFC 3339, inclusive")
     report.add_argument("--to", required=True, help="RFC 3339, exclusive")
     report.add_argument("--group-by", action="append", default=[], help="repeatable")

@@ -11,19 +11,21 @@ from typing import Any, Literal
 
 import asyncpg
 
-from router.auth.scopes import KEY_NAME, Grant, check_key
+from router.auth.scopes import KEY_NAME, Grant
 from router.catalog import tables as day_tables
 from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
 from router.db.failures import DRIVER_ERRORS, coordinator_error
-from router.db.names import DayTable, parent_table
+from router.db.names import parent_table
 from router.db.pools import ShardPools
+from router.errors import BadRequest
 from router.reports import hll
 from router.reports.merge import Group, Layout, finish, identity, merge_complete
 from router.reports.order import ExternalSort, Row, spill_directory, top
 from router.reports.plan import ReportPlan, plan_report
 from router.reports.spec import ReportSpec
 from router.reports.sql import partial_sql
+from router.search import coverage
 from router.search.service import SearchService
 from router.search.streams import Batches, ShardCursors, ShardFailure, refuse_partial
 from router.settings import ReportSettings
@@ -89,21 +91,24 @@ class ReportService:
         self._settings = settings
 
     async def plan(self, spec: ReportSpec, grant: Grant) -> ReportPlan:
-        kind = spec.kind
-        field_name = KEY_NAME[kind]
+        """The keys covered as a search covers them (listed, by prefix, or every one the token
+        reaches: router/search/coverage.py), and where their day tables in range are."""
         days = spec.filters.window.days()
-        owners: dict[int, str] = {}
-        located: list[tuple[str, DayTable]] = []
-        for key in spec.keys:
-            check_key(grant, kind, key, None, field_name)
-            mapping = await self._owners.lookup(kind, key)
-            if mapping is None:
-                continue
-            check_key(grant, kind, key, mapping.tenant, field_name)
-            owners[mapping.id] = key
-            located += await day_tables.located(
-                self._metadata, kind, [mapping.id], days[0], days[-1]
-            )
+        owners = await coverage.covered(
+            self._metadata,
+            self._owners,
+            spec.kind,
+            spec.keys,
+            grant,
+            (days[0], days[-1]),
+            self._settings.max_matched_keys,
+            "SHARDLOG_REPORT__MAX_MATCHED_KEYS",
+        )
+        located = (
+            await day_tables.located(self._metadata, spec.kind, owners, days[0], days[-1])
+            if owners
+            else []
+        )
         states = {s.name: s.state for s in self._catalog.snapshot.shards.values()}
         return plan_report(spec, located, owners, days, states)
 
@@ -200,8 +205,17 @@ class ReportService:
 
     async def _coordinator(self, plan: ReportPlan, stack: contextlib.AsyncExitStack) -> Batches:
         """The same aggregate through the owners' parent tables on the coordinator: one
-        statement, all or nothing (a failing shard fails it: 503 or 504)."""
+        statement, all or nothing (a failing shard fails it: 503 or 504), over at most as many
+        owners as a report may name (a prefix may cover more: those go by fan-out)."""
         owners = {t.owner_id for target in plan.targets for t in target.tables}
+        most = self._settings.max_keys
+        if len(owners) > most:
+            name = coverage.PLURAL[KEY_NAME[plan.spec.kind]]
+            raise BadRequest(
+                f"backend=fdw reads at most {most} {name} (SHARDLOG_REPORT__MAX_KEYS) and "
+                f"{len(owners)} hold rows in the window: use backend=fanout",
+                "backend",
+            )
         if plan.unavailable:
             refuse([ShardFailure(s, "marked down") for s in plan.unavailable])
         if not owners:

@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Literal
 
 from router.errors import BadRequest, excerpt
-from router.search.query import AuditQuery, FlowQuery
+from router.search.query import AuditQuery, FlowQuery, Keys, covered_keys
 
 Kind = Literal["audit", "flow"]
 Format = Literal["json", "ndjson", "csv"]
@@ -79,7 +79,9 @@ METRICS: dict[Kind, dict[str, Metric]] = {
 @dataclass(frozen=True)
 class ReportSpec:
     kind: Kind
-    keys: tuple[str, ...]  # the owners (audit) or switches (flow) reported on
+    # The owners (audit) or switches (flow) reported on: listed, by prefix, or every one the
+    # token reaches (router/search/coverage.py decides which those are).
+    keys: Keys
     filters: AuditQuery | FlowQuery  # the search filters (its keys: those of the report)
     group_by: tuple[GroupKey, ...]
     bucket: timedelta | None
@@ -161,7 +163,6 @@ def parse_bucket(
 
 def build_spec(
     kind: Kind,
-    keys: list[str],
     filters: AuditQuery | FlowQuery,
     group_by: list[str],
     metrics: list[str],
@@ -189,7 +190,7 @@ def build_spec(
     )
     return ReportSpec(
         kind=kind,
-        keys=tuple(dict.fromkeys(keys)),
+        keys=covered_keys(filters)[1],
         filters=filters,
         group_by=grouping,
         bucket=size,

@@ -40,9 +40,11 @@ async def covered(
     grant: Grant,
     days: tuple[date, date],
     most: int,
+    setting: str = "SHARDLOG_SEARCH__MAX_MATCHED_OWNERS",
 ) -> dict[int, str]:
     """``days``: the window's first and last day. ``most``: how many keys a prefix or no key
-    may cover (SHARDLOG_SEARCH__MAX_MATCHED_OWNERS); more is a 400."""
+    may cover (``setting``: a search's, or SHARDLOG_REPORT__MAX_MATCHED_KEYS of a report);
+    more is a 400."""
     field = KEY_NAME[kind]
     for key in keys.listed:
         check_key(grant, kind, key, None, field)
@@ -69,7 +71,7 @@ async def covered(
     if len(matched) > most:
         raise BadRequest(
             f"more than {most} {PLURAL[field]} hold rows in the window "
-            "(SHARDLOG_SEARCH__MAX_MATCHED_OWNERS): name them, give a longer "
+            f"({setting}): name them, give a longer "
             f"{prefix_field} or a shorter range",
             prefix_field if keys.prefix is not None else field,
         )

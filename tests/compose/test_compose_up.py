@@ -128,6 +128,15 @@ def test_audit_and_flows_go_in_and_are_found(compose: Compose) -> None:
         assert_round_trip(client, "c")
 
 
+def test_the_console_is_served_from_the_installed_package(compose: Compose) -> None:
+    """The image installs the router from a wheel: the console's files must be in it."""
+    with httpx.Client(base_url=ROUTER, timeout=30, headers=AUTH) as client:
+        page = client.get("/ui/")
+        assert page.status_code == 200 and "shardlog console" in page.text
+        assert client.get("/ui/js/main.js").status_code == 200
+        assert client.get("/v1/whoami").json()["tenant"]
+
+
 def test_ipfix_to_the_collector_is_found_through_the_router(compose: Compose) -> None:
     """A few flows in one IPFIX message to the published UDP port. Docker's proxy or NAT is the
     sender the collector sees; its metrics name it, and its flows are on exporter-<address>."""

@@ -2,8 +2,9 @@
 without the operation's scope, one with exactly that scope, a revoked one and an expired one.
 
 401 for the first and the last two, 403 naming the scope or the key for the middle ones, 2xx
-only with the scope; nothing written, claimed or returned across tenants. A search that names
-no key (or a prefix) answers another tenant's token too, with that tenant's rows only. The table
+only with the scope; nothing written, claimed or returned across tenants. A search or report
+that names no key (or a prefix) answers another tenant's token too, with that tenant's rows
+only. The table
 of calls must name every guarded operation of the OpenAPI document, so a new route cannot skip
 it."""
 
@@ -491,6 +492,39 @@ def reported(caller: str, response: httpx.Response, rows: int) -> None:
         assert total["rows"] >= rows
 
 
+def reported_alone(field: str) -> Callable[[World, str, httpx.Response], None]:
+    """A report by prefix or without keys, grouped by ``field``: the right token's groups are
+    tenant A's key alone, the wrong tenant's (B has no rows) none; C's key, which starts like
+    A's, never shows."""
+    index = 0 if field == "owner" else 1
+
+    def check(w: World, caller: str, response: httpx.Response) -> None:
+        assert w.neighbour_keys[index] not in response.text
+        mine = w.owner if field == "owner" else w.switch
+        if caller in ("right_scope", "wrong_tenant"):
+            keys = {group[field] for group in response.json()["groups"]}
+            assert keys == ({mine} if caller == "right_scope" else set()), keys
+
+    return check
+
+
+def report_call(kind: str, field: str, narrowing: Callable[[World], dict[str, str]]) -> Call:
+    """A report naming no key, or a prefix: every tenant's token is answered, with its own
+    tenant's groups."""
+
+    def make(w: World, _caller: str) -> dict[str, Any]:
+        return {"params": {**narrowing(w), **WINDOW, "group_by": field}}
+
+    return Call(
+        "GET",
+        f"/v1/{kind}/report",
+        REPORTS,
+        make,
+        after=reported_alone(field),
+        answers_any_tenant=True,
+    )
+
+
 def tailed(rows: int) -> Callable[[World, str, httpx.Response], None]:
     """The right token's stream replays tenant A's rows and ends after ``rows`` of them."""
 
@@ -590,6 +624,14 @@ CALLS: dict[str, Call] = {
         lambda w, _c: {"params": {"switch": w.switch, **WINDOW, "metrics": "rows"}},
         "switch",
         after=lambda w, c, r: reported(c, r, 1),
+    ),
+    "report audit, every owner": report_call("audit", "owner", lambda _w: {}),
+    "report audit, an owner prefix": report_call(
+        "audit", "owner", lambda w: {"owner_prefix": w.owner[:-3]}
+    ),
+    "report flows, every switch": report_call("flows", "switch", lambda _w: {}),
+    "report flows, a switch prefix": report_call(
+        "flows", "switch", lambda w: {"switch_prefix": w.switch[:-3]}
     ),
     "tail audit": tail_call("audit", "owner", 3),
     "tail flows": tail_call("flows", "switch", 1),
@@ -795,7 +837,8 @@ def test_nothing_of_tenant_a_changed_but_by_its_own_tokens(world: World) -> None
 
 def test_a_search_naming_no_key_covers_its_own_tenant_only(world: World) -> None:
     """Tenants A and C both have rows, under keys that start alike: without a key, or with
-    their common prefix, each token finds its own tenant's keys and rows, never the other's."""
+    their common prefix, each token finds (and reports on) its own tenant's keys and rows,
+    never the other's."""
     a_keys = (world.owner, world.switch)
     for client, mine, theirs in (
         (world.reader, a_keys, world.neighbour_keys),
@@ -811,6 +854,11 @@ def test_a_search_naming_no_key_covers_its_own_tenant_only(world: World) -> None
                 assert {item[name] for item in page.json()["items"]} == {mine[index]}
                 assert theirs[index] not in page.text
                 assert (world.marker in page.text) == (client is world.reader and index == 0)
+                report_path = path.replace("/search", "/report")
+                report = client.get(report_path, params={**WINDOW, **narrowing, "group_by": name})
+                assert report.status_code == 200, report.text
+                assert {group[name] for group in report.json()["groups"]} == {mine[index]}
+                assert theirs[index] not in report.text
 
 
 @pytest.mark.parametrize(

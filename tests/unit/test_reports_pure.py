@@ -44,9 +44,7 @@ def spec(**choice: Any) -> Any:
     }
     days = choice.pop("days", 1)
     ip_version = choice.pop("ip_version", None)
-    return build_spec(
-        "flow", ["sw"], flows(days, ip_version), max_buckets=1000, **{**defaults, **choice}
-    )
+    return build_spec("flow", flows(days, ip_version), max_buckets=1000, **{**defaults, **choice})
 
 
 def test_defaults_and_lists() -> None:
@@ -55,6 +53,7 @@ def test_defaults_and_lists() -> None:
     assert made.group_by[0].prefix == 24
     assert [m.name for m in made.metrics] == ["bytes", "rows", "packets"]
     assert spec().metrics == (METRICS["flow"]["rows"],)
+    assert spec().keys == Keys.of(["sw"])  # the search filters' keys: one source of truth
 
 
 @pytest.mark.parametrize(

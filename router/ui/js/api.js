@@ -39,6 +39,10 @@ export function query(params) {
 }
 
 async function failure(response) {
+  if (response.status === 401 && token()) {
+    // The token was revoked or expired while the page was open: back to signing in.
+    window.dispatchEvent(new CustomEvent("shardlog:unauthorized"));
+  }
   let body = null;
   try {
     body = await response.json();

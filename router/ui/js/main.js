@@ -87,6 +87,16 @@ function start() {
     if (event.key === "Escape" && !$("#row-detail").hidden && views[view()].closeRow) views[view()].closeRow();
   });
   window.addEventListener("popstate", () => route());
+  window.addEventListener("shardlog:unauthorized", () => {
+    for (const instance of Object.values(views)) if (instance.stopTail) instance.stopTail();
+    setToken(null);
+    identity = null;
+    for (const name of Object.keys(VIEWS)) $(`#nav-${name}`).hidden = true;
+    $("#logout").hidden = true;
+    $("#identity").textContent = "";
+    visible("login");
+    $("#token").focus();
+  });
   signIn();
 }
 
