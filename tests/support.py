@@ -106,6 +106,19 @@ def issue_token(
     return asyncio.run(create())
 
 
+def await_token(url: str, token: str, deadline_s: float = 15.0) -> str:
+    """``token`` once the router at ``url`` knows it. A token made straight in the catalog
+    reaches a running router by the catalog's NOTIFY (at worst its poll), not at once: a
+    request sent right after ``issue_token`` can meet a 401."""
+    give_up = time.monotonic() + deadline_s
+    while True:
+        answer = httpx.get(f"{url}/v1/whoami", headers=bearer(token), timeout=10)
+        if answer.status_code == 200 or time.monotonic() > give_up:
+            assert answer.status_code == 200, answer.text
+            return token
+        time.sleep(0.05)
+
+
 def settings_env(settings: Settings) -> dict[str, str]:
     env = {
         "SHARDLOG_CLUSTER__DATA_DIR": str(settings.cluster.data_dir),

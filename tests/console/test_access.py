@@ -11,11 +11,12 @@ from bench.console.browser import console_login
 from bench.load import window
 from router.auth.scopes import AUDIT_READ, DATA_SCOPES, SYSTEM_TENANT
 from tests.console import page
-from tests.support import bearer, issue_token
+from tests.support import await_token, bearer, issue_token
 
 
 def test_a_token_without_admin_scope_sees_no_admin(browser, router_process, settings):
     token = issue_token(settings, SYSTEM_TENANT, DATA_SCOPES, name="console: no admin")
+    await_token(router_process.url, token)
     console_login(browser, router_process.url, token)
     assert browser.find_element(By.ID, "identity").text == "system · console: no admin"
     assert not page.hidden(browser, "#nav-audit") and not page.hidden(browser, "#nav-flows")
@@ -36,6 +37,7 @@ def test_another_tenants_owner_is_refused_with_the_apis_message(
     page.write_audit(api, [{"owner": owner, "ts": page.recent(5), "content": "not yours"}])
     tenant = page.unique("ui-tenant")
     token = issue_token(settings, tenant, [AUDIT_READ], name="console: other tenant")
+    await_token(router_process.url, token)
     refused = httpx.get(
         f"{router_process.url}/v1/audit/search",
         params={"owner": owner, **window()},

@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 from router.app import create_app
 from router.auth.scopes import AUDIT_READ, DATA_SCOPES, FLOWS_READ, REPORTS
 from router.settings import Settings
-from tests.support import bearer, issue_token, run_cli
+from tests.support import await_token, bearer, issue_token, run_cli
 
 # Two days back, as in test_reports.py: every row of the window lies in the past.
 DAY = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=2)
@@ -97,7 +97,7 @@ def _audit(owner: str, seed: int) -> list[dict[str, Any]]:
 
 def _tenant(settings, url: str, name: str, switches: list[str], owners: list[str]) -> Tenant:
     """A tenant whose token writes its keys' rows (the first write claims each key)."""
-    token = issue_token(settings, name, DATA_SCOPES, name="tests: report keys")
+    token = await_token(url, issue_token(settings, name, DATA_SCOPES, name="tests: report keys"))
     client = httpx.Client(base_url=url, timeout=60, headers=bearer(token))
     seeds = iter(range(1, 100))
     for number in range(2):  # several requests: audit rows land on several shards
@@ -191,6 +191,7 @@ def test_a_token_with_key_prefixes_covers_only_those(settings, router_process, w
     core, app = f"{stem}core-", f"{stem}app-"
     scopes = [REPORTS, AUDIT_READ, FLOWS_READ, f"switch:{core}", f"owner:{app}"]
     token = issue_token(settings, world.one.name, scopes, name="tests: report key prefixes")
+    await_token(router_process.url, token)
     reach = core if kind == "flow" else app
     inside = [k for k in world.keys(world.one, kind) if k.startswith(reach)]
     outside = next(k for k in world.keys(world.one, kind) if not k.startswith(reach))
