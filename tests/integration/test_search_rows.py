@@ -13,7 +13,7 @@ import pytest
 from bench.shard_view import catalog_shards, day_tables, owner_id, shard_sql
 from router.auth.scopes import DATA_SCOPES
 from tests.integration.test_search import DAY, FROM, TO, post
-from tests.support import bearer, issue_token
+from tests.support import await_token, bearer, issue_token
 
 
 def everything(api, path: str, params: dict) -> list[dict]:
@@ -138,6 +138,7 @@ def test_another_tenants_token_gets_a_403_that_names_nobody(
     [audit, *_] = everything(api, "/v1/audit/search", {"owner": audit_owner})
     [flow, *_] = everything(api, "/v1/flows/search", {"switch": flow_switch})
     token = issue_token(settings, f"rows-t-{uuid.uuid4().hex[:8]}", DATA_SCOPES)
+    await_token(router_process.url, token)
     with httpx.Client(base_url=router_process.url, headers=bearer(token), timeout=30) as other:
         for path, item, key in (
             ("/v1/audit/rows/", audit, audit_owner),
