@@ -28,6 +28,7 @@ from router.catalog import tables as day_tables
 from router.cli.cluster import local_cluster
 from router.db import catalog_login, pools
 from router.settings import ClusterSettings, ServerSettings, Settings
+from services import process
 from services.router_process import RouterProcess
 
 RESULTS = Path(__file__).parent / "results"
@@ -198,6 +199,16 @@ async def timed_get(
     if response.status_code != 200:
         raise RuntimeError(f"{response.status_code}: {response.text[:300]}")
     return elapsed, response.json()
+
+
+def baseline_router(settings: Settings, home: Path, code: Path) -> RouterProcess:
+    """A second router on the same cluster, running the router package of another checkout."""
+    port = process.free_port()
+    env = {**router_env(settings), "SHARDLOG_SERVER__PORT": str(port)}
+    router = RouterProcess(home, settings.server.host, port, env=env, code=code)
+    router.start()
+    TOKENS[router.url] = bench_token(settings)
+    return router
 
 
 def timed(

@@ -123,6 +123,12 @@ class PoolSettings(Section):
         "ALL: one round trip) whenever a writer-pool connection goes back to the pool; off: "
         "only an open transaction is rolled back (writers change no session state).",
     )
+    reader_reset_query: bool = Field(
+        False,
+        description="The same for reader-pool connections (searches, exports, the tail, "
+        "inventories): they too change no session state outside a transaction, and the reset "
+        "was a round trip per shard asked by every search.",
+    )
     multi_host_target: Literal["read-write", "primary", "any", "prefer-standby"] = Field(
         "read-write",
         description="target_session_attrs for multi-host DSNs that do not name one.",

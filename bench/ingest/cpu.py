@@ -22,20 +22,16 @@ from typing import Any
 import httpx
 
 from bench.harness import (
-    TOKENS,
     auth_for,
+    baseline_router,
     bench_cluster,
     bench_settings,
-    bench_token,
     cpu_seconds,
     machine_busy_seconds,
-    router_env,
     verdict,
     write_results,
 )
 from bench.ingest import generate
-from router.settings import Settings
-from services import process
 from services.router_process import RouterProcess
 
 TARGET_US = {"audit": 3.5, "flow": 8.0}
@@ -108,16 +104,6 @@ def plot(payload: dict[str, Any]) -> Any:
         axes.legend()
 
     return draw
-
-
-def baseline_router(settings: Settings, home: Path, code: Path) -> RouterProcess:
-    """A second router on the same cluster, running the router package of another checkout."""
-    port = process.free_port()
-    env = {**router_env(settings), "SHARDLOG_SERVER__PORT": str(port)}
-    router = RouterProcess(home, settings.server.host, port, env=env, code=code)
-    router.start()
-    TOKENS[router.url] = bench_token(settings)
-    return router
 
 
 def measure(

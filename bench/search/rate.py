@@ -5,11 +5,18 @@ one-hour window of a loaded day) with 8 clients, for owners spread over the whol
 of spread 1 or 2 (the other) for comparison, side by side in one run, in turns, medians of
 the repeats. Rows are loaded by COPY straight into each owner's day table on the shards the
 router would place them on (placement.spread_shards) and registered, as bench/search loads.
+The clients send their requests over keep-alive connections of bench/http_client.py (a lean
+client: on two shared cores an httpx client took a third of the machine's CPU per request).
 Prints requests/s and CPU per request: the router process, the cluster's PostgreSQL processes,
 and the whole machine (other work on it included). Target: spread >= 2x the whole group's
-requests/s. Writes bench/results/search_rate.{json,png}.
+requests/s. With ``--baseline DIR`` a router of another checkout (the one before issue 20:
+``git worktree add --detach DIR d7a2a22``) runs beside this one on the same cluster and asks
+for the whole-group owners' pages too: "today" as a user had it, every owner on the whole
+group and that router's cost per request. The target is then this router's spread owners
+against that. Writes bench/results/search_rate.{json,png}.
 
     python -m bench.search.rate [--owners 16] [--rows-per-owner 40000] [--seconds 10]
+        [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -27,11 +34,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 
 from bench.harness import (
     BENCH_BASE_PORT,
     BENCH_ROUTER_PORT,
     auth_for,
+    baseline_router,
     bench_cluster,
     bench_settings,
     cpu_seconds,
@@ -40,6 +49,7 @@ from bench.harness import (
     verdict,
     write_results,
 )
+from bench.http_client import LeanClient
 from bench.search.__main__ import random_batches
 from bench.search.shards import shard_connections
 from router.catalog import store
@@ -47,10 +57,13 @@ from router.db import catalog_login
 from router.db.names import day_table
 from router.routing import placement
 from router.settings import IngestSettings
+from services.router_process import RouterProcess
 
 CLIENTS = 8
 TARGET_RATIO = 2.0
 GROUPS = ("group1", "group2")
+# The baseline router (--baseline) on the whole-group owners.
+TODAY = "today"
 
 
 async def load(
@@ -130,7 +143,8 @@ async def run_clients(
     async def client(number: int) -> None:
         nonlocal errors
         rng = random.Random(number)
-        async with httpx.AsyncClient(base_url=url, timeout=30, headers=auth_for(url)) as http:
+        lean = LeanClient(url, auth_for(url))
+        try:
             while time.monotonic() < deadline:
                 start = day + timedelta(seconds=rng.randrange(0, 23 * 3600))
                 params: dict[str, str | int] = {
@@ -140,10 +154,12 @@ async def run_clients(
                     "limit": 10,
                 }
                 began = time.perf_counter()
-                response = await http.get("/v1/audit/search", params=params)
-                if response.status_code != 200 or len(response.json()["items"]) != 10:
+                status, answer = await lean.send(lean.get("/v1/audit/search", params))
+                if status != 200 or len(orjson.loads(answer)["items"]) != 10:
                     errors += 1
                 latencies.append((time.perf_counter() - began) * 1000)
+        finally:
+            await lean.close()
 
     # Backends live as long as the router's pooled connections: those of the run are there
     # at its start (the warm-up opened them).
@@ -166,6 +182,14 @@ async def run_clients(
     }
 
 
+async def measure(
+    router: RouterProcess, owners: list[str], day: datetime, seconds: float, data_dir: Path
+) -> dict[str, float]:
+    pid = router.pid()
+    assert pid is not None
+    return await run_clients(router.url, owners, day, seconds, pid, data_dir)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--owners", type=int, default=16, help="owners of each kind")
@@ -174,6 +198,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--base-port", type=int, default=BENCH_BASE_PORT)
     parser.add_argument("--router-port", type=int, default=BENCH_ROUTER_PORT)
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a checkout whose router runs beside this one on the whole-group owners: the "
+        "target's 'today'",
+    )
     args = parser.parse_args(argv)
     spread = IngestSettings().spread_min_shards or None
     kinds: dict[str, int | None] = {"whole group": None, f"spread {spread}": spread}
@@ -186,42 +216,59 @@ def main(argv: list[str] | None = None) -> int:
     data_dir = Path(tempfile.mkdtemp(prefix="shardlog-rate-"))
     settings = bench_settings(data_dir, base_port=args.base_port, router_port=args.router_port)
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in kinds}
+    runners = list(kinds)
+    if args.baseline is not None:
+        runners.append(TODAY)
+        runs[TODAY] = []
+        owners[TODAY] = owners["whole group"]
     try:
         with bench_cluster(settings) as (_, router):
             assert router is not None
-            pid = router.pid()
-            assert pid is not None
-            wanted = {key: kinds[name] for name, keys in owners.items() for key in keys}
+            wanted = {key: spread for name, spread in kinds.items() for key in owners[name]}
             placed = asyncio.run(load(settings, router.url, wanted, args.rows_per_owner, day))
-            for name in kinds:  # warm-up: plans, pools, caches
-                asyncio.run(run_clients(router.url, owners[name], day, 2.0, pid, data_dir))
-            for repeat in range(args.repeats):
-                order = list(kinds)[repeat % len(kinds) :] + list(kinds)[: repeat % len(kinds)]
-                for name in order:
-                    run = asyncio.run(
-                        run_clients(router.url, owners[name], day, args.seconds, pid, data_dir)
-                    )
-                    runs[name].append(run)
-                    print(
-                        f"  {name:<12} {run['requests_per_s']:7.0f} requests/s, router CPU "
-                        f"{run['router_cpu_ms_per_request']:.2f} ms/request, PostgreSQL "
-                        f"{run['postgres_cpu_ms_per_request']:.2f} ms/request, p50 "
-                        f"{run['p50_ms']:.1f} ms, errors {run['errors']:.0f}",
-                        flush=True,
-                    )
+            routers = {name: router for name in kinds}
+            if args.baseline is not None:
+                routers[TODAY] = baseline_router(
+                    settings, data_dir / "baseline", args.baseline.absolute()
+                )
+            try:
+                for name in runners:  # warm-up: plans, pools, caches
+                    asyncio.run(measure(routers[name], owners[name], day, 2.0, data_dir))
+                for repeat in range(args.repeats):
+                    order = runners[repeat % len(runners) :] + runners[: repeat % len(runners)]
+                    for name in order:
+                        run = asyncio.run(
+                            measure(routers[name], owners[name], day, args.seconds, data_dir)
+                        )
+                        runs[name].append(run)
+                        print(
+                            f"  {name:<12} {run['requests_per_s']:7.0f} requests/s, router "
+                            f"CPU {run['router_cpu_ms_per_request']:.2f} ms/request, "
+                            f"PostgreSQL {run['postgres_cpu_ms_per_request']:.2f} ms/request, "
+                            f"p50 {run['p50_ms']:.1f} ms, errors {run['errors']:.0f}",
+                            flush=True,
+                        )
+            finally:
+                if TODAY in routers:
+                    routers[TODAY].stop()
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
     medians = {
         name: {key: round(statistics.median(r[key] for r in results), 3) for key in results[0]}
         for name, results in runs.items()
     }
+
     # The ratio of each repeat's turns (run one after the other), then their median: the load
     # of the rest of the machine moves between repeats more than within one.
-    ratios = [
-        n["requests_per_s"] / w["requests_per_s"]
-        for n, w in zip(runs[f"spread {spread}"], runs["whole group"], strict=True)
-    ]
-    ratio = round(statistics.median(ratios), 3)
+    def ratio_of(name: str, against: str) -> tuple[float, list[float]]:
+        ratios = [
+            n["requests_per_s"] / w["requests_per_s"]
+            for n, w in zip(runs[name], runs[against], strict=True)
+        ]
+        return round(statistics.median(ratios), 3), [round(r, 3) for r in ratios]
+
+    same_router, same_router_ratios = ratio_of(f"spread {spread}", "whole group")
+    ratio, ratios = ratio_of(f"spread {spread}", TODAY if TODAY in runs else "whole group")
     errors = sum(r["errors"] for results in runs.values() for r in results)
     # Router + PostgreSQL CPU per request: what bounds the rate on an otherwise idle machine
     # (this one is shared: the rates above move with everything else running on it).
@@ -230,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, m in medians.items()
     }
     cpu_ratio = round(cpu["whole group"] / cpu[f"spread {spread}"], 3)
-    shards_asked = {name: len(placed[owners[name][0]]) for name in kinds}
+    shards_asked = {name: len(placed[owners[name][0]]) for name in runners}
     payload = {
         "params": {
             "owners_per_kind": args.owners,
@@ -247,13 +294,16 @@ def main(argv: list[str] | None = None) -> int:
         "shards_asked": shards_asked,
         "runs": runs,
         "medians": medians,
-        "ratio_spread_vs_whole_group": ratio,
-        "ratios_by_repeat": [round(r, 3) for r in ratios],
+        "baseline": None if args.baseline is None else str(args.baseline),
+        "ratio_spread_vs_today": ratio,
+        "ratios_by_repeat": ratios,
+        "ratio_spread_vs_whole_group_same_router": same_router,
+        "same_router_ratios_by_repeat": same_router_ratios,
         "cpu_ms_per_request": {name: round(value, 3) for name, value in cpu.items()},
         "cpu_ratio_whole_group_vs_spread": cpu_ratio,
         "errors": errors,
         "targets": {
-            "spread_vs_whole_group_requests_per_s": verdict(ratio, TARGET_RATIO, at_most=False),
+            "spread_vs_today_requests_per_s": verdict(ratio, TARGET_RATIO, at_most=False),
             "errors": verdict(errors, 0),
         },
     }
@@ -266,13 +316,13 @@ def main(argv: list[str] | None = None) -> int:
             f"machine CPU {figures['machine_cpu_ms_per_request']:.2f} ms/request, p50 "
             f"{figures['p50_ms']:.1f} ms"
         )
-    print(f"spread vs whole group: {ratio:.2f}x requests/s (target >= {TARGET_RATIO}x)")
+    today = "the baseline router's whole group" if TODAY in runs else "the whole group"
+    print(f"spread vs {today}: {ratio:.2f}x requests/s (target >= {TARGET_RATIO}x)")
+    print(f"spread vs whole group, this router: {same_router:.2f}x requests/s")
     print(f"router + PostgreSQL CPU per request, whole group / spread: {cpu_ratio:.2f}x")
     failed = False
     if ratio < TARGET_RATIO:
-        print(
-            f"SHORTFALL: spread {ratio:.2f}x the whole group's requests/s (target {TARGET_RATIO}x)"
-        )
+        print(f"SHORTFALL: spread {ratio:.2f}x {today}'s requests/s (target {TARGET_RATIO}x)")
         failed = True
     if errors:
         print(f"SHORTFALL: {errors:.0f} searches failed or returned fewer than 10 rows")

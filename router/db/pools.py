@@ -71,9 +71,11 @@ async def connect(dsn: str, settings: PoolSettings, role: str | None = None) -> 
 
 
 async def _rollback_only(connection: asyncpg.Connection) -> None:
-    """What a writer connection needs on its way back to the pool: writers set nothing
-    beyond their transactions (SET LOCAL, set_config(..., true)), listen to nothing and hold no
-    session lock, so asyncpg's reset query would be a round trip per part for nothing."""
+    """What a writer or reader connection needs on its way back to the pool: neither sets
+    anything beyond its transactions (SET LOCAL, set_config(..., true); cursors live in
+    transactions), listens to anything (the tail and the catalog listen on connections of
+    their own) or holds a session lock, so asyncpg's reset query would be a round trip per
+    part written or shard searched for nothing."""
     if connection.is_in_transaction():
         await connection.execute("ROLLBACK")
 
@@ -81,14 +83,16 @@ async def _rollback_only(connection: asyncpg.Connection) -> None:
 async def create_pool(
     dsn: str, settings: PoolSettings, target: str | None = None, role: str | None = None
 ) -> asyncpg.Pool:
-    writer = role == roles.WRITER and not settings.writer_reset_query
+    lean = (role == roles.WRITER and not settings.writer_reset_query) or (
+        role == roles.READER and not settings.reader_reset_query
+    )
     # min_size 0 by default: a shard that is down at start-up must not stop the router.
     pool = await asyncpg.create_pool(
         min_size=settings.min_size,
         max_size=settings.max_size,
         init=prepare_shard_connection,
         connect=HostPicker().connect,
-        reset=_rollback_only if writer else None,
+        reset=_rollback_only if lean else None,
         **connect_options(dsn, settings, target, role),
     )
     assert pool is not None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal
 
@@ -15,6 +15,16 @@ from router.timestamps import TimestampError, parse_rfc3339
 
 Match = Literal["substring", "regex", "iregex"]
 Order = Literal["asc", "desc"]
+
+
+def _fields(value: Any) -> dict[str, Any]:
+    """``dataclasses.asdict`` of a query, without its deep copy of every value: the queries
+    are frozen, and this runs for every page (the cursor's binding)."""
+    return {
+        field.name: _fields(item) if is_dataclass(item) else item
+        for field in fields(value)
+        for item in (getattr(value, field.name),)
+    }
 
 
 @dataclass(frozen=True)
@@ -74,7 +84,7 @@ class AuditQuery:
     order: Order
 
     def binding(self) -> dict[str, Any]:
-        return {"kind": "audit", **asdict(self)}
+        return {"kind": "audit", **_fields(self)}
 
 
 @dataclass(frozen=True)
@@ -134,7 +144,7 @@ class FlowQuery:
     order: Order
 
     def binding(self) -> dict[str, Any]:
-        return {"kind": "flow", **asdict(self)}
+        return {"kind": "flow", **_fields(self)}
 
 
 def check_patterns(patterns: list[str], max_patterns: int, max_chars: int) -> tuple[str, ...]:

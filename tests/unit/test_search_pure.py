@@ -1,6 +1,7 @@
 """Merge, cursors, keyset conditions, plans and query parsing: the pure parts of search."""
 
 import base64
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -24,7 +25,15 @@ from router.search.cursor import (
     query_digest,
 )
 from router.search.merge import merge, sort_key
-from router.search.query import IpFilter, Keys, PortFilter, Window, window
+from router.search.query import (
+    AuditQuery,
+    FlowQuery,
+    IpFilter,
+    Keys,
+    PortFilter,
+    Window,
+    window,
+)
 from router.search.snapshot import Pin, ShardSnapshot
 from router.search.sql import Params, keyset
 
@@ -306,3 +315,33 @@ def test_the_reach_of_the_token_binds_only_expanding_searches() -> None:
     for keys in (Keys.of(), Keys.of(prefix="e")):
         assert visibility("flow", keys, acme) != visibility("flow", keys, other)
         assert visibility("flow", keys, acme)["reached_by"]["prefixes"] == ["edge-"]
+
+
+@given(
+    owners=st.lists(st.sampled_from(["a", "b", "c/d"]), max_size=3),
+    prefix=st.none() | st.just("a"),
+    patterns=st.lists(st.text(max_size=5), max_size=2),
+    port=st.none() | st.just("80-90"),
+    address=st.none() | st.just("10.0.0.0/8"),
+)
+def test_a_query_binding_is_what_asdict_made(owners, prefix, patterns, port, address) -> None:
+    """Cursors issued before the binding stopped using dataclasses.asdict stay valid."""
+    span = Window(BASE, BASE + timedelta(hours=1))
+    audit = AuditQuery(Keys.of(owners, prefix), span, tuple(patterns), "regex", "desc")
+    flow = FlowQuery(
+        Keys.of(owners, prefix),
+        span,
+        None if address is None else IpFilter.parse(address, "src_ip"),
+        None,
+        None,
+        None if port is None else PortFilter.parse(port, "dst_port"),
+        4,
+        6,
+        True,
+        "asc",
+    )
+    for query, kind in ((audit, "audit"), (flow, "flow")):
+        assert query.binding() == {"kind": kind, **dataclasses.asdict(query)}
+        assert query_digest(query.binding()) == query_digest(
+            {"kind": kind, **dataclasses.asdict(query)}
+        )
