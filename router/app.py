@@ -47,8 +47,15 @@ from router.settings import Settings
 log = logging.getLogger("router")
 
 
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
+    if not logging.getLogger().handlers:
+        # A worker process (SHARDLOG_SERVER__WORKERS > 1) starts without the logging that
+        # `shardlog serve` set up in its parent.
+        logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     es_bulk.check_settings(settings)
     metrics = Metrics()
 
@@ -111,7 +118,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     _install_error_handlers(app, metrics)
     _install_disconnect_handler(app, metrics)
     app.add_middleware(Authenticate, render=_error_response)
-    app.add_middleware(ObserveRequests, metrics=metrics)
+    app.add_middleware(ObserveRequests, metrics=metrics, access_log=settings.server.access_log)
     openapi.install(app)
     return app
 

@@ -31,6 +31,11 @@ class Section(BaseModel):
 class ServerSettings(Section):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)
+    access_log: bool = Field(
+        True,
+        description="One line per request on the router's log: client address, method, path "
+        "(never the query string: it carries search patterns and keys), status, milliseconds.",
+    )
     workers: int = Field(
         1,
         ge=1,

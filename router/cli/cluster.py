@@ -210,14 +210,12 @@ def cmd_clean(settings: Settings, args: argparse.Namespace) -> int:
 def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
-    from router.app import create_app
+    from router.app import LOG_FORMAT, create_app
     from router.http import tls
     from router.http.limits import connection_limits
     from router.http.protocol import protocol_factory
 
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     server = settings.server
     host = args.host or server.host
     port = args.port or server.port
@@ -237,6 +235,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
             host=host,
             port=port,
             log_level="info",
+            access_log=False,  # the router writes its own (router/http/observe.py)
             timeout_keep_alive=server.keep_alive_timeout_s,
             **options,
         )
@@ -250,6 +249,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
             host=host,
             port=port,
             log_level="info",
+            access_log=False,  # the router writes its own (router/http/observe.py)
             timeout_keep_alive=server.keep_alive_timeout_s,
             **options,
         )

@@ -235,6 +235,16 @@ def test_worker_processes_have_the_same_deadlines(workers: RouterProcess) -> Non
     assert httpx.get(f"{workers.url}/health/live", timeout=5).status_code == 200
 
 
+def test_worker_processes_write_the_access_line(workers: RouterProcess) -> None:
+    """A worker process sets its logging up itself (the serving command's is its parent's)."""
+    marker = f"/health/live-{uuid.uuid4().hex}"
+    assert httpx.get(f"{workers.url}{marker}", timeout=5).status_code == 404
+    deadline = time.monotonic() + 5
+    while marker not in workers.log_file.read_text(errors="replace"):
+        assert time.monotonic() < deadline, workers.log_tail()
+        time.sleep(0.1)
+
+
 # --- bodies --------------------------------------------------------------------------------
 
 
