@@ -114,6 +114,14 @@ class MetadataSettings(Section):
     connect_timeout_s: float = Field(5.0, gt=0)
     pool_size: int = Field(4, ge=1)
     application_name: str = "shardlog"
+    reset_query: bool = Field(
+        False,
+        description="Run asyncpg's reset query whenever a catalog connection goes back to the "
+        "router's metadata pool; off: only an open transaction is rolled back. Catalog "
+        "statements change no session state (the one session lock, retention's, is released "
+        "or ends with its connection), and the reset was a round trip for every search's "
+        "day-table look-up.",
+    )
 
 
 class PoolSettings(Section):

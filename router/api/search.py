@@ -6,11 +6,12 @@ from enum import IntEnum
 from typing import Annotated, Any, Literal
 
 import orjson
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel
 
 from router.api.deps import RuntimeDep
+from router.api.query_model import documented, query_model
 from router.api.responses import ERROR_DESCRIPTIONS, Responses, described, ndjson_answer
 from router.auth.dependency import AuditRead, FlowsRead
 from router.auth.scopes import Grant
@@ -108,6 +109,48 @@ Address = Annotated[str | None, Query(description="Address or CIDR prefix")]
 Ports = Annotated[str | None, Query(description="Port or range 1000-2000")]
 Proto = Annotated[int | None, Query(ge=0, le=255)]
 EitherDirection = Annotated[bool, Query(description="Also match dst->src")]
+
+
+class PageQuery(BaseModel):
+    """What every search page takes: its window, and how the page is made (the parameters
+    are read in one pass: router/api/query_model.py)."""
+
+    start: From
+    to: To
+    order: Order = "asc"
+    limit: Limit = None
+    cursor: CursorText = None
+    count: Count = "none"
+    partial: Partial = True
+    backend: BackendParam = "fanout"
+    consistent: Consistent = False
+
+
+class AuditPageQuery(PageQuery):
+    """The parameters of GET /v1/audit/search."""
+
+    owner: Owners = []
+    owner_prefix: OwnerPrefix = None
+    q: Patterns = []
+    match: MatchParam = "substring"
+
+
+class FlowPageQuery(PageQuery):
+    """The parameters of GET /v1/flows/search."""
+
+    switch: Switches = []
+    switch_prefix: SwitchPrefix = None
+    src_ip: Address = None
+    dst_ip: Address = None
+    src_port: Ports = None
+    dst_port: Ports = None
+    ip_version: IpVersionParam = None
+    proto: Proto = None
+    either_direction: EitherDirection = False
+
+
+AuditPageParams = Annotated[AuditPageQuery, Depends(query_model(AuditPageQuery))]
+FlowPageParams = Annotated[FlowPageQuery, Depends(query_model(FlowPageQuery))]
 SEARCH_ERRORS: dict[int | str, dict[str, Any]] = described(
     {
         400: "A parameter is invalid, or a prefix or no key at all covers too many owners or "
@@ -224,25 +267,20 @@ async def _page(
     runtime: Runtime,
     grant: Grant,
     query: queries.AuditQuery | queries.FlowQuery,
-    limit: int | None,
-    cursor: str | None,
-    count: CountMode,
-    partial: bool,
-    backend: Backend,
-    consistent: bool,
+    params: PageQuery,
 ) -> Response:
     """The page as its answer model (AuditPage, FlowPage) writes it, by router/search/page.py:
     the model stays the documented schema; a page of thousands of rows would cost more to
     validate and write through it than to find."""
     found = await runtime.search.search(
         query,
-        _limit(runtime, limit),
-        cursor,
-        count,
-        partial,
-        backend,
+        _limit(runtime, params.limit),
+        params.cursor,
+        params.count,
+        params.partial,
+        params.backend,
         grant=grant,
-        consistent=consistent,
+        consistent=params.consistent,
     )
     kind: Kind = "audit" if isinstance(query, queries.AuditQuery) else "flow"
     return Response(await page.encode(kind, found), media_type="application/json")
@@ -253,29 +291,18 @@ async def _page(
     summary="Audit rows of owners in a time range, by pattern",
     response_model=AuditPage,
     responses=SEARCH_ERRORS,
+    openapi_extra=documented(AuditPageQuery),
 )
 async def search_audit(
     caller: AuditRead,
     runtime: RuntimeDep,
-    start: From,
-    to: To,
-    owner: Owners = [],  # noqa: B006
-    owner_prefix: OwnerPrefix = None,
-    q: Patterns = [],  # noqa: B006
-    match: MatchParam = "substring",
-    order: Order = "asc",
-    limit: Limit = None,
-    cursor: CursorText = None,
-    count: Count = "none",
-    partial: Partial = True,
-    backend: BackendParam = "fanout",
-    consistent: Consistent = False,
+    params: AuditPageParams,
 ) -> Response:
-    owners = named_keys(runtime, owner, owner_prefix, "owner")
-    query = audit_query(runtime, owners, start, to, q, match, order)
-    return await _page(
-        runtime, caller.grant, query, limit, cursor, count, partial, backend, consistent
+    owners = named_keys(runtime, params.owner, params.owner_prefix, "owner")
+    query = audit_query(
+        runtime, owners, params.start, params.to, params.q, params.match, params.order
     )
+    return await _page(runtime, caller.grant, query, params)
 
 
 @router.get(
@@ -283,46 +310,28 @@ async def search_audit(
     summary="Flows of switches by any part of the 5-tuple",
     response_model=FlowPage,
     responses=SEARCH_ERRORS,
+    openapi_extra=documented(FlowPageQuery),
 )
 async def search_flows(
     caller: FlowsRead,
     runtime: RuntimeDep,
-    start: From,
-    to: To,
-    switch: Switches = [],  # noqa: B006
-    switch_prefix: SwitchPrefix = None,
-    src_ip: Address = None,
-    dst_ip: Address = None,
-    src_port: Ports = None,
-    dst_port: Ports = None,
-    ip_version: IpVersionParam = None,
-    proto: Proto = None,
-    either_direction: EitherDirection = False,
-    order: Order = "asc",
-    limit: Limit = None,
-    cursor: CursorText = None,
-    count: Count = "none",
-    partial: Partial = True,
-    backend: BackendParam = "fanout",
-    consistent: Consistent = False,
+    params: FlowPageParams,
 ) -> Response:
     query = flow_query(
         runtime,
-        named_keys(runtime, switch, switch_prefix, "switch"),
-        start,
-        to,
-        src_ip,
-        dst_ip,
-        src_port,
-        dst_port,
-        ip_version,
-        proto,
-        either_direction,
-        order,
+        named_keys(runtime, params.switch, params.switch_prefix, "switch"),
+        params.start,
+        params.to,
+        params.src_ip,
+        params.dst_ip,
+        params.src_port,
+        params.dst_port,
+        params.ip_version,
+        params.proto,
+        params.either_direction,
+        params.order,
     )
-    return await _page(
-        runtime, caller.grant, query, limit, cursor, count, partial, backend, consistent
-    )
+    return await _page(runtime, caller.grant, query, params)
 
 
 @router.get(

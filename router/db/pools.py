@@ -71,11 +71,12 @@ async def connect(dsn: str, settings: PoolSettings, role: str | None = None) -> 
 
 
 async def _rollback_only(connection: asyncpg.Connection) -> None:
-    """What a writer or reader connection needs on its way back to the pool: neither sets
-    anything beyond its transactions (SET LOCAL, set_config(..., true); cursors live in
-    transactions), listens to anything (the tail and the catalog listen on connections of
-    their own) or holds a session lock, so asyncpg's reset query would be a round trip per
-    part written or shard searched for nothing."""
+    """What a writer, reader or catalog connection needs on its way back to the pool: none
+    sets anything beyond its transactions (SET LOCAL, set_config(..., true); cursors live in
+    transactions) or listens to anything (the tail and the catalog listen on connections of
+    their own); the one session lock (a retention run's) is released, or its connection
+    terminated. asyncpg's reset query would be a round trip per part written, shard searched
+    or catalog look-up for nothing."""
     if connection.is_in_transaction():
         await connection.execute("ROLLBACK")
 
@@ -234,6 +235,7 @@ async def create_metadata_pool(dsn: str, settings: MetadataSettings) -> asyncpg.
         timeout=settings.connect_timeout_s,
         server_settings={"application_name": settings.application_name},
         init=install_codec,  # rows read through the fdw coordinator carry inet values
+        reset=None if settings.reset_query else _rollback_only,
     )
     assert pool is not None
     return pool

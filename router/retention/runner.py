@@ -129,12 +129,20 @@ class RetentionRunner:
         today = self._today()
         as_of = options.as_of or today
         async with self._metadata.acquire() as lock_connection:
-            if not await self._lock(lock_connection, options.lock_wait_s):
-                return RunReport("skipped", as_of, message="another retention run holds the lock")
             try:
-                report = await self._run_locked(snapshot, options, as_of, today)
-            finally:
-                await lock_connection.execute("SELECT pg_advisory_unlock($1)", RUN_LOCK)
+                if not await self._lock(lock_connection, options.lock_wait_s):
+                    return RunReport(
+                        "skipped", as_of, message="another retention run holds the lock"
+                    )
+                try:
+                    report = await self._run_locked(snapshot, options, as_of, today)
+                finally:
+                    await lock_connection.execute("SELECT pg_advisory_unlock($1)", RUN_LOCK)
+            except BaseException:
+                # The pool gives connections back without a reset query: a lock that may be
+                # held still (a failure or cancellation anywhere above) ends with its session.
+                lock_connection.terminate()
+                raise
         self._observe(report)
         return report
 

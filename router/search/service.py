@@ -178,7 +178,12 @@ class SearchService:
         pool = self._pools.reader(target.shard, primary=pinning is not None)
         for attempt in range(2):
             try:
-                async with pool.acquire(timeout=self._settings.shard_timeout_s) as connection:
+                # One deadline for the wait for a connection and the statements: asyncpg's own
+                # acquire timeout runs the acquire as a task of its own, each time.
+                async with (
+                    asyncio.timeout(self._settings.shard_timeout_s),
+                    pool.acquire() as connection,
+                ):
                     if pinning is not None and pinning.taking:
                         # Before the page's statement, which then sees all the snapshot sees.
                         pinning.snapshots[target.shard] = ShardSnapshot.parse(

@@ -1,6 +1,8 @@
-"""Shard connections going back to their pool: writer and reader connections skip asyncpg's
-reset query (a round trip per part written or shard searched) and only roll back a
-transaction left open; with SHARDLOG_POOLS__*_RESET_QUERY on, the reset query runs."""
+"""Connections going back to their pool: writer, reader and catalog connections skip asyncpg's
+reset query (a round trip per part written, shard searched or catalog look-up) and only roll
+back a transaction left open; with SHARDLOG_POOLS__*_RESET_QUERY (SHARDLOG_METADATA__RESET_QUERY)
+on, the reset query runs. Retention's session lock, the one session state a catalog connection
+takes, ends with the run: tests/integration/test_retention_lock.py."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import httpx
 import pytest
 
 from bench.shard_view import catalog_shards
-from router.db import pools, roles
+from router.db import catalog_login, pools, roles
 from router.settings import PoolSettings, Settings
 
 
@@ -84,3 +86,37 @@ async def test_an_open_transaction_is_rolled_back(pool_of: MakePool, role: str) 
             await connection.fetchval("SELECT count(*) FROM pg_cursors WHERE name = 'left_open'")
             == 0
         )
+
+
+@pytest.fixture
+async def metadata_pool_of(api: httpx.Client, settings: Settings) -> AsyncIterator[MakePool]:
+    made: list[asyncpg.Pool] = []
+
+    async def make(**options: bool) -> asyncpg.Pool:
+        one = settings.metadata.model_copy(update={"pool_size": 1, **options})
+        pool = await pools.create_metadata_pool(catalog_login.catalog_dsn(settings), one)
+        made.append(pool)
+        return pool
+
+    yield make
+    for pool in made:
+        await pool.close()
+
+
+async def test_catalog_connections_skip_the_reset_query(metadata_pool_of: MakePool) -> None:
+    assert await session_name_after_release(await metadata_pool_of()) == "left-behind"
+
+
+async def test_catalog_reset_query_when_asked(metadata_pool_of: MakePool) -> None:
+    pool = await metadata_pool_of(reset_query=True)
+    assert await session_name_after_release(pool) != "left-behind"
+
+
+async def test_a_catalog_transaction_left_open_is_rolled_back(metadata_pool_of: MakePool) -> None:
+    pool = await metadata_pool_of()
+    async with pool.acquire() as connection:
+        await connection.execute("BEGIN READ ONLY")
+        await connection.execute("SET LOCAL cursor_tuple_fraction = 1.0")
+    async with pool.acquire() as connection:
+        assert not connection.is_in_transaction()
+        assert await connection.fetchval("SHOW cursor_tuple_fraction") == "0.1"
