@@ -2,11 +2,13 @@
 
 Each shard answers up to ``limit + 1`` rows, so a page of 1,000 rows over 6 shards reads about
 6,000; only the first ``limit + 1`` of the merge become rows and items (the others stay the
-driver's records). The page's JSON is written by orjson in one call, in the order and the form
-the answer models (router/models/search.py) give it, so a page reads byte for byte as the
-models would have written it; the bytes of a large page are made between yields to the event
-loop, so that writes and small requests keep their turn while a large page is built. Pure but
-for those yields: no I/O."""
+driver's records). The page's JSON is written by orjson, in the order and the form the answer
+models (router/models/search.py) give it, so a page reads byte for byte as the models would
+have written it. The merge, the rows, the items and the bytes of a large page are each made a
+chunk at a time between yields to the event loop, so that writes and small requests keep their
+turn while a large page is built (no step holds the loop for more than about a millisecond);
+whether a shard must be asked for more is found by binary search, not by another merge. Pure
+but for those yields: no I/O."""
 
 from __future__ import annotations
 
@@ -14,12 +16,14 @@ import asyncio
 import heapq
 import itertools
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
 from router.db.names import Kind
 from router.search import lines
+
+R = TypeVar("R")
 
 # Pages up to this many rows ask every shard for all (shard_share): a second round trip
 # costs more than decoding a few hundred rows.
@@ -64,6 +68,29 @@ def merge_records(
     return [(entry[1], entry[4]) for entry in itertools.islice(merged, limit)]
 
 
+async def merged_rows(
+    answers: Sequence[tuple[str, Sequence[Any]]],
+    descending: bool,
+    limit: int,
+    make: Callable[[str, Any], R],
+) -> list[R]:
+    """``make(shard, record)`` of merge_records' pairs, a chunk at a time with a yield to the
+    event loop after each: the merge and the rows of a 10,000-row page are ~30 ms of work."""
+    merged = heapq.merge(
+        *(_keyed(shard, records) for shard, records in answers), key=_key, reverse=descending
+    )
+    made: list[R] = []
+    while len(made) < limit:
+        if made:
+            await asyncio.sleep(0)
+        wanted = min(CHUNK, limit - len(made))
+        chunk = [make(entry[1], entry[4]) for entry in itertools.islice(merged, wanted)]
+        made += chunk
+        if len(chunk) < wanted:
+            break
+    return made
+
+
 def shard_share(wanted: int, shards: int) -> int:
     """How many rows a page's first statement asks of each of ``shards`` shards for the first
     ``wanted`` rows of all: twice an even share and a margin, so that a shard holding more than
@@ -82,15 +109,39 @@ def short_shards(
     whose last statement answered all it was asked (``full``) and all of whose rows made it
     into the first ``wanted``; for each, its last row (the next statement continues after it)
     and how many rows the page could still take from it. An empty answer: the first
-    ``wanted`` rows of the merge are those of all the shards."""
-    taken: dict[str, int] = {}
-    for shard, _ in merge_records(list(answers.items()), descending, wanted):
-        taken[shard] = taken.get(shard, 0) + 1
-    return {
-        shard: (rows[-1], wanted - len(rows))
-        for shard, rows in answers.items()
-        if shard in full and rows and taken.get(shard, 0) == len(rows) < wanted
-    }
+    ``wanted`` rows of the merge are those of all the shards.
+
+    A shard's rows all make the first ``wanted`` when no more than ``wanted`` rows of all come
+    at or before its last one in the merge's order: a binary search in each answer, not a
+    merge (which held the event loop ~9 ms for a 10,000-row page)."""
+    short: dict[str, tuple[Any, int]] = {}
+    for shard, rows in answers.items():
+        if shard not in full or not rows or len(rows) >= wanted:
+            continue
+        last = rows[-1]
+        bound = (last["ts"], shard, last["owner_id"], last["id"])
+        rank = sum(
+            _at_or_before(other, records, bound, descending) for other, records in answers.items()
+        )
+        if rank <= wanted:
+            short[shard] = (last, wanted - len(rows))
+    return short
+
+
+def _at_or_before(
+    shard: str, records: Sequence[Any], bound: tuple[Any, ...], descending: bool
+) -> int:
+    """How many of a shard's ``records`` (in the merge's order) come at or before ``bound``."""
+    low, high = 0, len(records)
+    while low < high:
+        middle = (low + high) // 2
+        record = records[middle]
+        key = (record["ts"], shard, record["owner_id"], record["id"])
+        if (key >= bound) if descending else (key <= bound):
+            low = middle + 1
+        else:
+            high = middle
+    return low
 
 
 async def items_of(rows: list[Any], make: Callable[[Any], dict[str, Any]]) -> list[dict[str, Any]]:
@@ -115,18 +166,20 @@ def ordered(kind: Kind, item: dict[str, Any]) -> dict[str, Any]:
 
 
 async def encode(kind: Kind, page: dict[str, Any]) -> bytes:
-    """A search page's JSON. Items whose keys are not in their model's order already (flows)
-    are put in it a chunk at a time, with a yield to the event loop after each chunk."""
+    """A search page's JSON, as ``orjson.dumps`` of the page with its items in their model's
+    order would write it. Items whose keys are not in that order already (flows) are put in
+    it, and the items are written, a chunk at a time with a yield to the event loop after
+    each chunk: one call for a 10,000-row page held the loop ~16 ms."""
     fields = FIELDS[kind]
-    items: list[dict[str, Any]] = []
     found: list[dict[str, Any]] = page["items"]
+    written: list[bytes] = []
     for start in range(0, len(found), CHUNK):
         if start:
             await asyncio.sleep(0)
-        items += [
+        chunk = [
             item if tuple(item) == fields else ordered(kind, item)
             for item in found[start : start + CHUNK]
         ]
-    body = {name: page[name] for name in PAGE_FIELDS}
-    body["items"] = items
-    return orjson.dumps(body)
+        written.append(orjson.dumps(chunk)[1:-1])
+    rest = orjson.dumps({name: page[name] for name in PAGE_FIELDS[1:]})
+    return b'{"items":[' + b",".join(written) + b"]," + rest[1:]

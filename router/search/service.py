@@ -33,7 +33,7 @@ from router.search.cursor import (
 from router.search.exporter import Exporter
 from router.search.lines import ExportFormat
 from router.search.merge import Row, keep_first, merge
-from router.search.page import items_of, merge_records, shard_share, short_shards
+from router.search.page import items_of, merged_rows, shard_share, short_shards
 from router.search.query import AuditQuery, FlowQuery, covered_keys
 from router.search.snapshot import NOT_PINNED, Pin, ShardSnapshot, pinned_plan
 from router.search.streams import ShardFailure, refuse_partial
@@ -372,10 +372,12 @@ class SearchService:
             )
             if outcome.failures and not partial_ok:
                 self._refuse_partial(outcome.failures)
-            rows = [
-                self._row(record, shard, owners, kind)
-                for shard, record in merge_records(completed, descending, limit + 1)
-            ]
+            rows = await merged_rows(
+                completed,
+                descending,
+                limit + 1,
+                lambda shard, record: self._row(record, shard, owners, kind),
+            )
         more = len(rows) > limit
         page = rows[:limit]
         if backwards:

@@ -143,3 +143,70 @@ def test_answers_completed_by_short_shards_give_the_whole_merge(seed: int, desce
     expected = page.merge_records(list(held.items()), descending, wanted)
     assert got == expected
     assert rounds <= len(held) * 2
+
+
+def short_by_merging(
+    answers: dict[str, list[dict[str, object]]], full: set[str], descending: bool, wanted: int
+) -> dict[str, tuple[object, int]]:
+    """short_shards by its definition: merge, then see whose rows all made the page."""
+    taken: dict[str, int] = {}
+    for shard, _ in page.merge_records(list(answers.items()), descending, wanted):
+        taken[shard] = taken.get(shard, 0) + 1
+    return {
+        shard: (rows[-1], wanted - len(rows))
+        for shard, rows in answers.items()
+        if shard in full and rows and taken.get(shard, 0) == len(rows) < wanted
+    }
+
+
+@pytest.mark.parametrize("seed", range(80))
+@pytest.mark.parametrize("descending", [False, True])
+def test_short_shards_are_those_a_merge_finds(seed: int, descending: bool) -> None:
+    rng = random.Random(seed)
+    shards = dict(answers(seed))
+    if descending:
+        shards = {shard: records[::-1] for shard, records in shards.items()}
+    full = {shard for shard in shards if rng.random() < 0.7}
+    for wanted in (1, 5, 20, 45, 100):
+        assert page.short_shards(shards, full, descending, wanted) == short_by_merging(
+            shards, full, descending, wanted
+        )
+
+
+@pytest.mark.parametrize("seed", range(30))
+@pytest.mark.parametrize("descending", [False, True])
+def test_merged_rows_are_the_merge_a_chunk_at_a_time(
+    seed: int, descending: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(page, "CHUNK", 7)
+    shards = answers(seed)
+    if descending:
+        shards = [(shard, records[::-1]) for shard, records in shards]
+    for limit in (1, 7, 8, 20, 200):
+        expected = page.merge_records(shards, descending, limit)
+        got = asyncio.run(
+            page.merged_rows(shards, descending, limit, lambda shard, record: (shard, record))
+        )
+        assert got == expected
+
+
+@pytest.mark.parametrize("rows", [0, 1, 6, 7, 8, 15, 22])
+@pytest.mark.parametrize("kind", ["audit", "flow"])
+def test_a_page_written_a_chunk_at_a_time_is_orjsons_page(
+    rows: int, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(page, "CHUNK", 7)
+    fields = page.FIELDS[kind]
+    items = [
+        {name: f"{name}-{n}\u2028é" if n % 2 else n for name in reversed(fields)}
+        for n in range(rows)
+    ]
+    found = {"items": items, "next_cursor": "c1", "prev_cursor": None}
+    found |= {"count": {"value": rows, "exact": True}, "partial": False, "failed_shards": []}
+    expected = orjson.dumps(
+        {
+            name: [page.ordered(kind, item) for item in items] if name == "items" else found[name]
+            for name in page.PAGE_FIELDS
+        }
+    )
+    assert asyncio.run(page.encode(kind, found)) == expected  # type: ignore[arg-type]
