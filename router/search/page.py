@@ -5,8 +5,8 @@ Each shard answers up to ``limit + 1`` rows, so a page of 1,000 rows over 6 shar
 driver's records). The page's JSON is written by orjson, in the order and the form the answer
 models (router/models/search.py) give it, so a page reads byte for byte as the models would
 have written it. The merge, the rows, the items and the bytes of a large page are each made a
-chunk at a time between yields to the event loop, so that writes and small requests keep their
-turn while a large page is built (no step holds the loop for more than about a millisecond);
+chunk at a time, yielding to the event loop whenever the work has held it for 50 µs, so that
+writes and small requests keep their turn while a large page is built;
 whether a shard must be asked for more is found by binary search, not by another merge. Pure
 but for those yields: no I/O."""
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -28,11 +29,33 @@ R = TypeVar("R")
 # Pages up to this many rows ask every shard for all (shard_share): a second round trip
 # costs more than decoding a few hundred rows.
 SMALL_PAGE = 256
-# Rows merged, items made or written between two yields to the event loop: 50-100 µs of work.
-# A request arriving while a large page is built waits for the chunk in hand at each of its
-# turns on the loop (bench/search/mixed: a 10-row write beside a pager took 4-5x its time
-# alone with chunks of 500, 3x with 100, 1.8x with 32); each yield costs a few µs.
+# Rows merged or items made between two looks at the clock, and items written by one
+# orjson call (cheaper per row: a call per 32 items cost twice one call for the page).
 CHUNK = 32
+WRITE_CHUNK = 256
+# How long a page's work may hold the event loop before it yields. A request arriving while a
+# large page is built waits for the stretch in hand at each of its turns on the loop
+# (bench/search/mixed, a 10-row write beside a pager: 4-5x its time alone when a page yielded
+# every 500 rows, 3x every 100, 2x every 100 µs, 1.9x every 50 µs). Each yield costs a few µs:
+# at 50 µs a 10,000-row page alone takes ~10 % more router CPU than in one stretch.
+TURN_S = 0.00005
+
+
+class Turns:
+    """Yields to the event loop once the work since the last yield has held it for TURN_S:
+    cheap steps yield seldom, and no step holds the loop for long."""
+
+    __slots__ = ("_since",)
+
+    def __init__(self) -> None:
+        self._since = time.perf_counter()
+
+    async def take(self) -> None:
+        if time.perf_counter() - self._since >= TURN_S:
+            await asyncio.sleep(0)
+            self._since = time.perf_counter()
+
+
 # The keys of an item in the order the answer models write them (AuditItem, FlowItem).
 AUDIT_FIELDS = ("ts", "id", "content", "attrs", "shard", "owner", "ref")
 # The export's fields (router/search/lines.py) with last_seen second, then where the row is.
@@ -77,20 +100,21 @@ async def merged_rows(
     limit: int,
     make: Callable[[str, Any], R],
 ) -> list[R]:
-    """``make(shard, record)`` of merge_records' pairs, a chunk at a time with a yield to the
-    event loop after each: the merge and the rows of a 10,000-row page are ~30 ms of work."""
+    """``make(shard, record)`` of merge_records' pairs, a chunk at a time, yielding to the
+    event loop as ``Turns`` allows: the merge and the rows of a 10,000-row page are ~25 ms of
+    work."""
     merged = heapq.merge(
         *(_keyed(shard, records) for shard, records in answers), key=_key, reverse=descending
     )
     made: list[R] = []
+    turns = Turns()
     while len(made) < limit:
-        if made:
-            await asyncio.sleep(0)
         wanted = min(CHUNK, limit - len(made))
         chunk = [make(entry[1], entry[4]) for entry in itertools.islice(merged, wanted)]
         made += chunk
         if len(chunk) < wanted:
             break
+        await turns.take()
     return made
 
 
@@ -148,13 +172,13 @@ def _at_or_before(
 
 
 async def items_of(rows: list[Any], make: Callable[[Any], dict[str, Any]]) -> list[dict[str, Any]]:
-    """``make`` of every row, a chunk at a time, with a yield to the event loop after each
-    chunk of a large page."""
+    """``make`` of every row, a chunk at a time, yielding to the event loop as ``Turns``
+    allows."""
     made: list[dict[str, Any]] = []
+    turns = Turns()
     for start in range(0, len(rows), CHUNK):
-        if start:
-            await asyncio.sleep(0)
         made += [make(row) for row in rows[start : start + CHUNK]]
+        await turns.take()
     return made
 
 
@@ -171,18 +195,22 @@ def ordered(kind: Kind, item: dict[str, Any]) -> dict[str, Any]:
 async def encode(kind: Kind, page: dict[str, Any]) -> bytes:
     """A search page's JSON, as ``orjson.dumps`` of the page with its items in their model's
     order would write it. Items whose keys are not in that order already (flows) are put in
-    it, and the items are written, a chunk at a time with a yield to the event loop after
-    each chunk: one call for a 10,000-row page held the loop ~16 ms."""
+    it, and the items are written, a chunk at a time, yielding to the event loop as ``Turns``
+    allows: one call for a 10,000-row page held the loop 4-16 ms."""
     fields = FIELDS[kind]
     found: list[dict[str, Any]] = page["items"]
-    written: list[bytes] = []
-    for start in range(0, len(found), CHUNK):
+    parts: list[bytes | memoryview] = [b'{"items":[']
+    turns = Turns()
+    for start in range(0, len(found), WRITE_CHUNK):
         if start:
-            await asyncio.sleep(0)
+            parts.append(b",")
         chunk = [
             item if tuple(item) == fields else ordered(kind, item)
-            for item in found[start : start + CHUNK]
+            for item in found[start : start + WRITE_CHUNK]
         ]
-        written.append(orjson.dumps(chunk)[1:-1])
+        parts.append(memoryview(orjson.dumps(chunk))[1:-1])
+        await turns.take()
     rest = orjson.dumps({name: page[name] for name in PAGE_FIELDS[1:]})
-    return b'{"items":[' + b",".join(written) + b"]," + rest[1:]
+    parts += [b"],", memoryview(rest)[1:]]
+    # Memoryviews, one join: each copy of a large page's bytes cost as much as writing them.
+    return b"".join(parts)

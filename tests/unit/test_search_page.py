@@ -91,7 +91,8 @@ def test_an_item_with_a_key_its_model_lacks_is_refused(kind) -> None:
         asyncio.run(page.encode(kind, found))
 
 
-def test_items_of_makes_every_row_in_order() -> None:
+def test_items_of_makes_every_row_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(page, "TURN_S", 0.0)
     rows = list(range(3 * page.CHUNK + 1))
     assert asyncio.run(page.items_of(rows, lambda n: {"n": n})) == [{"n": n} for n in rows]
 
@@ -179,6 +180,7 @@ def test_merged_rows_are_the_merge_a_chunk_at_a_time(
     seed: int, descending: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(page, "CHUNK", 7)
+    monkeypatch.setattr(page, "TURN_S", 0.0)
     shards = answers(seed)
     if descending:
         shards = [(shard, records[::-1]) for shard, records in shards]
@@ -195,7 +197,8 @@ def test_merged_rows_are_the_merge_a_chunk_at_a_time(
 def test_a_page_written_a_chunk_at_a_time_is_orjsons_page(
     rows: int, kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(page, "CHUNK", 7)
+    monkeypatch.setattr(page, "WRITE_CHUNK", 7)
+    monkeypatch.setattr(page, "TURN_S", 0.0)
     fields = page.FIELDS[kind]
     items = [
         {name: f"{name}-{n}\u2028é" if n % 2 else n for name in reversed(fields)}
@@ -210,3 +213,26 @@ def test_a_page_written_a_chunk_at_a_time_is_orjsons_page(
         }
     )
     assert asyncio.run(page.encode(kind, found)) == expected  # type: ignore[arg-type]
+
+
+def test_turns_yield_only_once_the_loop_was_held_long_enough(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    slept: list[float] = []
+
+    async def sleep(delay: float) -> None:
+        slept.append(delay)
+
+    clock = iter([0.0, 0.00005, 0.0002, 0.0002, 0.00025, 0.0004, 0.0004])
+    monkeypatch.setattr(page.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(page.asyncio, "sleep", sleep)
+
+    async def steps() -> None:
+        turns = page.Turns()  # started at 0
+        await turns.take()  # 50 µs: no
+        await turns.take()  # 200 µs: yields, starts again at 200
+        await turns.take()  # 250 µs: no
+        await turns.take()  # 400 µs: yields
+
+    asyncio.run(steps())
+    assert slept == [0, 0]
