@@ -72,14 +72,31 @@ FIELDS: dict[Kind, tuple[str, ...]] = {"audit": AUDIT_FIELDS, "flow": FLOW_FIELD
 PAGE_FIELDS = ("items", "next_cursor", "prev_cursor", "count", "partial", "failed_shards")
 
 
-def _keyed(shard: str, records: Sequence[Any]) -> Iterator[tuple[Any, str, int, int, Any]]:
-    """One shard's records with the merge's key in front: (ts, shard, owner id, id)."""
+def _position(shard: str, record: Any) -> tuple[Any, str, int, int]:
+    """A record's place in the merge's order: (ts, shard, owner id, id)."""
+    return record["ts"], shard, record["owner_id"], record["id"]
+
+
+def _merged(
+    answers: Sequence[tuple[str, Sequence[Any]]], descending: bool
+) -> Iterator[tuple[tuple[Any, str, int, int], Any]]:
+    """The shards' records as (position, record), in the merge's order, lazily."""
+    return heapq.merge(
+        *(_positioned(shard, records) for shard, records in answers),
+        key=_first,
+        reverse=descending,
+    )
+
+
+def _positioned(
+    shard: str, records: Sequence[Any]
+) -> Iterator[tuple[tuple[Any, str, int, int], Any]]:
     for record in records:
-        yield record["ts"], shard, record["owner_id"], record["id"], record
+        yield _position(shard, record), record
 
 
-def _key(entry: tuple[Any, str, int, int, Any]) -> tuple[Any, str, int, int]:
-    return entry[:4]
+def _first(entry: tuple[tuple[Any, str, int, int], Any]) -> tuple[Any, str, int, int]:
+    return entry[0]
 
 
 def merge_records(
@@ -88,10 +105,10 @@ def merge_records(
     """The first ``limit`` (shard, record) of the shards' answers in (ts, shard, owner id, id)
     order (reversed when ``descending``), each shard's answer already in that order; records
     past them are not looked at."""
-    merged = heapq.merge(
-        *(_keyed(shard, records) for shard, records in answers), key=_key, reverse=descending
-    )
-    return [(entry[1], entry[4]) for entry in itertools.islice(merged, limit)]
+    return [
+        (position[1], record)
+        for position, record in itertools.islice(_merged(answers, descending), limit)
+    ]
 
 
 async def merged_rows(
@@ -103,14 +120,12 @@ async def merged_rows(
     """``make(shard, record)`` of merge_records' pairs, a chunk at a time, yielding to the
     event loop as ``Turns`` allows: the merge and the rows of a 10,000-row page are ~25 ms of
     work."""
-    merged = heapq.merge(
-        *(_keyed(shard, records) for shard, records in answers), key=_key, reverse=descending
-    )
+    merged = _merged(answers, descending)
     made: list[R] = []
     turns = Turns()
     while len(made) < limit:
         wanted = min(CHUNK, limit - len(made))
-        chunk = [make(entry[1], entry[4]) for entry in itertools.islice(merged, wanted)]
+        chunk = [make(position[1], record) for position, record in itertools.islice(merged, wanted)]
         made += chunk
         if len(chunk) < wanted:
             break
@@ -146,7 +161,7 @@ def short_shards(
         if shard not in full or not rows or len(rows) >= wanted:
             continue
         last = rows[-1]
-        bound = (last["ts"], shard, last["owner_id"], last["id"])
+        bound = _position(shard, last)
         rank = sum(
             _at_or_before(other, records, bound, descending) for other, records in answers.items()
         )
@@ -162,8 +177,7 @@ def _at_or_before(
     low, high = 0, len(records)
     while low < high:
         middle = (low + high) // 2
-        record = records[middle]
-        key = (record["ts"], shard, record["owner_id"], record["id"])
+        key = _position(shard, records[middle])
         if (key >= bound) if descending else (key <= bound):
             low = middle + 1
         else:
