@@ -10,6 +10,11 @@ APT_PACKAGES := postgresql-15 postgresql-15-hll postgresql-client-15 python3-ven
 # Only for the container targets (image, test-compose, test-ansible-hosts).
 DOCKER_PACKAGES := docker.io docker-compose debootstrap
 BIN := $(VENV)/bin
+# The native ingest decoder (native/, Rust through PyO3): rustup's cargo where there is one,
+# else Debian's cargo-web (bookworm's current Rust).
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+NATIVE_SOURCES := native/Cargo.toml native/Cargo.lock native/pyproject.toml \
+	native/shardlog_native.pyi $(wildcard native/src/*.rs)
 PYTEST_ARGS ?=
 
 .PHONY: help install up down status clean test lint typecheck pytest bench bench-report \
@@ -25,9 +30,14 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]'
 	@touch $@
 
+$(VENV)/.native: $(VENV)/.installed $(NATIVE_SOURCES)
+	@command -v cargo >/dev/null || bash services/install-packages.sh cargo-web rustc-web
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pip install -q --no-build-isolation ./native
+	@touch $@
+
 install: ## install missing apt packages and the Python environment (idempotent)
 	@bash services/install-packages.sh $(APT_PACKAGES)
-	@$(MAKE) --no-print-directory $(VENV)/.installed
+	@$(MAKE) --no-print-directory $(VENV)/.installed $(VENV)/.native
 
 up: install ## start 12 shards, the metadata instance, the router on 127.0.0.1:8080, the NetFlow/IPFIX collector (udp 2055, 4739) and the syslog listener (udp+tcp 5514) (HA=1: 4 Patroni shards x 2 nodes, etcd, HAProxy; TLS=1: HTTPS and PostgreSQL over verified TLS)
 	$(BIN)/shardlog up $(if $(HA),--ha) $(if $(TLS),--tls)

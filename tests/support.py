@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
@@ -25,8 +25,13 @@ from bench.load import window
 from router.auth import store as auth_store
 from router.auth.store import TokenLimits
 from router.db import pools
-from router.errors import BUG_MARKER
+from router.db.connection import prepare_shard_connection
+from router.db.names import DayTable
+from router.errors import BUG_MARKER, ShardlogError
+from router.ingest.body import LineBlock
+from router.ingest.records import AuditRow, Limits, Location, audit_row
 from router.settings import Settings
+from services.cluster import LocalCluster
 from services.collector_process import CollectorProcess
 from services.process import port_in_use
 from services.router_process import RouterProcess
@@ -273,3 +278,34 @@ def map_audit_owner(api: httpx.Client, prefix: str) -> tuple[str, str]:
     )
     assert response.status_code == 200, response.text
     return key, group
+
+
+@contextlib.asynccontextmanager
+async def scratch_shard(
+    cluster: LocalCluster,
+) -> AsyncIterator[tuple[asyncpg.Connection, list[DayTable]]]:
+    """A superuser connection to the first shard and a list of the day tables a test makes
+    there: dropped on the way out."""
+    connection = await asyncpg.connect(cluster.shards[0].spec.dsn())
+    await prepare_shard_connection(connection)
+    made: list[DayTable] = []
+    try:
+        yield connection, made
+    finally:
+        for table in made:
+            await connection.execute(f"DROP TABLE IF EXISTS {table.quoted}")
+        await connection.close()
+
+
+def per_line_audit_rows(
+    block: bytes, first: int, now: datetime, limits: Limits
+) -> list[AuditRow] | None:
+    """What the per-line path (orjson, then records.audit_row) makes of an NDJSON block: the
+    reference the block decoders are held to; None where it refuses a record."""
+    try:
+        return [
+            audit_row(raw, Location("records", number), now, limits)
+            for number, raw in LineBlock(block).records(first)
+        ]
+    except ShardlogError:
+        return None

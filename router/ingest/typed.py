@@ -11,12 +11,16 @@ Lines become the elements of one JSON array (``[`` + the lines joined by commas 
 that a block is one call: a newline inside a value or a blank line then leaves two commas in a
 row or a comma beside a bracket, which no JSON takes, and a line holding two values shows as
 more elements than lines.
+
+Audit blocks go first to the native decoder (``native/``, Rust, built by ``make install``):
+it takes only blocks of the common shape (records of owner, ts and content) and hands the
+rest back, which msgspec then takes as above. Without the extension, msgspec takes them all.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, TypeVar
 
 import msgspec
@@ -35,6 +39,15 @@ from router.ingest.records import (
     attrs_text,
 )
 from router.timestamps import TimestampError, parse_rfc3339
+
+try:
+    import shardlog_native
+except ImportError:  # pragma: no cover - `make install` builds it; the msgspec path serves
+    shardlog_native = None  # type: ignore[assignment]
+
+NATIVE = shardlog_native is not None
+_UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
 
 # Values out of these ranges fail decoding: the per-line path then words the error.
 Port = Annotated[int, msgspec.Meta(ge=0, le=65535)]
@@ -107,6 +120,25 @@ def _ts(text: str | None, default: datetime, latest: datetime) -> datetime | Non
 def audit_rows(block: bytes, first: int, now: datetime, limits: Limits) -> list[AuditRow] | None:
     """The rows of ``block`` (complete NDJSON lines joined by LF, the first numbered
     ``first``), or None when the per-line path must take the block."""
+    if shardlog_native is not None:
+        rows = shardlog_native.audit_rows(
+            block,
+            first,
+            limits.default_ts or now,
+            (now + limits.future_skew - _UNIX_EPOCH) // _MICROSECOND,
+            limits.max_content_bytes,
+            AuditRow,
+            lambda key: _valid_key(key, limits),
+        )
+        if rows is not None:
+            return rows
+    return msgspec_audit_rows(block, first, now, limits)
+
+
+def msgspec_audit_rows(
+    block: bytes, first: int, now: datetime, limits: Limits
+) -> list[AuditRow] | None:
+    """audit_rows without the native decoder: the reference it is held to."""
     lines = _lines(_DECODE, block)
     if lines is None:
         return None

@@ -22,6 +22,7 @@ from router.catalog import tables as day_tables
 from router.catalog.cache import CatalogCache
 from router.db import ddl
 from router.db.connection import Connection
+from router.db.copy import copy_audit_rows
 from router.db.failures import DRIVER_ERRORS, describe
 from router.db.names import DayTable
 from router.db.pools import ShardPools
@@ -291,9 +292,7 @@ class PartWriter:
             if not claimed:
                 return False
         if part.table.kind == "audit":
-            await connection.copy_records_to_table(
-                part.table.name, records=part.rows, columns=ddl.AUDIT_COLUMNS
-            )
+            await copy_audit_rows(connection, part.table.name, part.rows)
         else:
             # Created in the batch's transaction: a temporary table made once per session
             # (pool init) was seen to lose its file under load (58P01).

@@ -13,14 +13,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import pytest
 
 from router.db import ddl
-from router.db.connection import prepare_shard_connection
 from router.db.names import DayTable, day_table
 from router.retention import archive
 from services.cluster import LocalCluster
+from tests.support import scratch_shard
 
 DAY = datetime(2026, 3, 15, tzinfo=UTC)
 _switch_ids = itertools.count(920_000_000 + os.getpid() % 1000 * 1000)
@@ -28,13 +27,8 @@ _switch_ids = itertools.count(920_000_000 + os.getpid() % 1000 * 1000)
 
 @pytest.fixture(scope="module")
 async def shard(cluster: LocalCluster) -> Any:
-    connection = await asyncpg.connect(cluster.shards[0].spec.dsn())
-    await prepare_shard_connection(connection)
-    made: list[DayTable] = []
-    yield connection, made
-    for table in made:
-        await connection.execute(f"DROP TABLE IF EXISTS {table.quoted}")
-    await connection.close()
+    async with scratch_shard(cluster) as scratch:
+        yield scratch
 
 
 def _flow(

@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 
 from router.errors import ShardlogError
 from router.ingest.body import LineBlock
-from router.ingest.records import AuditRow, FlowRow, Limits, Location, audit_row, flow_row
+from router.ingest.records import AuditRow, FlowRow, Limits, Location, flow_row
 from router.ingest.typed import audit_rows, flow_rows
+from tests.support import per_line_audit_rows
 
 NOW = datetime(2026, 11, 25, 12, tzinfo=UTC)
 
@@ -66,14 +67,7 @@ def limits() -> Limits:
 
 
 def per_line(block: bytes, first: int) -> list[AuditRow] | None:
-    given_limits = limits()
-    try:
-        return [
-            audit_row(raw, Location("records", number), NOW, given_limits)
-            for number, raw in LineBlock(block).records(first)
-        ]
-    except ShardlogError:
-        return None
+    return per_line_audit_rows(block, first, NOW, limits())
 
 
 @settings(max_examples=2000)
