@@ -14,4 +14,13 @@ def audit_rows(
     valid_key: Callable[[str], bool],
 ) -> list[_Row] | None: ...
 
+def flow_rows(
+    block: bytes,
+    first: int,
+    default_ts: datetime,
+    latest_micros: int,
+    row_type: type[_Row],
+    valid_key: Callable[[str], bool],
+) -> list[_Row] | None: ...
+
 def audit_copy(rows: list[Sequence[Any]]) -> bytes: ...

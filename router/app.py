@@ -40,6 +40,7 @@ from router.db import catalog_login
 from router.db.migrate import pending
 from router.errors import BUG_MARKER, Invalid, ShardlogError, error_body
 from router.http.observe import ObserveRequests
+from router.ingest import typed
 from router.metrics import Metrics
 from router.runtime import Runtime
 from router.settings import Settings
@@ -62,6 +63,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         _check_auth_settings(settings)
+        _warn_without_native()
         metadata = await catalog_login.open_pool(settings)
         try:
             await catalog_login.check_not_superuser(metadata, settings.metadata)
@@ -121,6 +123,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(ObserveRequests, metrics=metrics, access_log=settings.server.access_log)
     openapi.install(app)
     return app
+
+
+def _warn_without_native() -> None:
+    if not typed.NATIVE:
+        log.warning(
+            "the native ingest extension (shardlog-native, native/) is not installed: audit "
+            "ingest takes the pure-Python path, about 1.4x the router CPU per row "
+            "(docs/deployment.md: install the shardlog[native] extra)"
+        )
 
 
 def _check_auth_settings(settings: Settings) -> None:

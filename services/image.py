@@ -5,7 +5,8 @@
   made here with ``debootstrap --variant=minbase bookworm`` from the host's Debian mirror and
   ``docker import`` (tagged ``shardlog/debian-base:bookworm``);
 - the wheelhouse: every pinned Python dependency as a wheel (plus setuptools and wheel for the
-  build backend), built on the host, so that the image installs with ``pip --no-index``;
+  build backend) and the native extension's wheel (native/), built on the host, so that the
+  image installs with ``pip --no-index``;
 - the image: ``docker build`` of docker/Dockerfile with both.
 
     python -m services.image wheelhouse | base | build   [--home var/docker]
@@ -87,31 +88,36 @@ def make_local_base(engine: DockerEngine) -> None:
             raise ServiceError(f"docker import of the base image failed: {imported.stderr}")
 
 
+def _pip_wheel(python: str, target: Path, *arguments: str | Path, path: str = "") -> None:
+    """``pip wheel`` into ``target``; ``path``: directories put before PATH."""
+    env = dict(os.environ)
+    if path:
+        env["PATH"] = f"{path}:{env['PATH']}"
+    run([python, "-m", "pip", "wheel", "--quiet", "--wheel-dir", target, *arguments], env)
+
+
 def build_wheelhouse(target: Path = WHEELHOUSE, python: str = sys.executable) -> Path:
-    """Wheels of every pinned runtime dependency (no dev extras) and of the build backend.
-    Needs the package index once; the result is what an air-gapped site carries in."""
+    """Wheels of every pinned runtime dependency (no dev extras), of the build backend and of
+    the native extension. Needs the package index once; the result is what an air-gapped site
+    carries in."""
     target.mkdir(parents=True, exist_ok=True)
-    run(
-        [
-            python,
-            "-m",
-            "pip",
-            "wheel",
-            "--quiet",
-            "--wheel-dir",
-            target,
-            "--constraint",
-            REPO / "constraints.txt",
-            REPO,
-            *BUILD_BACKEND,
-        ],
-        dict(os.environ),
-        timeout=1800,
-    )
+    _pip_wheel(python, target, "--constraint", REPO / "constraints.txt", REPO, *BUILD_BACKEND)
     # The project's own wheel is not used: the image installs the checkout (editable).
     for wheel in target.glob("shardlog-*.whl"):
         wheel.unlink()
+    build_native_wheel(target, python)
     return target
+
+
+def build_native_wheel(target: Path, python: str = sys.executable) -> Path:
+    """The native extension's wheel (native/, built with cargo and with maturin from the
+    venv), for the ``native`` extra: it is on no package index."""
+    for stale in target.glob("shardlog_native-*.whl"):
+        stale.unlink()
+    cargo_bin = Path.home() / ".cargo" / "bin"  # rustup's; Debian's cargo is on PATH already
+    tools = f"{Path(python).parent}:{cargo_bin}"
+    _pip_wheel(python, target, "--no-deps", "--no-build-isolation", REPO / "native", path=tools)
+    return next(target.glob("shardlog_native-*.whl"))
 
 
 def build_image(engine: DockerEngine, wheelhouse: Path = WHEELHOUSE, tag: str = IMAGE) -> str:

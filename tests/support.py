@@ -14,7 +14,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import asyncpg
 import httpx
@@ -29,7 +29,7 @@ from router.db.connection import prepare_shard_connection
 from router.db.names import DayTable
 from router.errors import BUG_MARKER, ShardlogError
 from router.ingest.body import LineBlock
-from router.ingest.records import AuditRow, Limits, Location, audit_row
+from router.ingest.records import Limits, Location
 from router.settings import Settings
 from services.cluster import LocalCluster
 from services.collector_process import CollectorProcess
@@ -37,6 +37,7 @@ from services.process import port_in_use
 from services.router_process import RouterProcess
 
 T = TypeVar("T")
+R = TypeVar("R")
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -297,14 +298,19 @@ async def scratch_shard(
         await connection.close()
 
 
-def per_line_audit_rows(
-    block: bytes, first: int, now: datetime, limits: Limits
-) -> list[AuditRow] | None:
-    """What the per-line path (orjson, then records.audit_row) makes of an NDJSON block: the
-    reference the block decoders are held to; None where it refuses a record."""
+def per_line_rows(
+    row_of: Callable[[Any, Location, datetime, Limits], R],
+    block: bytes,
+    first: int,
+    now: datetime,
+    limits: Limits,
+) -> list[R] | None:
+    """What the per-line path (orjson, then ``row_of``: records.audit_row or flow_row) makes
+    of an NDJSON block: the reference the block decoders are held to; None where it refuses a
+    record."""
     try:
         return [
-            audit_row(raw, Location("records", number), now, limits)
+            row_of(raw, Location("records", number), now, limits)
             for number, raw in LineBlock(block).records(first)
         ]
     except ShardlogError:

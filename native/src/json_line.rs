@@ -1,5 +1,5 @@
-//! One NDJSON line holding one flat JSON object of string (or null) members, scanned without
-//! building a tree. Anything outside that shape is `None`: the caller hands the block to the
+//! One NDJSON line holding one flat JSON object of string, null or natural-number members,
+//! scanned without building a tree. Anything outside that shape is `None`: the caller hands the block to the
 //! Python path, which accepts or words the error. Never more lenient than RFC 8259.
 
 use std::borrow::Cow;
@@ -8,6 +8,8 @@ use std::borrow::Cow;
 pub enum Value<'a> {
     Null,
     Text(Cow<'a, str>),
+    /// An integer written without sign, fraction or exponent, that fits in 64 bits.
+    Natural(u64),
 }
 
 pub struct Scanner<'a> {
@@ -84,8 +86,23 @@ impl<'a> Scanner<'a> {
                 self.at += 3;
                 Some(Value::Null)
             }
+            first @ b'0'..=b'9' => self.natural(first).map(Value::Natural),
             _ => None,
         }
+    }
+
+    /// The digits of a number, its first digit consumed. A fraction or an exponent stops the
+    /// member (the object's next token is not `,` or `}`), so the line is handed back.
+    fn natural(&mut self, first: u8) -> Option<u64> {
+        let mut value = u64::from(first - b'0');
+        while let Some(&byte @ b'0'..=b'9') = self.bytes.get(self.at) {
+            if value == 0 {
+                return None; // a leading zero: not JSON
+            }
+            value = value.checked_mul(10)?.checked_add(u64::from(byte - b'0'))?;
+            self.at += 1;
+        }
+        Some(value)
     }
 
     /// A string's text, its opening quote consumed.
@@ -166,7 +183,7 @@ impl<'a> Scanner<'a> {
 }
 
 /// The members of the object on `line`, in order, each name with its value; `None` unless
-/// the line is exactly one object of string or null members.
+/// the line is exactly one object of string, null or natural-number members.
 pub fn members(line: &[u8]) -> Option<Vec<(Cow<'_, str>, Value<'_>)>> {
     let mut scanner = Scanner::new(line);
     if scanner.next_token()? != b'{' {
@@ -208,6 +225,7 @@ mod tests {
                     let value = match value {
                         Value::Null => None,
                         Value::Text(text) => Some(text.into_owned()),
+                        Value::Natural(number) => Some(format!("#{number}")),
                     };
                     (name.into_owned(), value)
                 })
@@ -222,12 +240,24 @@ mod tests {
             vec![("a".into(), Some("x\"é😀\n".into())), ("b".into(), None)]
         );
         assert_eq!(texts("{}").unwrap(), vec![]);
+        assert_eq!(
+            texts(r#"{"a":0,"b": 18446744073709551615 }"#).unwrap(),
+            vec![
+                ("a".into(), Some("#0".into())),
+                ("b".into(), Some("#18446744073709551615".into()))
+            ]
+        );
     }
 
     #[test]
     fn refuses_anything_else() {
         for line in [
-            r#"{"a": 1}"#,
+            r#"{"a": 01}"#,
+            r#"{"a": -1}"#,
+            r#"{"a": 1.5}"#,
+            r#"{"a": 1e3}"#,
+            r#"{"a": 18446744073709551616}"#,
+            r#"{"a": true}"#,
             r#"{"a": "x"} {"#,
             r#"{"a": "x",}"#,
             r#"{"a" "x"}"#,

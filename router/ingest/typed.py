@@ -12,9 +12,10 @@ that a block is one call: a newline inside a value or a blank line then leaves t
 row or a comma beside a bracket, which no JSON takes, and a line holding two values shows as
 more elements than lines.
 
-Audit blocks go first to the native decoder (``native/``, Rust, built by ``make install``):
-it takes only blocks of the common shape (records of owner, ts and content) and hands the
-rest back, which msgspec then takes as above. Without the extension, msgspec takes them all.
+Blocks go first to the native decoders (``native/``, Rust, built by ``make install``): they
+take only blocks of the common shape (audit records without attrs, flows without spaces
+around their addresses, ...) and hand the rest back, which msgspec then takes as above.
+Without the extension, msgspec takes them all.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ class _FlowLine(msgspec.Struct, forbid_unknown_fields=True):
 _DECODE = msgspec.json.Decoder(list[_AuditLine]).decode
 _DECODE_FLOWS = msgspec.json.Decoder(list[_FlowLine]).decode
 T = TypeVar("T")
+Row = TypeVar("Row", AuditRow, FlowRow)
 _FAILURES = (msgspec.MsgspecError, UnicodeDecodeError, RecursionError)
 
 
@@ -117,19 +119,39 @@ def _ts(text: str | None, default: datetime, latest: datetime) -> datetime | Non
     return None if ts > latest else ts
 
 
+def _latest_micros(now: datetime, limits: Limits) -> int:
+    """The latest ts a record may have, in microseconds from the Unix epoch."""
+    return (now + limits.future_skew - _UNIX_EPOCH) // _MICROSECOND
+
+
+def _natively(
+    decode: Callable[..., list[Row] | None],
+    row_type: type[Row],
+    block: bytes,
+    first: int,
+    now: datetime,
+    limits: Limits,
+    *options: int,
+) -> list[Row] | None:
+    """A native decoder's rows of the block (shardlog_native.audit_rows or flow_rows, each
+    taking ``options`` before the row type), or None where it hands the block back."""
+    return decode(
+        block,
+        first,
+        limits.default_ts or now,
+        _latest_micros(now, limits),
+        *options,
+        row_type,
+        lambda key: _valid_key(key, limits),
+    )
+
+
 def audit_rows(block: bytes, first: int, now: datetime, limits: Limits) -> list[AuditRow] | None:
     """The rows of ``block`` (complete NDJSON lines joined by LF, the first numbered
     ``first``), or None when the per-line path must take the block."""
     if shardlog_native is not None:
-        rows = shardlog_native.audit_rows(
-            block,
-            first,
-            limits.default_ts or now,
-            (now + limits.future_skew - _UNIX_EPOCH) // _MICROSECOND,
-            limits.max_content_bytes,
-            AuditRow,
-            lambda key: _valid_key(key, limits),
-        )
+        decode = shardlog_native.audit_rows
+        rows = _natively(decode, AuditRow, block, first, now, limits, limits.max_content_bytes)
         if rows is not None:
             return rows
     return msgspec_audit_rows(block, first, now, limits)
@@ -181,6 +203,17 @@ def _address(text: str) -> bytes | None:
 def flow_rows(block: bytes, first: int, now: datetime, limits: Limits) -> list[FlowRow] | None:
     """The flows of ``block`` as audit_rows takes audit records: None when the per-line path
     (records.flow_row) must take the block."""
+    if shardlog_native is not None:
+        rows = _natively(shardlog_native.flow_rows, FlowRow, block, first, now, limits)
+        if rows is not None:
+            return rows
+    return msgspec_flow_rows(block, first, now, limits)
+
+
+def msgspec_flow_rows(
+    block: bytes, first: int, now: datetime, limits: Limits
+) -> list[FlowRow] | None:
+    """flow_rows without the native decoder: the reference it is held to."""
     lines = _lines(_DECODE_FLOWS, block)
     if lines is None:
         return None

@@ -6,11 +6,9 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from router.errors import ShardlogError
-from router.ingest.body import LineBlock
-from router.ingest.records import AuditRow, FlowRow, Limits, Location, flow_row
+from router.ingest.records import AuditRow, FlowRow, Limits, audit_row, flow_row
 from router.ingest.typed import audit_rows, flow_rows
-from tests.support import per_line_audit_rows
+from tests.support import per_line_rows
 
 NOW = datetime(2026, 11, 25, 12, tzinfo=UTC)
 
@@ -67,7 +65,7 @@ def limits() -> Limits:
 
 
 def per_line(block: bytes, first: int) -> list[AuditRow] | None:
-    return per_line_audit_rows(block, first, NOW, limits())
+    return per_line_rows(audit_row, block, first, NOW, limits())
 
 
 @settings(max_examples=2000)
@@ -147,14 +145,7 @@ FLOW_LINES = st.sampled_from(FLOW_EXAMPLES)
 
 
 def flows_per_line(block: bytes, first: int) -> list[FlowRow] | None:
-    given_limits = limits()
-    try:
-        return [
-            flow_row(raw, Location("records", number), NOW, given_limits)
-            for number, raw in LineBlock(block).records(first)
-        ]
-    except ShardlogError:
-        return None
+    return per_line_rows(flow_row, block, first, NOW, limits())
 
 
 @settings(max_examples=2000)
