@@ -128,6 +128,20 @@ def test_audit_and_flows_go_in_and_are_found(compose: Compose) -> None:
         assert_round_trip(client, "c")
 
 
+def test_the_router_runs_with_the_native_extension(compose: Compose) -> None:
+    """The wheelhouse carries the native wheel and the image installs the 'native' extra."""
+    imported = compose.run(
+        "exec",
+        "-T",
+        "router",
+        "/opt/shardlog/.venv/bin/python",
+        "-c",
+        "import router.ingest.typed as typed; print(typed.NATIVE)",
+    )
+    assert imported.stdout.strip().splitlines()[-1] == "True"
+    assert "native ingest extension" not in compose.run("logs", "--no-color", "router").stdout
+
+
 def test_the_console_is_served_from_the_installed_package(compose: Compose) -> None:
     """The image installs the router from a wheel: the console's files must be in it."""
     with httpx.Client(base_url=ROUTER, timeout=30, headers=AUTH) as client:

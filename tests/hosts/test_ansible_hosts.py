@@ -289,6 +289,19 @@ def test_the_services_log_no_tracebacks(site: Site) -> None:
         assert "Traceback" not in journal and BUG_MARKER not in journal, journal[-4000:]
 
 
+def test_the_router_runs_with_the_native_extension(site: Site) -> None:
+    """Installed from the wheelhouse with the 'native' extra: no warning at start."""
+    imported = site.hosts.exec(
+        ROUTER_HOST,
+        "/opt/shardlog/current/.venv/bin/python",
+        "-c",
+        "import router.ingest.typed as typed; print(typed.NATIVE)",
+    )
+    assert imported.stdout.strip().splitlines()[-1] == "True"
+    journal = site.hosts.exec(ROUTER_HOST, "journalctl", "--no-pager", "-u", "shardlog-router")
+    assert "native ingest extension" not in journal.stdout
+
+
 def test_audit_and_flows_go_in_and_are_found(site: Site) -> None:
     with httpx.Client(
         base_url=site.router, timeout=60, headers=site.auth(), verify=site.verify
