@@ -10,14 +10,14 @@ APT_PACKAGES := postgresql-15 postgresql-15-hll postgresql-client-15 python3-ven
 # Only for the container targets (image, test-compose, test-ansible-hosts).
 DOCKER_PACKAGES := docker.io docker-compose debootstrap
 BIN := $(VENV)/bin
-# The native ingest decoder (native/, Rust through PyO3): rustup's cargo where there is one,
+# The native ingest extension (native/, Rust through PyO3): rustup's cargo where there is one,
 # else Debian's cargo-web (bookworm's current Rust).
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 NATIVE_SOURCES := native/Cargo.toml native/Cargo.lock native/pyproject.toml \
 	native/shardlog_native.pyi $(wildcard native/src/*.rs)
 PYTEST_ARGS ?=
 
-.PHONY: help install up down status clean test lint typecheck pytest bench bench-report \
+.PHONY: help install up down status clean test lint typecheck native-test pytest bench bench-report \
 	install-docker wheelhouse image test-compose test-ansible-hosts down-docker
 
 help: ## list the targets
@@ -32,6 +32,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 
 $(VENV)/.native: $(VENV)/.installed $(NATIVE_SOURCES)
 	@command -v cargo >/dev/null || bash services/install-packages.sh cargo-web rustc-web
+	@bash services/install-packages.sh python3-dev
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pip install -q --no-build-isolation ./native
 	@touch $@
 
@@ -62,7 +63,10 @@ typecheck: install ## mypy (strict)
 pytest: install ## the test suite against real PostgreSQL instances
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-test: install lint typecheck pytest ## install, lint, type check and run every test
+native-test: install ## the native extension's own Rust tests (its Python side is tested in tests/)
+	cd native && PYO3_PYTHON=$(SYSTEM_PYTHON) cargo test --release --quiet
+
+test: install lint typecheck native-test pytest ## install, lint, type check and run every test
 
 bench: install ## run every benchmark in bench/, then the report (figures in bench/results/)
 	$(BIN)/python -m bench
