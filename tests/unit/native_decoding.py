@@ -4,6 +4,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
+from hypothesis import strategies as st
+
 from router.ingest.records import Limits
 
 T = TypeVar("T")
@@ -32,3 +34,15 @@ def taken_as_per_line(
     if fast is not None:
         assert expected is not None, block_lines
         same(fast, expected)
+
+
+def hostile_blocks(valid_lines: st.SearchStrategy[bytes]) -> st.SearchStrategy[list[bytes]]:
+    """Blocks of noise and of valid lines with one byte replaced by up to three others."""
+
+    def damaged(line: bytes) -> st.SearchStrategy[bytes]:
+        cuts = st.tuples(st.integers(0, len(line)), st.binary(max_size=3))
+        return cuts.map(lambda cut: line[: cut[0]] + cut[1] + line[cut[0] + 1 :])
+
+    return st.lists(
+        st.one_of(st.binary(max_size=80), valid_lines.flatmap(damaged)), min_size=1, max_size=3
+    )

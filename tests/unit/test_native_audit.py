@@ -14,7 +14,13 @@ from hypothesis import strategies as st
 from router.ingest import typed
 from router.ingest.records import AuditRow, audit_row
 from tests.support import per_line_rows
-from tests.unit.native_decoding import DEFAULT_TS, NOW, limits, taken_as_per_line
+from tests.unit.native_decoding import (
+    DEFAULT_TS,
+    NOW,
+    hostile_blocks,
+    limits,
+    taken_as_per_line,
+)
 
 
 def native(block: bytes, first: int) -> list[AuditRow] | None:
@@ -227,3 +233,12 @@ def test_a_row_type_of_another_layout_is_refused() -> None:
         assert "NamedTuple" in str(exc)
     else:
         raise AssertionError("a type of another layout was allocated as a tuple")
+
+
+@settings(max_examples=3000)
+@given(hostile_blocks(lines(ordinary())))
+def test_hostile_bytes_are_rows_or_handed_back(block_lines: list[bytes]) -> None:
+    """Any bytes at all (lines of valid records with a byte or three changed, or noise): rows
+    equal to the per-line path's, or None; never an exception (a Rust panic would be one)."""
+    fast, expected = both_ways(block_lines, 0)
+    taken_as_per_line(fast, expected, block_lines, same_rows)

@@ -15,7 +15,13 @@ from hypothesis import strategies as st
 from router.ingest import typed
 from router.ingest.records import MAX_BIGINT, MAX_INTEGER, FlowRow, flow_row
 from tests.support import per_line_rows
-from tests.unit.native_decoding import DEFAULT_TS, NOW, limits, taken_as_per_line
+from tests.unit.native_decoding import (
+    DEFAULT_TS,
+    NOW,
+    hostile_blocks,
+    limits,
+    taken_as_per_line,
+)
 
 
 def both_ways(block_lines: list[bytes], first: int) -> tuple[Any, list[FlowRow] | None]:
@@ -158,3 +164,12 @@ def test_addresses_are_binary_inet() -> None:
     assert row.src_ip == b"\x03\x80\x00\x10" + ipaddress.ip_address("2001:db8::1").packed
     assert row.dst_ip[-4:] == bytes([10, 0, 0, 1])
     assert (row.ip_version, row.packets, row.proto, row.ts) == (6, 0, None, DEFAULT_TS)
+
+
+@settings(max_examples=3000)
+@given(hostile_blocks(ordinary_flows().map(orjson.dumps)))
+def test_hostile_bytes_are_rows_or_handed_back(block_lines: list[bytes]) -> None:
+    """Any bytes at all (lines of valid flows with a byte or three changed, or noise): rows
+    equal to the per-line path's, or None; never an exception (a Rust panic would be one)."""
+    fast, expected = both_ways(block_lines, 0)
+    taken_as_per_line(fast, expected, block_lines, same_flows)
