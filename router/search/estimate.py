@@ -169,18 +169,24 @@ class Estimate:
     value: float
     error: float  # relative standard error
     in_range: float  # the rows in the range it took
+    by_planner: bool = False  # the ratio estimate on the planner's rows in the range
 
 
-def estimate(found: Tally, planner_range: float | None) -> Estimate:
+def estimate(
+    found: Tally, planner_range: float | None, planner_agreed: bool | None = None
+) -> Estimate:
     """The sample's estimate: the ratio estimate on the planner's rows in the range when the
-    sample agrees with them, else the sample's own scaling."""
+    sample agrees with them, else the sample's own scaling. ``planner_agreed``: what the first
+    sample of this estimate found (a larger sample keeps to it: whether the statistics are
+    stale is the table's, and asking again at each sample would double the false alarms)."""
     matches, in_range = found.matches, found.in_range
-    agrees = (
-        planner_range is not None
-        and found.ratio_variance is not None
-        and in_range.value > 0
-        and abs(planner_range - in_range.value) <= PLANNER_TOLERANCE * math.sqrt(in_range.variance)
-    )
+    if planner_range is None or found.ratio_variance is None or in_range.value <= 0:
+        agrees = False
+    elif planner_agreed is None:
+        tolerance = PLANNER_TOLERANCE * math.sqrt(in_range.variance)
+        agrees = abs(planner_range - in_range.value) <= tolerance
+    else:
+        agrees = planner_agreed
     if agrees:
         assert planner_range is not None and found.ratio_variance is not None
         value = planner_range * matches.value / in_range.value
@@ -190,8 +196,8 @@ def estimate(found: Tally, planner_range: float | None) -> Estimate:
         value, spread, ranged = matches.value, math.sqrt(matches.variance), in_range.value
     if value <= 0:
         # No match sampled: sure only if the sample was everything.
-        return Estimate(0.0, 0.0 if found.fraction >= 1 else math.inf, ranged)
-    return Estimate(value, spread / value, ranged)
+        return Estimate(0.0, 0.0 if found.fraction >= 1 else math.inf, ranged, agrees)
+    return Estimate(value, spread / value, ranged, agrees)
 
 
 @dataclass(frozen=True)

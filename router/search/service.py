@@ -512,7 +512,7 @@ class SearchService:
         if step.action == "sample":
             found, more = await self._sample(query, plan, step.fraction, pinning)
             failures += _new_failures(failures, more)
-            guess = estimate.estimate(found, planner_range)
+            guess = estimate.estimate(found, planner_range, guess.by_planner)
         # A sample of every row (small tables are read whole) counted them, unless a consistent
         # search's snapshots should have been kept to.
         method = "count" if found.fraction >= 1 and pinning is None else "sample"

@@ -166,3 +166,19 @@ def test_the_migration_builds_the_sample_index_new_flow_tables_get() -> None:
     migrated = "".join(re.findall(r"'([^']*)'", call)).replace("%%", "%")
     assert migrated == f"CREATE INDEX IF NOT EXISTS %I ON %s {definition}"
     assert day_table_regex().replace("(audit_o|flow_s)", "(flow_s)") in migration.sql
+
+
+def test_a_larger_sample_keeps_to_what_the_first_found_of_the_planner() -> None:
+    """Whether the planner's rows in the range are stale is decided once, on the first sample:
+    a larger sample whose rows in range stray past the tolerance by chance still takes the
+    ratio estimate on the planner's rows, and one that found them stale keeps its own."""
+    table = population(40_000, 0.5, 0.2, 5)
+    found = estimate.audit_tally([sample(table, 0.05, np.random.default_rng(6))])
+    rows_in_range = int(table[:, 1].sum())
+    astray = found.in_range.value - 4 * math.sqrt(found.in_range.variance)
+    assert not estimate.estimate(found, astray).by_planner
+    kept = estimate.estimate(found, astray, planner_agreed=True)
+    assert kept.by_planner
+    assert kept.value == pytest.approx(astray * found.matches.value / found.in_range.value)
+    stale = estimate.estimate(found, rows_in_range, planner_agreed=False)
+    assert not stale.by_planner and stale.value == found.matches.value
