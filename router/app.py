@@ -40,8 +40,8 @@ from router.db import catalog_login
 from router.db.migrate import pending
 from router.errors import BUG_MARKER, Invalid, ShardlogError, error_body
 from router.http.observe import ObserveRequests
-from router.ingest import typed
 from router.metrics import Metrics
+from router.native import AVAILABLE as NATIVE_AVAILABLE
 from router.runtime import Runtime
 from router.settings import Settings
 
@@ -126,10 +126,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 def _warn_without_native() -> None:
-    if not typed.NATIVE:
+    if not NATIVE_AVAILABLE:
         log.warning(
-            "the native ingest extension (shardlog-native, native/) is not installed: audit "
-            "ingest takes the pure-Python path, about 1.4x the router CPU per row "
+            "the native ingest extension (shardlog-native, native/) is not installed: ingest "
+            "takes the pure-Python paths, about 1.4x the router's CPU per audit row "
             "(docs/deployment.md: install the shardlog[native] extra)"
         )
 

@@ -12,11 +12,7 @@ from typing import Any
 
 from router.db.connection import Connection
 from router.db.ddl import AUDIT_COLUMNS
-
-try:
-    import shardlog_native
-except ImportError:  # pragma: no cover - `make install` builds it
-    shardlog_native = None  # type: ignore[assignment]
+from router.native import extension as shardlog_native
 
 # A COPY message of at most this much: asyncpg copies each into its own buffer.
 CHUNK_BYTES = 1 << 20

@@ -39,12 +39,8 @@ from router.ingest.records import (
     Location,
     attrs_text,
 )
+from router.native import extension as shardlog_native
 from router.timestamps import TimestampError, parse_rfc3339
-
-try:
-    import shardlog_native
-except ImportError:  # pragma: no cover - `make install` builds it; the msgspec path serves
-    shardlog_native = None  # type: ignore[assignment]
 
 NATIVE = shardlog_native is not None
 _UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
