@@ -42,7 +42,6 @@ from router.ingest.records import (
 from router.native import extension as shardlog_native
 from router.timestamps import TimestampError, parse_rfc3339
 
-NATIVE = shardlog_native is not None
 _UNIX_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 

@@ -136,7 +136,7 @@ def test_the_router_runs_with_the_native_extension(compose: Compose) -> None:
         "router",
         "/opt/shardlog/.venv/bin/python",
         "-c",
-        "import router.ingest.typed as typed; print(typed.NATIVE)",
+        "import router.native; print(router.native.AVAILABLE)",
     )
     assert imported.stdout.strip().splitlines()[-1] == "True"
     assert "native ingest extension" not in compose.run("logs", "--no-color", "router").stdout

@@ -295,7 +295,7 @@ def test_the_router_runs_with_the_native_extension(site: Site) -> None:
         ROUTER_HOST,
         "/opt/shardlog/current/.venv/bin/python",
         "-c",
-        "import router.ingest.typed as typed; print(typed.NATIVE)",
+        "import router.native; print(router.native.AVAILABLE)",
     )
     assert imported.stdout.strip().splitlines()[-1] == "True"
     journal = site.hosts.exec(ROUTER_HOST, "journalctl", "--no-pager", "-u", "shardlog-router")
