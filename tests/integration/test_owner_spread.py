@@ -167,7 +167,9 @@ async def test_retention_drops_old_days_of_a_spread_owner_and_keeps_the_rest(
     assert result.returncode == 0, result.stderr
     assert search_all(api, key, days=20) == contents(("new", 1000 * len(shards)))
     tables = {t for names in day_tables(api, "audit", ident).values() for t in names}
-    assert tables == {f"audit_o{ident}_{NOW:%Y%m%d}"}
+    # The new rows go back a second each from NOW: soon after midnight UTC, into yesterday.
+    new_days = {NOW, NOW - timedelta(seconds=1000 * len(shards) - 1)}
+    assert tables == {f"audit_o{ident}_{day:%Y%m%d}" for day in new_days}
 
 
 def _group_of(api: httpx.Client, key: str) -> str:
