@@ -18,6 +18,7 @@ from pathlib import Path
 import asyncpg
 
 from router.db import passfile
+from router.db.unrecorded import QUIET_SETTINGS, unrecorded
 from services.credentials import scram_matches, scram_verifier
 
 # Owns every day table; nobody logs in as it.
@@ -52,6 +53,9 @@ _ROLE_SETTINGS: dict[str, dict[str, str]] = {READER: {"default_transaction_read_
 # Retention shortens deadlock_timeout so that an autovacuum in its way is cancelled sooner
 # (router/retention/dropper.py); PostgreSQL 15 lets a role set one superuser parameter.
 _PARAMETER_GRANTS = {RETENTION: ("deadlock_timeout",)}
+# The catalog role writes the coordinator's user mappings (a shard password in their text) with
+# statement statistics and logging off for them (router/db/unrecorded.py).
+_CATALOG_PARAMETER_GRANTS = tuple(QUIET_SETTINGS)
 
 
 class RoleError(RuntimeError):
@@ -95,6 +99,7 @@ async def ensure_catalog_role(connection: asyncpg.Connection, password: str) -> 
     changed = await _ensure_role(connection, CATALOG, password)
     changed += await _ensure_memberships(connection, CATALOG, frozenset())
     changed += await _ensure_settings(connection, CATALOG, {})
+    changed += await _ensure_parameter_grants(connection, CATALOG, _CATALOG_PARAMETER_GRANTS)
     return changed
 
 
@@ -125,12 +130,20 @@ async def ensure_roles(connection: asyncpg.Connection, secrets: Mapping[str, str
     for role in (TABLES, *LOGIN_ROLES):
         changed += await _ensure_settings(connection, role, _ROLE_SETTINGS.get(role, {}))
     for role, parameters in _PARAMETER_GRANTS.items():
-        for parameter in parameters:
-            if not await connection.fetchval(
-                "SELECT has_parameter_privilege($1, $2, 'SET')", role, parameter
-            ):
-                await connection.execute(f"GRANT SET ON PARAMETER {parameter} TO {_quote(role)}")
-                changed.append(f"{role}: may set {parameter}")
+        changed += await _ensure_parameter_grants(connection, role, parameters)
+    return changed
+
+
+async def _ensure_parameter_grants(
+    connection: asyncpg.Connection, role: str, parameters: tuple[str, ...]
+) -> list[str]:
+    changed = []
+    for parameter in parameters:
+        if not await connection.fetchval(
+            "SELECT has_parameter_privilege($1, $2, 'SET')", role, parameter
+        ):
+            await connection.execute(f"GRANT SET ON PARAMETER {parameter} TO {_quote(role)}")
+            changed.append(f"{role}: may set {parameter}")
     return changed
 
 
@@ -148,7 +161,8 @@ async def _ensure_role(
         options = "LOGIN" if login else "NOLOGIN"
         if password is not None:
             options += f" PASSWORD '{scram_verifier(password)}'"
-        await connection.execute(f"CREATE ROLE {_quote(role)} {options}")
+        async with unrecorded(connection):
+            await connection.execute(f"CREATE ROLE {_quote(role)} {options}")
         return [f"{role}: created"]
     changed = []
     wrong = [keyword for column, keyword in _ATTRIBUTES.items() if row[column]]
@@ -159,7 +173,10 @@ async def _ensure_role(
         )
         changed.append(f"{role}: attributes corrected")
     if password is not None and not scram_matches(row["rolpassword"], password):
-        await connection.execute(f"ALTER ROLE {_quote(role)} PASSWORD '{scram_verifier(password)}'")
+        async with unrecorded(connection):
+            await connection.execute(
+                f"ALTER ROLE {_quote(role)} PASSWORD '{scram_verifier(password)}'"
+            )
         changed.append(f"{role}: password set")
     elif password is None and row["rolpassword"] is not None:
         await connection.execute(f"ALTER ROLE {_quote(role)} PASSWORD NULL")

@@ -29,6 +29,7 @@ from router.db.names import (
     quote_literal,
 )
 from router.db.pools import CoordinatorLogin
+from router.db.unrecorded import unrecorded
 
 # ddl.FLOW_EXPORT_READ_COLUMNS, as schema/metadata/0012_flow_export_columns.sql adds them to
 # the parent tables made before.
@@ -97,10 +98,11 @@ async def attach(
             f"CREATE SERVER {server} FOREIGN DATA WRAPPER postgres_fdw OPTIONS "
             f"({_options(options)})"
         )
-        await connection.execute(
-            f"CREATE USER MAPPING IF NOT EXISTS FOR CURRENT_USER SERVER {server} "
-            f"OPTIONS ({_options(login.user)})"
-        )
+        async with unrecorded(connection):
+            await connection.execute(
+                f"CREATE USER MAPPING IF NOT EXISTS FOR CURRENT_USER SERVER {server} "
+                f"OPTIONS ({_options(login.user)})"
+            )
     parent = parent_table(table.kind, table.owner_id)
     await connection.execute("SELECT pg_advisory_xact_lock($1)", _lock_key(parent))
     await connection.execute(f"CREATE TABLE IF NOT EXISTS {parent} ({PARENT_COLUMNS[table.kind]})")
@@ -144,9 +146,10 @@ async def refresh_login(connection: Connection, shard: str, login: CoordinatorLo
     if _as_dict(row["umoptions"]) == login.user:
         return changed
     await connection.execute(f"DROP USER MAPPING IF EXISTS FOR CURRENT_USER SERVER {server}")
-    await connection.execute(
-        f"CREATE USER MAPPING FOR CURRENT_USER SERVER {server} OPTIONS ({_options(login.user)})"
-    )
+    async with unrecorded(connection):
+        await connection.execute(
+            f"CREATE USER MAPPING FOR CURRENT_USER SERVER {server} OPTIONS ({_options(login.user)})"
+        )
     return True
 
 

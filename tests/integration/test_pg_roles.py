@@ -26,6 +26,7 @@ from router.db.names import DayTable, day_table
 from router.settings import Settings
 from services.cluster import LocalCluster
 from services.credentials import CATALOG_ROLE, ROUTER_ROLES
+from services.postgres import PostgresInstance
 from tests.support import READ_ONLY, refused
 
 _owner_ids = itertools.count(900_000_000 + os.getpid() % 1000 * 1000)
@@ -354,6 +355,33 @@ def test_a_rotated_password_reaches_every_shard_and_the_coordinator(
         found = api.get("/v1/audit/search", params={"owner": key, "backend": backend, **window})
         assert found.status_code == 200, found.text
         assert [item["content"] for item in found.json()["items"]] == ["x"], backend
+    # The coordinator's user mappings carry the password, the roles' statements its verifier:
+    # neither statement statistics nor any server log keeps them (docs/security.md).
+    verifiers = {
+        shard.spec.name: asyncio.run(_verifier(shard.spec.dsn(), settings, roles.READER))
+        for shard in cluster.shards
+    }
+    for instance in [cluster.metadata, *cluster.shards]:
+        kept = _statement_records(instance)
+        for secret in (old, new, verifiers.get(instance.spec.name, new)):
+            assert secret.encode() not in kept, instance.spec.name
+
+
+def _statement_records(instance: PostgresInstance) -> bytes:
+    """What the server keeps of statement texts: pg_stat_statements' text file and its log."""
+    texts = instance.data_dir / "pg_stat_tmp" / "pgss_query_texts.stat"
+    return (texts.read_bytes() if texts.exists() else b"") + instance.log_file.read_bytes()
+
+
+async def _verifier(dsn: str, settings: Settings, role: str) -> str:
+    connection = await _as(None, dsn, settings)
+    try:
+        verifier: str = await connection.fetchval(
+            "SELECT rolpassword FROM pg_authid WHERE rolname = $1", role
+        )
+    finally:
+        await connection.close()
+    return verifier
 
 
 async def _logs_in(dsn: str, settings: Settings, role: str, password: str) -> bool:
