@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import Path
+from fastapi import Path, Query
 
 from router.api.deps import RuntimeDep, TenantFilter, admin_router
 from router.api.responses import errors
@@ -54,16 +54,34 @@ async def add_tenant(body: TenantIn, caller: Admin, runtime: RuntimeDep) -> dict
     return tenant.to_json()
 
 
+Force = Annotated[
+    bool,
+    Query(
+        description="also remove what the refusal names (a tenant's tokens and exporter "
+        "mappings; the last usable admin token)"
+    ),
+]
+
+
 @router.delete(
     "/tenants/{name}",
     status_code=204,
-    summary="Remove a tenant that owns no keys, with its tokens",
+    summary="Remove a tenant that owns no keys (its tokens and exporter mappings: with force)",
     responses=errors(404, 409),
 )
-async def remove_tenant(name: TenantPath, caller: Admin, runtime: RuntimeDep) -> None:
-    await store.remove_tenant(runtime.metadata, name)
+async def remove_tenant(
+    name: TenantPath, caller: Admin, runtime: RuntimeDep, force: Force = False
+) -> None:
+    removed = await store.remove_tenant(runtime.metadata, name, force=force)
     await runtime.catalog.reload()
-    await runtime.self_audit.record(caller.actor, "tenant.remove", name, token_id=caller.token_id)
+    await runtime.self_audit.record(
+        caller.actor,
+        "tenant.remove",
+        name,
+        tokens=removed.tokens,
+        exporters=removed.exporters,
+        token_id=caller.token_id,
+    )
 
 
 @router.post(
@@ -118,12 +136,15 @@ async def list_tokens(
 
 @router.delete(
     "/tokens/{token_id}",
-    summary="Revoke a token: refused by every router within a second",
+    summary="Revoke a token: refused by every router within a second (the last usable admin "
+    "token: only with force)",
     response_model=Token,
-    responses=errors(404),
+    responses=errors(404, 409),
 )
-async def revoke_token(token_id: TokenId, caller: Admin, runtime: RuntimeDep) -> dict[str, Any]:
-    record = await store.revoke_token(runtime.metadata, token_id)
+async def revoke_token(
+    token_id: TokenId, caller: Admin, runtime: RuntimeDep, force: Force = False
+) -> dict[str, Any]:
+    record = await store.revoke_token(runtime.metadata, token_id, force=force)
     await runtime.catalog.reload()
     await runtime.self_audit.record(
         caller.actor,

@@ -88,6 +88,20 @@ async def add_group(body: GroupIn, caller: Admin, runtime: RuntimeDep) -> dict[s
     }
 
 
+@router.delete(
+    "/groups/{name}",
+    status_code=204,
+    summary="Remove an empty shard group (no shards, no owners)",
+    responses=errors(404, 409),
+)
+async def remove_group(name: Name, caller: Admin, runtime: RuntimeDep) -> None:
+    policies = await store.remove_group(runtime.metadata, name)
+    await runtime.catalog.reload()
+    await runtime.self_audit.record(
+        caller.actor, "group.remove", name, retention_policies=policies, token_id=caller.token_id
+    )
+
+
 @router.put(
     "/groups/{name}/replication",
     summary="Synchronous replication of a group's writes",

@@ -15,7 +15,7 @@ import asyncpg
 from router.auth import scopes as scope_rules
 from router.auth import tokens
 from router.catalog import rules
-from router.catalog.store import Executor
+from router.catalog.store import Executor, connection_of, lock_named
 from router.errors import Conflict, Invalid, NotFound, excerpt
 
 MAX_TOKEN_NAME_CHARS = 200
@@ -154,34 +154,59 @@ async def ensure_tenant(db: Executor, name: str, description: str = "") -> bool:
     return created is not None
 
 
-async def remove_tenant(db: Executor, name: str) -> None:
-    """Remove a tenant that owns no keys, with its tokens. The system tenant stays."""
+@dataclass(frozen=True)
+class TenantRemoval:
+    """What removing a tenant took with it (``force``)."""
+
+    tokens: int
+    exporters: int
+
+
+async def remove_tenant(db: Executor, name: str, *, force: bool = False) -> TenantRemoval:
+    """Remove a tenant. Keys are never orphaned: a tenant that owns any is refused, force or
+    not (erase or move them first). Its tokens and exporter mappings go with it only when
+    ``force``: otherwise the refusal says what it would take. The system tenant stays."""
     rules.check_name(name, "name")
     if name == scope_rules.SYSTEM_TENANT:
         raise Conflict("the system tenant holds the platform's own audit and admin tokens", "name")
-    try:
-        deleted = await db.fetchval("DELETE FROM tenants WHERE name = $1 RETURNING name", name)
-    except asyncpg.ForeignKeyViolationError:
-        # Which reference PostgreSQL trips over first is its choice: name them all.
-        mapped = await db.fetchval("SELECT count(*) FROM exporters WHERE tenant = $1", name)
-        owned = await db.fetchval("SELECT count(*) FROM owners WHERE tenant = $1", name)
-        holds = []
-        if mapped:
-            holds.append(
-                f"has {mapped} flow exporters mapped to its switches (remove them: `shardlog "
-                "exporters remove`, or map them to another tenant)"
+    async with connection_of(db) as connection, connection.transaction():
+        await lock_named(connection, "tenants", name, f"tenant {name!r} does not exist")
+        holds = await connection.fetchrow(
+            "SELECT (SELECT count(*) FROM owners WHERE tenant = $1) AS owners, "
+            "(SELECT count(*) FROM api_tokens WHERE tenant = $1) AS tokens, "
+            "(SELECT count(*) FROM api_tokens WHERE tenant = $1 AND revoked_at IS NULL "
+            " AND (expires_at IS NULL OR expires_at > now())) AS usable, "
+            "(SELECT count(*) FROM exporters WHERE tenant = $1) AS exporters",
+            name,
+        )
+        assert holds is not None  # a SELECT without FROM: one row
+        taken = _tenant_holdings(holds["tokens"], holds["usable"], holds["exporters"])
+        if holds["owners"]:
+            also = f"; it also has {' and '.join(taken)}" if taken else ""
+            raise Conflict(
+                f"tenant {name!r} still owns {holds['owners']} owner or switch keys, whose rows "
+                "it would orphan (erase them: `shardlog owner erase --forget`, or move them to "
+                f"another tenant); force does not remove keys{also}",
+                "name",
             )
-        if owned:
-            holds.append(
-                f"owns {owned} owner or switch keys (erase them: `shardlog owner erase "
-                "--forget`, or move them to another tenant)"
+        if taken and not force:
+            raise Conflict(
+                f"tenant {name!r} still has {' and '.join(taken)}: removing it removes them "
+                "(force=true, or `shardlog tenants remove --force`)",
+                "name",
             )
-        raise Conflict(
-            f"tenant {name!r} still {' and '.join(holds) or 'holds keys'}",
-            "name",
-        ) from None
-    if deleted is None:
-        raise NotFound(f"tenant {name!r} does not exist", "name")
+        await connection.execute("DELETE FROM exporters WHERE tenant = $1", name)
+        await connection.execute("DELETE FROM tenants WHERE name = $1", name)
+    return TenantRemoval(tokens=holds["tokens"], exporters=holds["exporters"])
+
+
+def _tenant_holdings(tokens: int, usable: int, exporters: int) -> list[str]:
+    taken = []
+    if tokens:
+        taken.append(f"{tokens} tokens ({usable} usable)")
+    if exporters:
+        taken.append(f"{exporters} flow exporters mapped to its switches")
+    return taken
 
 
 # --- tokens ----------------------------------------------------------------------------------
@@ -292,21 +317,43 @@ async def get_token(db: Executor, token_id: str) -> TokenRecord | None:
     return None if row is None else _token(row)
 
 
-async def revoke_token(db: Executor, token_id: str) -> TokenRecord:
-    """Revoke a token (again: a no-op that keeps the first revocation time)."""
+async def revoke_token(db: Executor, token_id: str, *, force: bool = False) -> TokenRecord:
+    """Revoke a token (again: a no-op that keeps the first revocation time). The last usable
+    admin token is kept unless ``force``: without one only the CLI, which logs in to the
+    catalog, can make another."""
     if not tokens.ID_PATTERN.fullmatch(token_id):
         raise Invalid(f"{excerpt(token_id)} is not a token id (16 hex digits)", "token_id")
-    row = await db.fetchrow(
-        "UPDATE api_tokens SET revoked_at = now() WHERE id = $1 AND revoked_at IS NULL "
-        f"RETURNING {TOKEN_COLUMNS}",
-        token_id,
-    )
-    if row is None:
-        found = await get_token(db, token_id)
+    async with connection_of(db) as connection, connection.transaction():
+        # Two revocations of the last two admin tokens at once: one of them sees the other's.
+        await connection.execute("SELECT pg_advisory_xact_lock($1)", _ADMIN_TOKENS_LOCK)
+        found = await get_token(connection, token_id)
         if found is None:
             raise NotFound(f"token {token_id} does not exist", "token_id")
-        return found
+        if found.revoked_at is not None:
+            return found
+        if not force and scope_rules.ADMIN in found.scopes:
+            others = await connection.fetchval(
+                "SELECT count(*) FROM api_tokens WHERE id <> $1 AND $2 = ANY (scopes) "
+                "AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())",
+                token_id,
+                scope_rules.ADMIN,
+            )
+            if found.state(datetime.now(UTC)) == "active" and not others:
+                raise Conflict(
+                    f"token {token_id} is the last usable admin token: create another first "
+                    "(`shardlog tokens create --tenant system --name NAME --scopes admin`), or "
+                    "revoke it with force=true (then only the CLI can make an admin token)",
+                    "token_id",
+                )
+        row = await connection.fetchrow(
+            f"UPDATE api_tokens SET revoked_at = now() WHERE id = $1 RETURNING {TOKEN_COLUMNS}",
+            token_id,
+        )
     return _token(row)
+
+
+# pg_advisory_xact_lock key of admin-token revocations (any constant unique to this use).
+_ADMIN_TOKENS_LOCK = 0x5348_4C41_444D_494E
 
 
 async def load_tokens(db: Executor) -> dict[str, TokenRecord]:

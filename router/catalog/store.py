@@ -86,6 +86,37 @@ async def set_group_replication(db: Executor, name: str, synchronous: bool | Non
     return ShardGroup(updated["name"], updated["placement"], updated["synchronous"])
 
 
+async def remove_group(db: Executor, name: str) -> int:
+    """Remove an empty group: no shards, no owners mapped to it. Its retention policies, which
+    then govern nothing, go with it; returns how many."""
+    rules.check_name(name, "name")
+    async with connection_of(db) as connection, connection.transaction():
+        await lock_named(connection, "shard_groups", name, f"no shard group {name!r}")
+        holds = await connection.fetchrow(
+            "SELECT (SELECT count(*) FROM shards WHERE group_name = $1) AS shards, "
+            "(SELECT count(*) FROM owners WHERE group_name = $1) AS owners",
+            name,
+        )
+        assert holds is not None  # a SELECT without FROM: one row
+        if holds["shards"] or holds["owners"]:
+            raise Conflict(
+                f"shard group {name!r} is not empty: {holds['shards']} shards, "
+                f"{holds['owners']} owners mapped to it (drain and remove its shards, move its "
+                "owners)",
+                "name",
+            )
+        policies = await connection.fetchval(
+            "WITH gone AS (DELETE FROM retention_policies WHERE group_name = $1 RETURNING 1) "
+            "SELECT count(*) FROM gone",
+            name,
+        )
+        try:
+            await connection.execute("DELETE FROM shard_groups WHERE name = $1", name)
+        except asyncpg.ForeignKeyViolationError:
+            raise Conflict(f"shard group {name!r} is not empty", "name") from None
+    return int(policies)
+
+
 async def ensure_group(db: Executor, name: str, placement: str) -> None:
     """Create the group unless it exists (bootstrap of a local cluster; never changes one)."""
     rules.check_name(name, "name")
@@ -442,3 +473,10 @@ async def connection_of(db: Executor) -> AsyncIterator[asyncpg.Connection | Pool
             yield connection
     else:
         yield db
+
+
+async def lock_named(connection: Executor, table: str, name: str, missing: str) -> None:
+    """Lock a catalog row by its name for the caller's transaction; NotFound(``missing``,
+    "name") when there is none. ``table``: a catalog table's name, never a caller's text."""
+    if not await connection.fetchval(f"SELECT true FROM {table} WHERE name = $1 FOR UPDATE", name):
+        raise NotFound(missing, "name")

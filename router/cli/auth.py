@@ -60,9 +60,12 @@ async def cmd_tenants_add(s: Settings, args: argparse.Namespace, db: asyncpg.Con
 
 @with_catalog
 async def cmd_tenants_remove(s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
-    await store.remove_tenant(db, args.name)
-    print(f"removed tenant {args.name} and its tokens")
-    await record(s, "tenant.remove", args.name)
+    removed = await store.remove_tenant(db, args.name, force=args.force)
+    print(
+        f"removed tenant {args.name} ({removed.tokens} tokens, {removed.exporters} exporter "
+        "mappings with it)"
+    )
+    await record(s, "tenant.remove", args.name, tokens=removed.tokens, exporters=removed.exporters)
 
 
 # --- tokens ----------------------------------------------------------------------------------
@@ -137,7 +140,7 @@ async def cmd_tokens_list(_s: Settings, args: argparse.Namespace, db: asyncpg.Co
 
 @with_catalog
 async def cmd_tokens_revoke(s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
-    revoked = await store.revoke_token(db, args.id)
+    revoked = await store.revoke_token(db, args.id, force=args.force)
     assert revoked.revoked_at is not None
     print(f"token {revoked.id} ({revoked.name}) revoked at {revoked.revoked_at.isoformat()}")
     await record(s, "token.revoke", revoked.id, tenant=revoked.tenant, name=revoked.name)
@@ -157,8 +160,13 @@ def add_parsers(commands: Any) -> None:
     add.add_argument("name")
     add.add_argument("--description", default="")
     add.set_defaults(run=cmd_tenants_add)
-    remove = tenants.add_parser("remove", help="remove a tenant that owns no keys, and its tokens")
+    remove = tenants.add_parser(
+        "remove", help="remove a tenant that owns no keys (its tokens and exporters: --force)"
+    )
     remove.add_argument("name")
+    remove.add_argument(
+        "--force", action="store_true", help="also remove its tokens and exporter mappings"
+    )
     remove.set_defaults(run=cmd_tenants_remove)
 
     tokens = commands.add_parser("tokens", help="API tokens").add_subparsers(
@@ -189,4 +197,7 @@ def add_parsers(commands: Any) -> None:
     tokens_list.set_defaults(run=cmd_tokens_list)
     revoke = tokens.add_parser("revoke", help="revoke a token: every router refuses it at once")
     revoke.add_argument("id", help="the token's id (16 hex digits; `tokens list` shows it)")
+    revoke.add_argument(
+        "--force", action="store_true", help="revoke even the last usable admin token"
+    )
     revoke.set_defaults(run=cmd_tokens_revoke)

@@ -54,6 +54,12 @@ def _replication(choice: str | None) -> bool | None:
 
 
 @with_catalog
+async def cmd_groups_remove(s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
+    policies = await store.remove_group(db, args.name)
+    print(f"removed group {args.name} ({policies} retention policies with it)")
+    await cli_auth.record(s, "group.remove", args.name, retention_policies=policies)
+
+
 async def cmd_groups_replication(
     s: Settings, args: argparse.Namespace, db: asyncpg.Connection
 ) -> None:
@@ -148,6 +154,9 @@ def add_parsers(commands: Any) -> None:
     groups_replication.add_argument("name")
     groups_replication.add_argument("synchronous", choices=("on", "off", "default"))
     groups_replication.set_defaults(run=cmd_groups_replication)
+    groups_remove = groups.add_parser("remove", help="remove an empty group (no shards, owners)")
+    groups_remove.add_argument("name")
+    groups_remove.set_defaults(run=cmd_groups_remove)
 
     shards = commands.add_parser("shards", help="shards").add_subparsers(
         dest="action", required=True, metavar="ACTION"

@@ -645,6 +645,7 @@ CALLS: dict[str, Call] = {
         status=201,
     ),
     "group replication": Call("PUT", "/v1/admin/groups/{name}/replication", ADMIN, new_group),
+    "remove group": Call("DELETE", "/v1/admin/groups/{name}", ADMIN, new_group, status=204),
     "list shards": Call("GET", "/v1/admin/shards", ADMIN, plain()),
     "add shard": Call(
         "POST", "/v1/admin/shards", ADMIN, new_database_shard, status=201, after=new_shard_down
