@@ -482,28 +482,42 @@ class SearchService:
     async def _estimate(
         self, query: Query, plan: SearchPlan, pinning: Pinning | None
     ) -> tuple[int, str, list[ShardFailure]]:
-        """The planner's estimate for a time range alone; otherwise a sample of the range, a
-        larger one when the first was not sure enough, or a count when sampling would not
-        pay (router/search/estimate.py). Samples ignore a consistent search's snapshots."""
+        """The planner's estimate for a time range alone, unless a table in it has no
+        statistics yet or outdated ones; otherwise a sample of the range, a larger one when the
+        first was not sure enough, or a count when sampling would not pay
+        (router/search/estimate.py). Samples ignore a consistent search's snapshots."""
+        failures: list[ShardFailure] = []
+        stale = 0
         if sql.filter_parts(query, sql.Params())[1] == "true":
-            value, failures = await self._planner_rows(
-                plan, lambda _shard, tables: sql.estimate_sql(query, tables), pinning
+            (stale, failures), (value, planned) = await asyncio.gather(
+                self._stale_statistics(plan, pinning),
+                self._planner_rows(
+                    plan, lambda _shard, tables: sql.estimate_sql(query, tables), pinning
+                ),
             )
-            return value, "planner", failures
+            failures += _new_failures(failures, planned)
+            if not stale:
+                return value, "planner", failures
         limits = estimate.Limits.of(self._settings)
         planner_range: int | None = None
-        if isinstance(query, AuditQuery):
+        if isinstance(query, AuditQuery) and stale:
             first, ceiling = limits.first_fraction, 1.0
-            (planner_range, failures), (found, more) = await asyncio.gather(
+            found, more = await self._sample(query, plan, first, pinning)
+            failures += _new_failures(failures, more)
+        elif isinstance(query, AuditQuery):
+            first, ceiling = limits.first_fraction, 1.0
+            (planner_range, planned), (found, more) = await asyncio.gather(
                 self._planner_rows(
                     plan, lambda _s, tables: sql.range_estimate_sql(query, tables), pinning
                 ),
                 self._sample(query, plan, first, pinning),
             )
+            failures += _new_failures(failures, planned)
             failures += _new_failures(failures, more)
         else:
             ceiling = estimate.FLOW_FRACTIONS[1]
-            found, failures = await self._sample(query, plan, estimate.FLOW_FRACTIONS[0], pinning)
+            found, more = await self._sample(query, plan, estimate.FLOW_FRACTIONS[0], pinning)
+            failures += _new_failures(failures, more)
         guess = estimate.estimate(found, planner_range)
         step = estimate.next_step(found, guess, ceiling, limits)
         if step.action == "count":
@@ -517,6 +531,16 @@ class SearchService:
         # search's snapshots should have been kept to.
         method = "count" if found.fraction >= 1 and pinning is None else "sample"
         return round(guess.value), method, failures
+
+    async def _stale_statistics(
+        self, plan: SearchPlan, pinning: Pinning | None
+    ) -> tuple[int, list[ShardFailure]]:
+        """How many of the plan's tables the planner has no statistics of yet, or outdated
+        ones: their rows are sampled or counted, never taken from the planner."""
+        answers, outcome = await self.fan_out(
+            plan, lambda _shard, tables: sql.stale_statistics_sql(tables), pinning=pinning
+        )
+        return sum(int(r[0]) for _, records in answers for r in records), outcome.failures
 
     async def _sample(
         self, query: Query, plan: SearchPlan, fraction: float, pinning: Pinning | None
