@@ -1,10 +1,13 @@
 """One datagram (or one IPFIX message read from TCP) from arrival to the queue: refused when
 its exporter is outside the allowed networks, decoded (all or nothing), its sequence gap
-counted as lost flows, its flows tagged with the exporter's switch and queued. Everything that
-is not written is counted per exporter and reason; nothing here raises on what an exporter
-sends."""
+counted as lost flows, flows starting further ahead of now than the write API's skew allows
+(SHARDLOG_INGEST__FUTURE_SKEW_S) dropped, the others tagged with the exporter's switch and
+queued. Everything that is not written is counted per exporter and reason; nothing here raises
+on what an exporter sends."""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -75,8 +78,10 @@ class Intake:
         directory: ExporterDirectory,
         queue: FlowQueue[Exported],
         metrics: CollectorMetrics,
+        future_skew_s: float = 300.0,
     ) -> None:
         self._decoder = decoder
+        self._future_skew_s = future_skew_s
         # Replaced whole when the exporter mappings are reloaded.
         self.directory = directory
         self._queue = queue
@@ -107,7 +112,14 @@ class Intake:
             metrics.dropped.labels(exporter, "no mapping").inc(len(decoded.records))
             return 0
         switch, tenant = owner.switch, owner.tenant
-        flows = [Exported(f, exporter, switch, tenant) for f in decoded.records]
+        latest = datetime.fromtimestamp(now + self._future_skew_s, UTC)
+        flows = [
+            Exported(f, exporter, switch, tenant) for f in decoded.records if f.first_seen <= latest
+        ]
+        if len(flows) < len(decoded.records):
+            metrics.dropped.labels(exporter, "in the future").inc(len(decoded.records) - len(flows))
+        if not flows:
+            return 0
         dropped = self._queue.offer(exporter, flows)
         if dropped:
             metrics.dropped.labels(exporter, "queue full").inc(dropped)

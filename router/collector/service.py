@@ -95,7 +95,13 @@ class Collector:
         )
         self._state = state_path(settings)
         self.decoder = load_state(self._state, collector)
-        self.intake = Intake(self.decoder, self._directory([]), self.queue, self.metrics)
+        self.intake = Intake(
+            self.decoder,
+            self._directory([]),
+            self.queue,
+            self.metrics,
+            settings.ingest.future_skew_s,
+        )
         self._stopping = asyncio.Event()
 
     def _directory(self, mappings: list[ExporterMapping]) -> ExporterDirectory:

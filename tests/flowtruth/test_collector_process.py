@@ -22,6 +22,7 @@ from tests.flowtruth.platform import (
     probe_sets,
     probe_tuples,
     stored,
+    stored_between,
 )
 
 DOMAIN = 4242
@@ -122,3 +123,28 @@ def test_an_exporter_mapping_names_the_switch(
                 time.sleep(0.5)
     finally:
         api.delete("/v1/admin/exporters/127.0.0.1", params={"domain": domain})
+
+
+def _iso(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def test_flows_far_in_the_future_are_dropped_and_counted(
+    collector: RunningCollector, api: httpx.Client
+) -> None:
+    """softflowd without -a exports flows 49.7 days ahead: flows beyond the write API's future
+    skew are dropped and counted, those of the present in the same message stored."""
+    now_s = int(time.time())
+    month_s = 30 * 86_400
+    learn, present = probe_sets(5, 3, now_s * 1000)
+    _, ahead = probe_sets(6, 2, (now_s + month_s) * 1000)
+    labels = {"exporter": "127.0.0.1", "reason": "in the future"}
+    before = collector.metric("shardlog_collector_dropped_flows_total", **labels)
+    message = packets.ipfix_message([learn, present, ahead], now_s, domain=DOMAIN + 4)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.sendto(message, ("127.0.0.1", collector.udp_port))
+    window = (_iso(now_s - 86_400), _iso(now_s + 86_400))
+    assert eventually_stored(api, SWITCH, *window, probe_tuples(5, 3))
+    assert collector.metric("shardlog_collector_dropped_flows_total", **labels) == before + 2
+    later = stored_between(api, SWITCH, _iso(now_s + month_s - 86_400), _iso(now_s + 2 * month_s))
+    assert not set(later) & probe_tuples(6, 2)
