@@ -461,6 +461,18 @@ class CollectorSettings(Section):
         description="Exporter networks (CIDR) whose datagrams are read; empty: any. Others are "
         "dropped and counted.",
     )
+    exporter_labels: int = Field(
+        256,
+        ge=0,
+        description="Unmapped exporter addresses named in metric labels; later ones are counted "
+        'under exporter="other" (mapped exporters are always named).',
+    )
+    max_sequence_gap: int = Field(
+        100_000,
+        ge=1,
+        description="The largest sequence number gap counted as lost flows (v9: packets); a "
+        "larger one is counted as a sequence reset or jump.",
+    )
 
 
 class SyslogSettings(Section):

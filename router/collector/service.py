@@ -89,7 +89,7 @@ class Collector:
         self._settings = settings
         self._mappings = mappings
         collector = settings.collector
-        self.metrics = CollectorMetrics()
+        self.metrics = CollectorMetrics(collector.exporter_labels)
         self.queue: FlowQueue[Exported] = FlowQueue(
             collector.queue_flows, collector.batch_flows, collector.flush_interval_s
         )
@@ -101,6 +101,7 @@ class Collector:
             self.queue,
             self.metrics,
             settings.ingest.future_skew_s,
+            collector.max_sequence_gap,
         )
         self._stopping = asyncio.Event()
 

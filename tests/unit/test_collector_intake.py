@@ -4,6 +4,7 @@ queued, sequence gaps counted as lost flows, a full queue's drops counted."""
 
 from __future__ import annotations
 
+import random
 from typing import Literal
 
 from bench.collector import packets
@@ -45,9 +46,10 @@ def _intake(
     mappings: list[ExporterMapping] | None = None,
     unknown: Literal["name", "refuse"] = "name",
     allowed: tuple[str, ...] = (),
+    exporter_labels: int = 256,
 ) -> tuple[Intake, FlowQueue[Exported], CollectorMetrics]:
     queue: FlowQueue[Exported] = FlowQueue(capacity, batch=10_000, flush_s=60)
-    metrics = CollectorMetrics()
+    metrics = CollectorMetrics(exporter_labels)
     exporters = ExporterDirectory(mappings or [], unknown, "system", allowed)
     return Intake(Decoder(), exporters, queue, metrics), queue, metrics
 
@@ -127,3 +129,52 @@ def test_flows_beyond_the_future_skew_are_dropped_and_counted() -> None:
     labels = {"exporter": EXPORTER, "reason": "in the future"}
     assert _value(metrics, "shardlog_collector_dropped_flows_total", **labels) == 2
     assert _value(metrics, "shardlog_collector_flows_total", exporter=EXPORTER) == 2
+
+
+def _series(metrics: CollectorMetrics) -> dict[str, set[tuple[tuple[str, str], ...]]]:
+    """Per metric, the label sets it has a series for."""
+    return {
+        family.name: {tuple(sorted(sample.labels.items())) for sample in family.samples}
+        for family in metrics.registry.collect()
+    }
+
+
+def test_random_datagrams_make_a_bounded_set_of_series() -> None:
+    """3,000 random datagrams made 2,935 version series: versions beyond 5, 9 and 10 are
+    "other", unmapped addresses past the label limit are "other", mapped ones keep theirs."""
+    mapped = ExporterMapping("198.51.100.7", None, "edge-7", "acme")
+    intake, _, metrics = _intake(mappings=[mapped], exporter_labels=4)
+    rng = random.Random(5)
+    for n in range(3000):
+        data = rng.randbytes(rng.randrange(0, 200))
+        intake.message(f"192.0.2.{n % 50}", data, NOW_S)
+    intake.message(mapped.address, _message(1, sequence=0), NOW_S)
+    series = _series(metrics)
+    versions = {dict(labels)["version"] for labels in series["shardlog_collector_messages"]}
+    assert versions <= {"5", "9", "10", "other"} and "other" in versions
+    exporters = {
+        dict(labels)["exporter"]
+        for family in series.values()
+        for labels in family
+        if "exporter" in dict(labels)
+    }
+    assert exporters == {
+        "192.0.2.0",
+        "192.0.2.1",
+        "192.0.2.2",
+        "192.0.2.3",
+        "other",
+        mapped.address,
+    }
+    reasons = {dict(labels)["reason"] for labels in series["shardlog_collector_malformed_messages"]}
+    assert len(reasons) <= 12
+
+
+def test_a_restart_is_a_sequence_break_not_loss() -> None:
+    intake, _, metrics = _intake()
+    intake.message(EXPORTER, _message(4, sequence=3_000_000_000), NOW_S)
+    intake.message(EXPORTER, _message(4, sequence=0), NOW_S + 1)
+    intake.message(EXPORTER, _message(4, sequence=4 + 6), NOW_S + 2)  # 6 records never came
+    assert _value(metrics, "shardlog_collector_lost_flows_total", exporter=EXPORTER) == 6
+    labels = {"exporter": EXPORTER, "kind": "reset"}
+    assert _value(metrics, "shardlog_collector_sequence_breaks_total", **labels) == 1
