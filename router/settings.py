@@ -437,6 +437,12 @@ class CollectorSettings(Section):
     template_ttl_s: float = Field(
         1800.0, gt=0, description="A template not refreshed for this long is forgotten."
     )
+    unmapped_templates: int = Field(
+        4096,
+        ge=0,
+        description="Templates all unmapped exporters hold together; past it the one holding "
+        "the most loses its oldest (mapped exporters keep up to 1024 each, apart).",
+    )
     hold_s: float = Field(
         5.0,
         ge=0,

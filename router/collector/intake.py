@@ -97,11 +97,21 @@ class Intake:
     ) -> None:
         self._decoder = decoder
         self._future_skew_s = future_skew_s
-        # Replaced whole when the exporter mappings are reloaded.
         self.directory = directory
         self._queue = queue
         self._metrics = metrics
         self._sequences = Sequences(max_sequence_gap)
+
+    @property
+    def directory(self) -> ExporterDirectory:
+        return self._directory
+
+    @directory.setter
+    def directory(self, directory: ExporterDirectory) -> None:
+        """Replaced whole when the exporter mappings are reloaded; mapped exporters' templates
+        are kept apart from the others'."""
+        self._directory = directory
+        self._decoder.templates.remap(directory.mapped)
 
     def message(self, exporter: str, data: bytes, now: float) -> int:
         """The flows of one message queued; how many."""

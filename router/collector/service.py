@@ -56,11 +56,12 @@ def state_path(settings: Settings) -> Path:
 def load_state(path: Path, settings: CollectorSettings) -> Decoder:
     """A decoder with the templates and options saved before, or none (a missing or damaged
     file is logged, not fatal)."""
-    templates = TemplateCache(ttl_s=settings.template_ttl_s)
+    ttl_s, max_unmapped = settings.template_ttl_s, settings.unmapped_templates
+    templates = TemplateCache(ttl_s, max_unmapped=max_unmapped)
     options: Any = []
     try:
         state = json.loads(path.read_text())
-        templates = TemplateCache.from_state(state["templates"], ttl_s=settings.template_ttl_s)
+        templates = TemplateCache.from_state(state["templates"], ttl_s, max_unmapped=max_unmapped)
         options = state["options"]
     except FileNotFoundError:
         pass

@@ -374,7 +374,7 @@ def test_a_damaged_state_is_refused(state: Any) -> None:
 
 
 def test_the_cache_drops_the_oldest_beyond_its_bounds() -> None:
-    cache = TemplateCache(max_per_exporter=2, max_total=3)
+    cache = TemplateCache(max_per_exporter=2, max_unmapped=3)
     template = Template(256, (Field(8, 0, 4),))
     for domain in range(3):
         cache.add("a", domain, template, float(domain))
