@@ -212,3 +212,58 @@ def test_random_v5_sequence_numbers_are_breaks_not_loss(collector: RunningCollec
     assert collector.metric("shardlog_collector_lost_flows_total", **labels) == 0
     jumps = collector.metric("shardlog_collector_sequence_breaks_total", kind="jump", **labels)
     assert jumps == 49
+
+
+def test_a_template_flood_cannot_evict_a_mapped_exporters_templates(
+    collector: RunningCollector, api: httpx.Client
+) -> None:
+    """80 other addresses announcing 1,024 templates each once pushed out a mapped exporter's
+    template: its next data set was held and dropped. Now it is stored."""
+    domain, switch = DOMAIN + 5, "edge-mapped-flood"
+    mapping = {"switch": switch, "domain": domain}
+    api.put("/v1/admin/exporters/127.0.0.1", json=mapping).raise_for_status()
+    try:
+        now_s = int(time.time())
+        window = (_iso(now_s - 86_400), _iso(now_s + 86_400))
+        learn, data = probe_sets(8, 2, now_s * 1000)
+        message = packets.ipfix_message([learn, data], now_s, domain=domain)
+        deadline = time.monotonic() + 20
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            while not probe_tuples(8, 2) <= set(stored_between(api, switch, *window)):
+                assert time.monotonic() < deadline, "the mapping never reached the collector"
+                sock.sendto(message, ("127.0.0.1", collector.udp_port))
+                time.sleep(0.5)
+        _flood(collector, [f"127.0.0.{n}" for n in range(10, 90)], now_s)
+        _, later = probe_sets(9, 3, now_s * 1000)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.sendto(
+                packets.ipfix_message([later], now_s, domain=domain),
+                ("127.0.0.1", collector.udp_port),
+            )
+        assert eventually_stored(api, switch, *window, probe_tuples(9, 3))
+    finally:
+        api.delete("/v1/admin/exporters/127.0.0.1", params={"domain": domain})
+
+
+def _flood(collector: RunningCollector, sources: list[str], now_s: int) -> None:
+    """Each source announces 1,024 templates, 64 to a message, in rounds the collector counts
+    before the next."""
+    senders = []
+    try:
+        for source in sources:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            senders.append(sock)
+            sock.bind((source, 0))
+        for first in range(256, 256 + 1024, 64):
+            templates = [packets.flow_template(t) for t in range(first, first + 64)]
+            message = packets.ipfix_message([packets.ipfix_template_set(templates)], now_s)
+            expected = collector.metric("shardlog_collector_messages_total") + len(senders)
+            for sock in senders:
+                sock.sendto(message, ("127.0.0.1", collector.udp_port))
+            deadline = time.monotonic() + 20
+            while collector.metric("shardlog_collector_messages_total") < expected:
+                assert time.monotonic() < deadline, "the flood was not read"
+                time.sleep(0.05)
+    finally:
+        for sock in senders:
+            sock.close()
