@@ -437,6 +437,12 @@ class CollectorSettings(Section):
     template_ttl_s: float = Field(
         1800.0, gt=0, description="A template not refreshed for this long is forgotten."
     )
+    unmapped_templates: int = Field(
+        4096,
+        ge=0,
+        description="Templates all unmapped exporters hold together; past it the one holding "
+        "the most loses its oldest (mapped exporters keep up to 1024 each, apart).",
+    )
     hold_s: float = Field(
         5.0,
         ge=0,
@@ -460,6 +466,18 @@ class CollectorSettings(Section):
         (),
         description="Exporter networks (CIDR) whose datagrams are read; empty: any. Others are "
         "dropped and counted.",
+    )
+    exporter_labels: int = Field(
+        256,
+        ge=0,
+        description="Unmapped exporter addresses named in metric labels; later ones are counted "
+        'under exporter="other" (mapped exporters are always named).',
+    )
+    max_sequence_gap: int = Field(
+        100_000,
+        ge=1,
+        description="The largest sequence number gap counted as lost flows (v9: packets); a "
+        "larger one is counted as a sequence reset or jump.",
     )
 
 

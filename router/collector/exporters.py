@@ -50,10 +50,15 @@ class ExporterDirectory:
         self._unknown = unknown
         self._unknown_tenant = unknown_tenant
         self._allowed = SenderNetworks(allowed)
+        self._mapped = frozenset(address for address, _ in self._by_key)
 
     def allows(self, address: str) -> bool:
         """Whether datagrams from ``address`` are read at all."""
         return self._allowed.allows(address)
+
+    def mapped(self, address: str) -> bool:
+        """Whether an operator mapped ``address`` (any of its domains) to a switch."""
+        return _canonical(address) in self._mapped
 
     def owner(self, address: str, domain: int) -> Owner | None:
         """The switch and tenant of an exporter's domain; None: its flows are refused."""

@@ -1,22 +1,32 @@
 """One datagram (or one IPFIX message read from TCP) from arrival to the queue: refused when
 its exporter is outside the allowed networks, decoded (all or nothing), its sequence gap
-counted as lost flows, its flows tagged with the exporter's switch and queued. Everything that
-is not written is counted per exporter and reason; nothing here raises on what an exporter
-sends."""
+counted as lost flows, flows starting further ahead of now than the write API's skew allows
+(SHARDLOG_INGEST__FUTURE_SKEW_S) dropped, the others tagged with the exporter's switch and
+queued. Everything that is not written is counted per exporter and reason; nothing here raises
+on what an exporter sends."""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from router.collector.decode import Decoder
 from router.collector.exporters import ExporterDirectory
+from router.collector.labels import ExporterLabels, version_label
 from router.collector.queue import FlowQueue
 from router.collector.sequences import Sequences
 from router.collector.sink import Exported
 
 
 class CollectorMetrics:
-    def __init__(self) -> None:
+    """The collector's counters. Their exporter label comes from ``exporter`` (bounded), or
+    from ``outsider`` for addresses outside the allowed networks, so that datagrams from
+    outside cannot take the names of exporters inside."""
+
+    def __init__(self, exporter_labels: int = 256) -> None:
+        self.exporter = ExporterLabels(exporter_labels)
+        self.outsider = ExporterLabels(exporter_labels)
         self.registry = CollectorRegistry()
         self.messages = Counter(
             "shardlog_collector_messages",
@@ -41,6 +51,13 @@ class CollectorMetrics:
             "Flows the exporters' sequence numbers say never arrived (v9: packets lost times "
             "the records of the message after the gap)",
             ["exporter"],
+            registry=self.registry,
+        )
+        self.sequence_breaks = Counter(
+            "shardlog_collector_sequence_breaks",
+            "Sequence numbers too far from the expected one to be loss, by exporter and kind "
+            "(reset: counting afresh from near 0; jump: any other)",
+            ["exporter", "kind"],
             registry=self.registry,
         )
         self.dropped = Counter(
@@ -75,47 +92,71 @@ class Intake:
         directory: ExporterDirectory,
         queue: FlowQueue[Exported],
         metrics: CollectorMetrics,
+        future_skew_s: float = 300.0,
+        max_sequence_gap: int = 100_000,
     ) -> None:
         self._decoder = decoder
-        # Replaced whole when the exporter mappings are reloaded.
+        self._future_skew_s = future_skew_s
         self.directory = directory
         self._queue = queue
         self._metrics = metrics
-        self._sequences = Sequences()
+        self._sequences = Sequences(max_sequence_gap)
+
+    @property
+    def directory(self) -> ExporterDirectory:
+        return self._directory
+
+    @directory.setter
+    def directory(self, directory: ExporterDirectory) -> None:
+        """Replaced whole when the exporter mappings are reloaded; mapped exporters' templates
+        are kept apart from the others'."""
+        self._directory = directory
+        self._decoder.templates.remap(directory.mapped)
 
     def message(self, exporter: str, data: bytes, now: float) -> int:
         """The flows of one message queued; how many."""
         metrics = self._metrics
         if not self.directory.allows(exporter):
-            metrics.refused.labels(exporter, "not allowed").inc()
+            metrics.refused.labels(metrics.outsider(exporter), "not allowed").inc()
             return 0
+        label = metrics.exporter(exporter, self.directory.mapped(exporter))
         decoded = self._decoder.decode(exporter, data, now)
-        metrics.messages.labels(exporter, str(decoded.version)).inc()
+        metrics.messages.labels(label, version_label(decoded.version)).inc()
         if decoded.malformed:
-            metrics.malformed.labels(exporter, decoded.reason).inc()
+            metrics.malformed.labels(label, decoded.reason).inc()
             return 0
-        lost = self._sequences.observe(
+        gap = self._sequences.observe(
             exporter, decoded.domain, decoded.version, decoded.sequence, decoded.flows_expected
         )
-        if lost:
-            metrics.lost.labels(exporter).inc(lost)
+        if gap.lost:
+            metrics.lost.labels(label).inc(gap.lost)
+        elif gap.broken is not None:
+            metrics.sequence_breaks.labels(label, gap.broken).inc()
         if not decoded.records:
             return 0
         owner = self.directory.owner(exporter, decoded.domain)
         if owner is None:
-            metrics.refused.labels(exporter, "no mapping").inc()
-            metrics.dropped.labels(exporter, "no mapping").inc(len(decoded.records))
+            metrics.refused.labels(label, "no mapping").inc()
+            metrics.dropped.labels(label, "no mapping").inc(len(decoded.records))
             return 0
         switch, tenant = owner.switch, owner.tenant
-        flows = [Exported(f, exporter, switch, tenant) for f in decoded.records]
+        latest = datetime.fromtimestamp(now + self._future_skew_s, UTC)
+        flows = [
+            Exported(f, exporter, switch, tenant) for f in decoded.records if f.first_seen <= latest
+        ]
+        if len(flows) < len(decoded.records):
+            metrics.dropped.labels(label, "in the future").inc(len(decoded.records) - len(flows))
+        if not flows:
+            return 0
         dropped = self._queue.offer(exporter, flows)
         if dropped:
-            metrics.dropped.labels(exporter, "queue full").inc(dropped)
-        metrics.flows.labels(exporter).inc(len(flows) - dropped)
+            metrics.dropped.labels(label, "queue full").inc(dropped)
+        metrics.flows.labels(label).inc(len(flows) - dropped)
         metrics.queued.set(len(self._queue))
         return len(flows) - dropped
 
     def expire(self, now: float) -> None:
         """Held data sets whose template did not come (and stale templates) forgotten."""
+        metrics = self._metrics
         for exporter, count in self._decoder.expire(now).items():
-            self._metrics.held_dropped.labels(exporter).inc(count)
+            metrics.held_dropped.labels(metrics.exporter(exporter)).inc(count)

@@ -56,11 +56,12 @@ def state_path(settings: Settings) -> Path:
 def load_state(path: Path, settings: CollectorSettings) -> Decoder:
     """A decoder with the templates and options saved before, or none (a missing or damaged
     file is logged, not fatal)."""
-    templates = TemplateCache(ttl_s=settings.template_ttl_s)
+    ttl_s, max_unmapped = settings.template_ttl_s, settings.unmapped_templates
+    templates = TemplateCache(ttl_s, max_unmapped=max_unmapped)
     options: Any = []
     try:
         state = json.loads(path.read_text())
-        templates = TemplateCache.from_state(state["templates"], ttl_s=settings.template_ttl_s)
+        templates = TemplateCache.from_state(state["templates"], ttl_s, max_unmapped=max_unmapped)
         options = state["options"]
     except FileNotFoundError:
         pass
@@ -89,13 +90,20 @@ class Collector:
         self._settings = settings
         self._mappings = mappings
         collector = settings.collector
-        self.metrics = CollectorMetrics()
+        self.metrics = CollectorMetrics(collector.exporter_labels)
         self.queue: FlowQueue[Exported] = FlowQueue(
             collector.queue_flows, collector.batch_flows, collector.flush_interval_s
         )
         self._state = state_path(settings)
         self.decoder = load_state(self._state, collector)
-        self.intake = Intake(self.decoder, self._directory([]), self.queue, self.metrics)
+        self.intake = Intake(
+            self.decoder,
+            self._directory([]),
+            self.queue,
+            self.metrics,
+            settings.ingest.future_skew_s,
+            collector.max_sequence_gap,
+        )
         self._stopping = asyncio.Event()
 
     def _directory(self, mappings: list[ExporterMapping]) -> ExporterDirectory:

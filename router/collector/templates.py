@@ -1,19 +1,30 @@
 """Templates per exporter, observation domain (v9: source id) and template id.
 
 Templates sent over UDP are only valid while the exporter keeps refreshing them, so entries
-expire after a TTL. The cache is bounded per exporter and overall, dropping the entry refreshed
-longest ago, so an exporter that churns template ids cannot grow it without end.
+expire after a TTL. The cache is bounded so that no exporter can push out another's templates:
+
+- each exporter holds at most max_per_exporter; past it, its own entry refreshed longest ago
+  goes (an exporter that churns template ids pushes out only its own);
+- exporters an operator mapped to a switch hold theirs apart from everyone else: nothing
+  another address sends evicts them;
+- unmapped exporters (any address can send: UDP sources are spoofable) share max_unmapped;
+  past it, the unmapped exporter holding the most gives up its oldest entry, so a flood from
+  many addresses pushes out the flood's templates before those of an exporter holding a few.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from router.collector.elements import VARIABLE_LENGTH
+from router.collector.shares import Shares
 
 TemplateKey = tuple[str, int, int]
+# Whether an exporter (its address) is mapped to a switch by an operator.
+Mapped = Callable[[str], bool]
 STATE_VERSION = 1
 # Lower ids name sets, not templates (RFC 3954 §5.1, RFC 7011 §3.3.2).
 MIN_TEMPLATE_ID = 256
@@ -53,16 +64,23 @@ class _Entry:
         self.refreshed = refreshed
 
 
+def _unmapped(_exporter: str) -> bool:
+    return False
+
+
 class TemplateCache:
     def __init__(
-        self, ttl_s: float = 1800.0, max_per_exporter: int = 1024, max_total: int = 65536
+        self, ttl_s: float = 1800.0, max_per_exporter: int = 1024, max_unmapped: int = 4096
     ) -> None:
         self.ttl_s = ttl_s
         self.max_per_exporter = max_per_exporter
-        self.max_total = max_total
+        self.max_unmapped = max_unmapped
+        self._mapped: Mapped = _unmapped
         # Both orders run from the entry refreshed longest ago to the latest.
         self._entries: OrderedDict[TemplateKey, _Entry] = OrderedDict()
         self._by_exporter: dict[str, OrderedDict[TemplateKey, None]] = {}
+        # The unmapped exporters' entries, per exporter.
+        self._pool = Shares()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -77,14 +95,30 @@ class TemplateCache:
             return None
         return entry.template
 
+    @property
+    def unmapped_entries(self) -> int:
+        return self._pool.total
+
+    def remap(self, mapped: Mapped) -> None:
+        """Tells which exporters are mapped (the mappings changed): the others share
+        max_unmapped, fitted into it from the next template added."""
+        self._mapped = mapped
+        for exporter, keys in self._by_exporter.items():
+            self._classify(exporter, len(keys))
+
     def add(self, exporter: str, domain: int, template: Template, now: float) -> None:
-        """Adds or refreshes a template, dropping the oldest entries beyond the bounds."""
+        """Adds or refreshes a template, dropping entries beyond the bounds (see above)."""
         key = (exporter, domain, template.template_id)
         entry = self._entries.get(key)
-        keys = self._by_exporter.setdefault(exporter, OrderedDict())
+        keys = self._by_exporter.get(exporter)
+        if keys is None:
+            keys = self._by_exporter[exporter] = OrderedDict()
+            # Known exporters were classified by remap: the mapping is only read for new ones.
+            self._classify(exporter, 0)
         if entry is None:
             self._entries[key] = _Entry(template, now)
             keys[key] = None
+            self._pool.change(exporter, 1)
         else:
             entry.template = template
             entry.refreshed = now
@@ -92,8 +126,21 @@ class TemplateCache:
             keys.move_to_end(key)
         while len(keys) > self.max_per_exporter:
             self._remove(next(iter(keys)))
-        while len(self._entries) > self.max_total:
-            self._remove(next(iter(self._entries)))
+        self._fit_pool()
+
+    def _classify(self, exporter: str, entries: int) -> None:
+        mapped = self._mapped(exporter)
+        if mapped and exporter in self._pool:
+            self._pool.leave(exporter)
+        elif not mapped and exporter not in self._pool:
+            self._pool.join(exporter, entries)
+
+    def _fit_pool(self) -> None:
+        while self._pool.total > self.max_unmapped:
+            largest = self._pool.largest()
+            if largest is None:
+                return
+            self._remove(next(iter(self._by_exporter[largest])))
 
     def withdraw(self, exporter: str, domain: int, template_id: int) -> bool:
         key = (exporter, domain, template_id)
@@ -120,11 +167,14 @@ class TemplateCache:
         return len(expired)
 
     def _remove(self, key: TemplateKey) -> None:
+        exporter = key[0]
         del self._entries[key]
-        keys = self._by_exporter[key[0]]
+        keys = self._by_exporter[exporter]
         del keys[key]
+        self._pool.change(exporter, -1)
         if not keys:
-            del self._by_exporter[key[0]]
+            del self._by_exporter[exporter]
+            self._pool.leave(exporter)
 
     def to_state(self) -> dict[str, Any]:
         """Every entry as JSON-able values, oldest first, for a collector to persist."""
@@ -150,10 +200,13 @@ class TemplateCache:
         state: Any,
         ttl_s: float = 1800.0,
         max_per_exporter: int = 1024,
-        max_total: int = 65536,
+        max_unmapped: int = 4096,
     ) -> TemplateCache:
-        """The cache to_state saved; ValueError if the state is not one (a damaged file)."""
-        cache = cls(ttl_s, max_per_exporter, max_total)
+        """The cache to_state saved; ValueError if the state is not one (a damaged file).
+
+        The saved entries are loaded whole: which exporters are mapped (remap) is known only
+        once the catalog answers, and the pool is fitted from the next template added."""
+        cache = cls(ttl_s, max_per_exporter, max_unmapped=1 << 62)
         if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
             raise ValueError(f"not a template cache state of version {STATE_VERSION}")
         items = state.get("templates")
@@ -165,6 +218,7 @@ class TemplateCache:
             except (KeyError, TypeError, ValueError) as exc:
                 raise ValueError(f"templates[{index}] is not a template: {exc}") from None
             cache.add(exporter, domain, template, refreshed)
+        cache.max_unmapped = max_unmapped
         return cache
 
 

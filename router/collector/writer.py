@@ -111,5 +111,6 @@ class QueueWriter(BatchLoop[Exported]):
                 log.error("collector: a batch of %d flows refused: %s", len(batch.flows), exc)
                 refused = Counter(flow.exporter for flow in batch.flows)
                 for exporter, count in refused.items():
-                    self._metrics.dropped.labels(exporter, "refused by the write path").inc(count)
+                    label = self._metrics.exporter(exporter)
+                    self._metrics.dropped.labels(label, "refused by the write path").inc(count)
                 return

@@ -374,7 +374,7 @@ def test_a_damaged_state_is_refused(state: Any) -> None:
 
 
 def test_the_cache_drops_the_oldest_beyond_its_bounds() -> None:
-    cache = TemplateCache(max_per_exporter=2, max_total=3)
+    cache = TemplateCache(max_per_exporter=2, max_unmapped=3)
     template = Template(256, (Field(8, 0, 4),))
     for domain in range(3):
         cache.add("a", domain, template, float(domain))
@@ -398,7 +398,7 @@ def test_sequence_numbers_count_data_records() -> None:
         lost.append(
             sequences.observe(
                 EXPORTER, decoded.domain, 10, decoded.sequence, decoded.flows_expected
-            )
+            ).lost
         )
     assert lost == [0, 0, 5, 0]
 
@@ -406,8 +406,8 @@ def test_sequence_numbers_count_data_records() -> None:
 def test_a_held_set_leaves_the_next_gap_unjudged() -> None:
     sequences = Sequences()
     sequences.observe(EXPORTER, 1, 10, 100, None)
-    assert sequences.observe(EXPORTER, 1, 10, 130, 10) == 0
-    assert sequences.observe(EXPORTER, 1, 10, 150, 10) == 10
+    assert sequences.observe(EXPORTER, 1, 10, 130, 10).lost == 0
+    assert sequences.observe(EXPORTER, 1, 10, 150, 10).lost == 10
 
 
 def _set_length(message: bytes, offset: int, length: int) -> bytes:

@@ -149,10 +149,12 @@ def test_templates_are_per_source_id() -> None:
 
 def test_sequence_counts_packets_and_loss_is_estimated_in_flows() -> None:
     sequences = Sequences()
-    assert sequences.observe(EXPORTER, 3, 9, 2**32 - 1, 20) == 0
-    assert sequences.observe(EXPORTER, 3, 9, 0, 25) == 0
-    assert sequences.observe(EXPORTER, 3, 9, 3, 10) == 2 * 25, "2 packets of the last 25 records"
-    assert sequences.observe(EXPORTER, 3, 9, 4, 10) == 0
+    assert sequences.observe(EXPORTER, 3, 9, 2**32 - 1, 20).lost == 0
+    assert sequences.observe(EXPORTER, 3, 9, 0, 25).lost == 0
+    assert sequences.observe(EXPORTER, 3, 9, 3, 10).lost == 2 * 25, (
+        "2 packets of the last 25 records"
+    )
+    assert sequences.observe(EXPORTER, 3, 9, 4, 10).lost == 0
 
 
 def _template(template_id: int, count: int, *pairs: int) -> bytes:
