@@ -8,7 +8,11 @@ client is there to read it."""
 from __future__ import annotations
 
 import json
+import os
+import select
 import socket
+import subprocess
+import sys
 import time
 import urllib.parse
 import uuid
@@ -26,6 +30,7 @@ from services.cluster import LocalCluster
 from services.process import free_port
 from services.router_process import RouterProcess
 from tests.support import (
+    REPO,
     await_token,
     eventually,
     issue_token,
@@ -296,3 +301,41 @@ def test_an_export_or_report_held_by_its_client_ends(
     assert ended - at <= WITHIN_S, f"the {stream} ended {ended - at:.2f} s after its token {lapse}"
     text, complete = download.rest()
     _cut_short(text, complete, many_flows, message)
+
+
+@pytest.mark.parametrize("lapse", ["revoked", "narrowed"])
+def test_the_cli_stops_with_the_reason_instead_of_reconnecting(
+    lapse: str,
+    api: httpx.Client,
+    cluster: LocalCluster,
+    settings: Settings,
+    second_router: RouterProcess,
+) -> None:
+    """`shardlog tail` ends with the stream's reason: reconnecting would be refused at best
+    (a narrowed token's would be a 403 that hides why)."""
+    change, message = LAPSES[lapse]
+    reader = Reader(settings, [second_router])
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("SHARDLOG_")}
+    env = {**clean, **settings_env(settings), "SHARDLOG_TOKEN": reader.text}
+    command = [sys.executable, "-m", "router.cli", "tail", "audit", OWNER, "--url"]
+    with subprocess.Popen(
+        [*command, second_router.url],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as cli:
+        try:
+            # Rows written until the CLI prints one: it is following the stream.
+            assert cli.stdout is not None
+            eventually(lambda: _writes(api, "cli") or select.select([cli.stdout], [], [], 0.2)[0])
+            cli.stdout.readline()
+            change(api, cluster, reader.id)
+            _, stderr = cli.communicate(timeout=WITHIN_S + 10)
+        finally:
+            if cli.poll() is None:
+                cli.kill()
+    assert cli.returncode != 0
+    assert f"401 (authorization): token {reader.id} {message}" in stderr, stderr
+    assert "reconnecting" not in stderr, stderr
