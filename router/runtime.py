@@ -121,7 +121,7 @@ class Runtime:
             ReportService(metadata, catalog, owners, pools, search, settings.report),
             retention,
             RetentionJob(retention, catalog, settings.retention.interval_s, observe),
-            TokenRegistry(metadata, settings.auth),
+            TokenRegistry(metadata, settings.auth, metrics.registry),
             self_audit,
             RowService(metadata, catalog, pools, settings.search),
             TailService(hub, search, owners, settings.tail, metrics),

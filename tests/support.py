@@ -315,3 +315,27 @@ def per_line_rows(
         ]
     except ShardlogError:
         return None
+
+
+def post_distinct_flows(client: httpx.Client, switch: str, ts: str, batches: int) -> int:
+    """``batches`` x 10,000 flows of one switch at ``ts``, each its own (src_ip, src_port):
+    a report grouped by them, or an export, of megabytes. How many were written."""
+    for part in range(batches):
+        flows = [
+            {
+                "switch": switch,
+                "ts": ts,
+                "src_ip": f"10.{part}.{n >> 8}.{n & 255}",
+                "dst_ip": "192.0.2.1",
+                "src_port": 1024 + n,
+                "dst_port": 443,
+                "bytes": 100,
+            }
+            for n in range(10_000)
+        ]
+        body = b"".join(orjson.dumps(flow) + b"\n" for flow in flows)
+        response = client.post(
+            "/v1/flows", content=body, headers={"content-type": "application/x-ndjson"}
+        )
+        assert response.status_code == 200, response.text
+    return batches * 10_000

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
 from router.api.deps import RuntimeDep
+from router.api.leasing import opened
 from router.api.responses import ERROR_DESCRIPTIONS, described, ref
 from router.api.search import (
     Address,
@@ -33,8 +34,10 @@ from router.api.search import (
     named_keys,
 )
 from router.auth.dependency import AuditReport, FlowsReport
+from router.auth.registry import Caller
 from router.csv_cells import csv_cell
 from router.errors import ShardlogError
+from router.http.leased import LeasedResponse, error_line
 from router.models.errors import Error
 from router.models.report import Report
 from router.reports.service import Answer
@@ -127,21 +130,26 @@ async def _answer(
     choice: dict[str, Any],
     partial: bool,
     backend: Any,
-    caller: Any,
-) -> StreamingResponse:
+    caller: Caller,
+) -> LeasedResponse:
     spec = build_spec(kind, filters, max_buckets=runtime.settings.report.max_buckets, **choice)
-    answer = await runtime.reports.report(spec, partial, backend, grant=caller.grant)
+    report = runtime.reports.report(spec, partial, backend, grant=caller.grant)
+    answer, lease = await opened(runtime, caller, report)
     headers = {
         "X-Shardlog-Partial": "true" if answer.failures else "false",
         "X-Shardlog-Failed-Shards": ",".join(f.shard for f in answer.failures),
     }
     if spec.format == "json":
-        return StreamingResponse(_json(answer), media_type="application/json", headers=headers)
+        body = StreamingResponse(_json(answer), media_type="application/json", headers=headers)
+        # The document is cut where it is: the error follows on a line of its own.
+        return LeasedResponse(body, lease, lambda lapsed: b"\n" + error_line(lapsed))
     if spec.format == "ndjson":
-        return StreamingResponse(
+        body = StreamingResponse(
             _ndjson(answer), media_type="application/x-ndjson", headers=headers
         )
-    return StreamingResponse(_csv(answer), media_type="text/csv", headers=headers)
+    else:
+        body = StreamingResponse(_csv(answer), media_type="text/csv", headers=headers)
+    return LeasedResponse(body, lease, error_line)
 
 
 async def _json(answer: Answer) -> AsyncIterator[bytes]:
@@ -199,7 +207,7 @@ async def report_audit(
     format: FormatParam = "json",
     partial: Partial = True,
     backend: BackendParam = "fanout",
-) -> StreamingResponse:
+) -> LeasedResponse:
     keys = _keys(runtime, owner, owner_prefix, "owner")
     days = runtime.settings.report.max_range_days
     filters = audit_query(runtime, keys, start, to, q, match, "asc", max_days=days)
@@ -244,7 +252,7 @@ async def report_flows(
     format: FormatParam = "json",
     partial: Partial = True,
     backend: BackendParam = "fanout",
-) -> StreamingResponse:
+) -> LeasedResponse:
     keys = _keys(runtime, switch, switch_prefix, "switch")
     days = runtime.settings.report.max_range_days
     filter_args = (src_ip, dst_ip, src_port, dst_port, ip_version, proto, either_direction, "asc")

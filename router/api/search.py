@@ -11,13 +11,16 @@ from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel
 
 from router.api.deps import RuntimeDep
+from router.api.leasing import opened
 from router.api.query_model import documented, query_model
 from router.api.responses import ERROR_DESCRIPTIONS, Responses, described, ndjson_answer
 from router.auth.dependency import AuditRead, FlowsRead
+from router.auth.registry import Caller
 from router.auth.scopes import Grant
 from router.catalog.rules import owner_key_problem
 from router.db.names import Kind
 from router.errors import BadRequest, ShardlogError
+from router.http.leased import LeasedResponse, error_line
 from router.models.search import AuditItem, AuditPage, FlowItem, FlowPage
 from router.runtime import Runtime
 from router.search import page
@@ -351,10 +354,10 @@ async def export_audit(
     match: MatchParam = "substring",
     order: Order = "asc",
     format: ExportFormatParam = "ndjson",
-) -> StreamingResponse:
+) -> LeasedResponse:
     owners = named_keys(runtime, owner, owner_prefix, "owner")
     query = audit_query(runtime, owners, start, to, q, match, order)
-    return await _stream(runtime, query, format, caller.grant)
+    return await _stream(runtime, query, format, caller)
 
 
 @router.get(
@@ -379,7 +382,7 @@ async def export_flows(
     either_direction: bool = False,
     order: Order = "asc",
     format: ExportFormatParam = "ndjson",
-) -> StreamingResponse:
+) -> LeasedResponse:
     query = flow_query(
         runtime,
         named_keys(runtime, switch, switch_prefix, "switch"),
@@ -394,7 +397,7 @@ async def export_flows(
         either_direction,
         order,
     )
-    return await _stream(runtime, query, format, caller.grant)
+    return await _stream(runtime, query, format, caller)
 
 
 ExportFormatParam = Annotated[
@@ -408,11 +411,13 @@ async def _stream(
     runtime: Runtime,
     query: queries.AuditQuery | queries.FlowQuery,
     format: ExportFormat,
-    grant: Grant,
-) -> StreamingResponse:
+    caller: Caller,
+) -> LeasedResponse:
     # The shards' cursors are open and their first rows read before the answer begins, so a
     # failing shard or a bad pattern is still a clean 4xx/5xx.
-    chunks = await runtime.search.export(query, format, grant)
+    chunks, lease = await opened(
+        runtime, caller, runtime.search.export(query, format, caller.grant)
+    )
 
     async def body() -> Any:
         try:
@@ -422,4 +427,6 @@ async def _stream(
             # The status line is long gone: the stream ends with the error as its last line.
             yield orjson.dumps(exc.body()) + b"\n"
 
-    return StreamingResponse(body(), media_type=_MEDIA_TYPES[format])
+    return LeasedResponse(
+        StreamingResponse(body(), media_type=_MEDIA_TYPES[format]), lease, error_line
+    )

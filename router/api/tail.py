@@ -26,7 +26,9 @@ from router.api.search import (
     named_keys,
 )
 from router.auth.dependency import AuditTail, FlowsTail
+from router.auth.registry import Caller
 from router.auth.scopes import Grant
+from router.http.leased import LeasedResponse, error_event
 from router.http.sse import MEDIA_TYPE, EventStreamResponse
 from router.runtime import Runtime
 from router.search import query as queries
@@ -116,20 +118,29 @@ def _window(runtime: Runtime, since: str | None) -> tuple[str, str, datetime | N
 
 async def _open(
     runtime: Runtime,
+    caller: Caller,
     spec: TailSpec,
     after: str | None,
     last_event_id: str | None,
     replay_from: datetime | None,
     limit: int | None,
     duration_s: float | None,
-) -> EventStreamResponse:
+) -> LeasedResponse:
     # A reconnecting EventSource sends the header and its first URL (with after= or from=
     # still in it): the header wins, and an error names it.
     field = "Last-Event-ID" if last_event_id else "after"
-    frames = await runtime.tail.open(
-        spec, last_event_id or after, replay_from, limit, duration_s, field
-    )
-    return EventStreamResponse(frames, runtime.settings.tail.stall_timeout_s)
+    # Not cancelled while it subscribes (lease.bound would): a subscription is ended by its
+    # stream's generator, which only a started stream runs.
+    lease = runtime.auth.lease(caller)
+    try:
+        frames = await runtime.tail.open(
+            spec, last_event_id or after, replay_from, limit, duration_s, field
+        )
+    except BaseException:
+        lease.close()
+        raise
+    answer = EventStreamResponse(frames, runtime.settings.tail.stall_timeout_s)
+    return LeasedResponse(answer, lease, error_event)
 
 
 def _spec(kind: Any, query: queries.AuditQuery | queries.FlowQuery, grant: Grant) -> TailSpec:
@@ -155,12 +166,12 @@ async def tail_audit(
     limit: RowLimit = None,
     duration_s: Duration = None,
     last_event_id: LastEventId = None,
-) -> EventStreamResponse:
+) -> LeasedResponse:
     owners = named_keys(runtime, owner, owner_prefix, "owner")
     start, end, replay_from = _window(runtime, since)
     query = audit_query(runtime, owners, start, end, q, match, "asc")
     spec = _spec("audit", query, caller.grant)
-    return await _open(runtime, spec, after, last_event_id, replay_from, limit, duration_s)
+    return await _open(runtime, caller, spec, after, last_event_id, replay_from, limit, duration_s)
 
 
 @router.get(
@@ -186,7 +197,7 @@ async def tail_flows(
     limit: RowLimit = None,
     duration_s: Duration = None,
     last_event_id: LastEventId = None,
-) -> EventStreamResponse:
+) -> LeasedResponse:
     start, end, replay_from = _window(runtime, since)
     query = flow_query(
         runtime,
@@ -203,4 +214,4 @@ async def tail_flows(
         "asc",
     )
     spec = _spec("flow", query, caller.grant)
-    return await _open(runtime, spec, after, last_event_id, replay_from, limit, duration_s)
+    return await _open(runtime, caller, spec, after, last_event_id, replay_from, limit, duration_s)

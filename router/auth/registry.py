@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import asyncpg
+from prometheus_client import CollectorRegistry
 
 from router.auth import store, tokens
+from router.auth.leases import Lease, Leases, TokenState
 from router.auth.limits import Limiters, LimitValues, TokenLimiter
 from router.auth.scopes import Grant, everything
 from router.catalog.snapshot import CatalogSnapshot
@@ -58,7 +60,12 @@ class _Entry:
 
 
 class TokenRegistry:
-    def __init__(self, metadata: asyncpg.Pool, settings: AuthSettings) -> None:
+    def __init__(
+        self,
+        metadata: asyncpg.Pool,
+        settings: AuthSettings,
+        metrics: CollectorRegistry | None = None,
+    ) -> None:
         self._metadata = metadata
         self._settings = settings
         self.open = settings.mode == "open"
@@ -73,6 +80,7 @@ class TokenRegistry:
         self._entries: dict[str, _Entry] = {}
         self._used: dict[str, float] = {}
         self._flusher: asyncio.Task[None] | None = None
+        self.leases = Leases(metrics)
 
     # --- loading -------------------------------------------------------------------------
 
@@ -95,6 +103,20 @@ class TokenRegistry:
             )
         self._entries = entries
         self.limiters.forget_others(set(entries))
+        self.leases.review(self._state)
+
+    def _state(self, token_id: str) -> TokenState | None:
+        entry = self._entries.get(token_id)
+        if entry is None:
+            return None
+        return TokenState(entry.grant, entry.record.revoked_at is not None, entry.expires)
+
+    def lease(self, caller: Caller) -> Lease:
+        """A hold on the caller's token for a stream it opens: ended when the token is revoked,
+        expires, is removed or narrowed (router/auth/leases.py)."""
+        if caller.token_id is None:
+            return self.leases.take(None, caller.grant, None)
+        return self.leases.take(caller.token_id, caller.grant, self._state(caller.token_id))
 
     # --- one request -----------------------------------------------------------------------
 

@@ -89,6 +89,10 @@ def _follow(settings: Settings, args: argparse.Namespace, url: str, parser: Even
         ) as response:
             for raw in response:
                 event = parser.feed(raw.decode().rstrip("\r\n"))
+                if event is not None and event.event == "unauthorized":
+                    # The token was revoked, expired or narrowed: reconnecting cannot help.
+                    error = json.loads(event.data).get("error", {})
+                    raise Refused(f"401 (authorization): {error.get('message', event.data)}")
                 if event is not None:
                     _show(args, event)
                     shown += event.event == "message"

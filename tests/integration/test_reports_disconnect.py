@@ -7,10 +7,9 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import httpx
-import orjson
 
 from bench.shard_view import catalog_shards, shard_sql
-from tests.support import eventually
+from tests.support import eventually, post_distinct_flows
 
 NOW = datetime.now(UTC)
 WINDOW = {
@@ -31,24 +30,7 @@ def _open_reader_transactions(api: httpx.Client) -> int:
 def test_a_client_leaving_mid_report_leaves_no_transaction_open(api: httpx.Client) -> None:
     switch = f"leave-{uuid.uuid4().hex[:8]}"
     ts = (NOW - timedelta(minutes=30)).isoformat()
-    for part in range(6):
-        flows = [
-            {
-                "switch": switch,
-                "ts": ts,
-                "src_ip": f"10.{part}.{n >> 8}.{n & 255}",
-                "dst_ip": "192.0.2.1",
-                "src_port": 1024 + n % 50_000,
-                "dst_port": 443,
-                "bytes": 100,
-            }
-            for n in range(10_000)
-        ]
-        body = b"".join(orjson.dumps(flow) + b"\n" for flow in flows)
-        response = api.post(
-            "/v1/flows", content=body, headers={"content-type": "application/x-ndjson"}
-        )
-        assert response.status_code == 200, response.text
+    post_distinct_flows(api, switch, ts, 6)
     before = _open_reader_transactions(api)
     params = {"switch": switch, "group_by": ["src_ip", "src_port"], "format": "ndjson", **WINDOW}
     for _ in range(3):
