@@ -19,6 +19,7 @@ from router.ingest.body import Body
 from router.ingest.records import utc_now
 from router.protocols import compression, encoding, shipped
 from router.runtime import Runtime
+from router.settings import IngestSettings
 
 PROTOBUF = "application/x-protobuf"
 
@@ -28,26 +29,25 @@ def media_type(request: Request) -> str:
 
 
 class Received:
-    """A body read whole: ``data`` (inflated once ``inflate`` ran) and the digest of the bytes
-    as they came."""
+    """A body read whole: ``data`` (inflated once ``unsnappy`` ran) and the digest of the bytes
+    as they came. What decoding it takes is charged to the in-flight budget with the body
+    (``charge``), and given back with it when the ``received`` block ends."""
 
-    def __init__(self, body: Body, data: bytes, limit: int) -> None:
+    def __init__(self, body: Body, data: bytearray, settings: IngestSettings) -> None:
         self._body = body
-        self._limit = limit
+        self._settings = settings
         self.data = data
 
     @property
     def digest(self) -> str:
         return self._body.digest
 
-    def unsnappy(self) -> None:
-        """Decompressed from snappy's block format (Loki's protobuf pushes)."""
-        self._inflated(compression.unsnappy(self.data, self._limit))
+    def charge(self, amount: int) -> None:
+        self._body.charge(amount)
 
-    def _inflated(self, data: bytes) -> None:
-        """What the data grew by is held against the in-flight budget like the body itself."""
-        self._body.charge(max(0, len(data) - len(self.data)))
-        self.data = data
+    def unsnappy(self) -> None:
+        """Decompressed from snappy (Loki's protobuf pushes), charged as it inflates."""
+        self.data = compression.unsnappy(self.data, self._settings.max_body_bytes, self.charge)
 
 
 @asynccontextmanager
@@ -65,7 +65,7 @@ async def received(
             chunks += chunk
         runtime.metrics.ingest_inflight_bytes.set(runtime.ingest_budget.used)
         runtime.metrics.protocol_bytes.labels(protocol).inc(len(chunks))
-        yield Received(body, bytes(chunks), runtime.settings.ingest.max_body_bytes)
+        yield Received(body, chunks, runtime.settings.ingest)
     finally:
         body.release()
         runtime.metrics.ingest_inflight_bytes.set(runtime.ingest_budget.used)
