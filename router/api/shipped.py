@@ -18,6 +18,7 @@ from router.ingest.admit import admit
 from router.ingest.body import Body
 from router.ingest.records import utc_now
 from router.protocols import compression, encoding, shipped
+from router.protocols.allowance import Allowance
 from router.runtime import Runtime
 from router.settings import IngestSettings
 
@@ -48,6 +49,10 @@ class Received:
     def unsnappy(self) -> None:
         """Decompressed from snappy (Loki's protobuf pushes), charged as it inflates."""
         self.data = compression.unsnappy(self.data, self._settings.max_body_bytes, self.charge)
+
+    def allowance(self, label: str) -> Allowance:
+        """The record limits its decoder checks as it goes, charging what it makes here."""
+        return Allowance.of(self._settings, self.charge, label)
 
 
 @asynccontextmanager
