@@ -109,12 +109,11 @@ async def push(request: Request, caller: AuditWrite, runtime: RuntimeDep) -> Res
         )
     try:
         async with shipped.received(request, runtime, caller, "loki") as body:
-            allowance = body.allowance("streams")
             if media == shipped.PROTOBUF:
-                body.unsnappy()
-                streams = loki.decode_protobuf(body.data, owner_labels, allowance)
+                await body.unsnappy()
+                streams = await body.decoded(loki.protobuf_steps, "streams", owner_labels)
             else:
-                streams = loki.decode_json(body.data, owner_labels, allowance)
+                streams = await body.decoded(loki.json_steps, "streams", owner_labels)
             groups = [(label, number, messages) for number, (label, messages) in enumerate(streams)]
             await shipped.write(runtime, caller, "loki", groups, "streams", body.digest, True)
     except (BadRequest, Invalid) as exc:

@@ -155,9 +155,8 @@ async def export_logs(request: Request, caller: AuditWrite, runtime: RuntimeDep)
     owner_attributes = runtime.settings.otlp.owner_attributes
     try:
         async with shipped.received(request, runtime, caller, "otlp") as body:
-            decode = otlp.decode_protobuf if protobuf else otlp.decode_json
-            allowance = body.allowance(otlp.LABEL)
-            groups = decode(body.data, owner_attributes, utc_now(), allowance)
+            decode = otlp.protobuf_steps if protobuf else otlp.json_steps
+            groups = await body.decoded(decode, otlp.LABEL, owner_attributes, utc_now())
             outcome = await shipped.write(
                 runtime, caller, "otlp", groups, "resourceLogs", body.digest, False
             )

@@ -6,8 +6,9 @@ made. A decoder asks before it parses a record, so a request past a limit is ref
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from router.errors import TooLarge
 from router.settings import IngestSettings
@@ -21,6 +22,34 @@ ATTRIBUTE_JSON_BYTES = 4
 # per attribute; rounded up).
 MESSAGE_BYTES = 256
 ATTRIBUTE_BYTES = 160
+# A decoder pauses (yields) after making about this many bytes of messages: a few milliseconds
+# of work, after which the router's event loop may serve others (health checks among them).
+STEP_BYTES = 2**20
+
+T = TypeVar("T")
+# A decoding in steps: it yields at each pause, and returns what it decoded.
+Steps = Generator[None, None, T]
+
+
+class Stepping(Generic[T]):
+    """A decoding in steps to iterate, an item at each pause; what it decoded is ``value``
+    once the iteration ended."""
+
+    value: T
+
+    def __init__(self, steps: Steps[T]) -> None:
+        self._steps = steps
+
+    def __iter__(self) -> Iterator[None]:
+        self.value = yield from self._steps
+
+
+def run(steps: Steps[T]) -> T:
+    """A decoding in steps run to its end without pausing."""
+    stepping = Stepping(steps)
+    for _ in stepping:
+        pass
+    return stepping.value
 
 
 def _nothing_charged(amount: int) -> None:
@@ -37,6 +66,7 @@ class Allowance:
     # How a refusal of too many records names the request's records ("resourceLogs").
     label: str = "records"
     records: int = 0
+    since_pause: int = 0
 
     @classmethod
     def of(
@@ -78,6 +108,13 @@ class Allowance:
                 where,
             )
 
-    def decoded(self, wire_bytes: int, attributes: int = 0) -> None:
-        """A message made from ``wire_bytes`` with ``attributes``: its memory charged."""
-        self.charge(wire_bytes + MESSAGE_BYTES + ATTRIBUTE_BYTES * attributes)
+    def decoded(self, wire_bytes: int, attributes: int = 0) -> bool:
+        """A message made from ``wire_bytes`` with ``attributes``: its memory charged. Whether
+        the decoder is due to pause (STEP_BYTES made since it last did)."""
+        cost = wire_bytes + MESSAGE_BYTES + ATTRIBUTE_BYTES * attributes
+        self.charge(cost)
+        self.since_pause += cost
+        if self.since_pause < STEP_BYTES:
+            return False
+        self.since_pause = 0
+        return True

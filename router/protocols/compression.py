@@ -25,27 +25,30 @@ def too_large(limit: int) -> TooLarge:
     return TooLarge(f"the body inflates to more than {limit} bytes", "body")
 
 
-def unsnappy(data: bytes | bytearray, limit: int, charge: Callable[[int], None]) -> bytearray:
+def unsnappy(
+    data: bytes | bytearray | memoryview, limit: int, charge: Callable[[int], None]
+) -> memoryview:
     """The content of a snappy body (framed when it starts with the stream identifier, else
     one block), at most ``limit`` bytes, each byte passed to ``charge`` (which raises when the
     budget is spent) before it is inflated."""
-    if data.startswith(FRAMED_MAGIC):
-        return _framed(memoryview(data), limit, charge)
-    return _block(data, limit, charge)
+    view = memoryview(data)
+    if view[: len(FRAMED_MAGIC)] == FRAMED_MAGIC:
+        return memoryview(_framed(view, limit, charge))
+    return _block(view, limit, charge)
 
 
-def _block(data: bytes | bytearray, limit: int, charge: Callable[[int], None]) -> bytearray:
+def _block(data: memoryview, limit: int, charge: Callable[[int], None]) -> memoryview:
     length = _varint(data)
     if length > limit:
         raise too_large(limit)
     charge(length)
-    content = bytearray(length)
     try:
-        written = cramjam.snappy.decompress_raw_into(data, content)
+        # Allocated by the decoder, at the length declared (and charged), without Python's lock.
+        content = memoryview(cramjam.snappy.decompress_raw(data))
     except cramjam.DecompressionError as exc:
         raise BadRequest(f"the body is not a valid snappy block: {exc}", "body") from None
-    if written != length:
-        raise BadRequest("the snappy block is shorter than its declared length", "body")
+    if len(content) != length:
+        raise BadRequest("the snappy block is not as long as it declares", "body")
     return content
 
 
@@ -78,7 +81,7 @@ def _framed(data: memoryview, limit: int, charge: Callable[[int], None]) -> byte
     return content
 
 
-def _varint(data: bytes | bytearray) -> int:
+def _varint(data: memoryview) -> int:
     value = 0
     for shift, byte in zip(range(0, 35, 7), data, strict=False):
         value |= (byte & 0x7F) << shift

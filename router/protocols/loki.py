@@ -19,7 +19,7 @@ from google.protobuf.message import DecodeError
 
 from router.errors import BadRequest, excerpt
 from router.protocols import wire
-from router.protocols.allowance import Allowance
+from router.protocols.allowance import Allowance, Steps, run
 from router.protocols.shipped import Message
 from router.settings import IngestSettings
 from router.timestamps import TimestampError, from_unix_nanos
@@ -179,27 +179,37 @@ def _with_metadata(attrs: dict[str, Any] | None, metadata: dict[str, str]) -> di
     return {**attrs, "metadata": metadata} if attrs else {"metadata": metadata}
 
 
+Data = bytes | bytearray | memoryview
+
+
 def decode_protobuf(
-    data: bytes | bytearray, owner_labels: Sequence[str], allowance: Allowance | None = None
+    data: Data, owner_labels: Sequence[str], allowance: Allowance | None = None
 ) -> list[Stream]:
     """The messages of a (decompressed) protobuf PushRequest, stream by stream, each entry
     measured and counted against ``allowance`` (by default the write API's default limits,
     nothing charged) before it is parsed."""
+    return run(protobuf_steps(data, owner_labels, allowance))
+
+
+def protobuf_steps(
+    data: Data, owner_labels: Sequence[str], allowance: Allowance | None = None
+) -> Steps[list[Stream]]:
+    """``decode_protobuf`` in steps (router/protocols/allowance.py)."""
     allowance = allowance or Allowance.of(IngestSettings(), label="streams")
     view = memoryview(data)
     try:
-        _, streams = wire.split(view, 0, len(view), _STREAMS)
-        return [
-            _stream(view, number, where, owner_labels, allowance)
-            for number, where in enumerate(streams)
-        ]
+        _, bounds = wire.split(view, 0, len(view), _STREAMS)
+        streams = []
+        for number, where in enumerate(bounds):
+            streams.append((yield from _stream(view, number, where, owner_labels, allowance)))
+        return streams
     except (wire.WireError, DecodeError) as exc:
         raise BadRequest(f"the body is not a Loki PushRequest: {exc}", "body") from None
 
 
 def _stream(
     view: memoryview, number: int, bounds: range, owner_labels: Sequence[str], allowance: Allowance
-) -> Stream:
+) -> Steps[Stream]:
     where = f"streams[{number}].labels"
     rest, entries = wire.split(view, bounds.start, bounds.stop, _ENTRIES)
     allowance.part(where, sum(map(len, rest)))
@@ -226,16 +236,24 @@ def _stream(
             append(Message(owner, ts, entry.line, _with_metadata(attrs, metadata)))
         else:
             append(Message(owner, ts, entry.line, attrs))
-        allowance.decoded(len(entry_bounds), len(pairs))
+        if allowance.decoded(len(entry_bounds), len(pairs)):
+            yield
     return f"streams[{number}].entries", messages
 
 
 def decode_json(
-    data: bytes | bytearray, owner_labels: Sequence[str], allowance: Allowance | None = None
+    data: Data, owner_labels: Sequence[str], allowance: Allowance | None = None
 ) -> list[Stream]:
     """The messages of a JSON push: ``{"streams": [{"stream": {labels}, "values": [["<unix
     ns>", "<line>"], ["<unix ns>", "<line>", {structured metadata}]]}]}``, each entry counted
     against ``allowance`` as in ``decode_protobuf``."""
+    return run(json_steps(data, owner_labels, allowance))
+
+
+def json_steps(
+    data: Data, owner_labels: Sequence[str], allowance: Allowance | None = None
+) -> Steps[list[Stream]]:
+    """``decode_json`` in steps."""
     allowance = allowance or Allowance.of(IngestSettings(), label="streams")
     try:
         push = orjson.loads(data)
@@ -279,7 +297,8 @@ def decode_json(
                 allowance.attributes(f"{entry}[2]", len(metadata))
                 entry_attrs = _with_metadata(attrs, metadata) if metadata else attrs
             messages.append(Message(owner, _ts(nanos, entry), line, entry_attrs))
-            allowance.decoded(len(line), len(metadata))
+            if allowance.decoded(len(line), len(metadata)):
+                yield
         streams.append((f"{where}.values", messages))
     return streams
 

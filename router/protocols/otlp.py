@@ -28,7 +28,7 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeL
 
 from router.errors import BadRequest
 from router.protocols import wire
-from router.protocols.allowance import Allowance
+from router.protocols.allowance import Allowance, Steps, run
 from router.protocols.shipped import Message
 from router.settings import IngestSettings
 from router.timestamps import from_unix_nanos
@@ -69,32 +69,44 @@ class Group(NamedTuple):
     messages: list[Message]
 
 
+Data = bytes | bytearray | memoryview
+
+
 def decode_protobuf(
-    data: bytes | bytearray,
-    owner_attributes: Sequence[str],
-    now: datetime,
-    allowance: Allowance | None = None,
+    data: Data, owner_attributes: Sequence[str], now: datetime, allowance: Allowance | None = None
 ) -> list[Group]:
     """The request's messages, each record measured and counted against ``allowance`` (by
     default the write API's default limits, nothing charged) before it is parsed."""
+    return run(protobuf_steps(data, owner_attributes, now, allowance))
+
+
+def protobuf_steps(
+    data: Data, owner_attributes: Sequence[str], now: datetime, allowance: Allowance | None = None
+) -> Steps[list[Group]]:
+    """``decode_protobuf`` in steps (router/protocols/allowance.py)."""
     allowance = allowance or Allowance.of(IngestSettings(), label=LABEL)
     view = memoryview(data)
     try:
-        return _groups(_wire_resources(view, allowance), owner_attributes, now, allowance)
+        resources = _wire_resources(view, allowance)
+        return (yield from _groups(resources, owner_attributes, now, allowance))
     except (wire.WireError, DecodeError) as exc:
         raise BadRequest(f"the body is not an ExportLogsServiceRequest: {exc}", "body") from None
 
 
 def decode_json(
-    data: bytes | bytearray,
-    owner_attributes: Sequence[str],
-    now: datetime,
-    allowance: Allowance | None = None,
+    data: Data, owner_attributes: Sequence[str], now: datetime, allowance: Allowance | None = None
 ) -> list[Group]:
     """OTLP's JSON encoding: protobuf's JSON mapping (lowerCamelCase keys, or the fields' own
     names; 64-bit integers as numbers or strings; enums as numbers), but traceId and spanId in
     hex. Unknown fields are ignored, as OTLP asks of receivers. Records and attributes are
     counted against ``allowance`` before the request is built."""
+    return run(json_steps(data, owner_attributes, now, allowance))
+
+
+def json_steps(
+    data: Data, owner_attributes: Sequence[str], now: datetime, allowance: Allowance | None = None
+) -> Steps[list[Group]]:
+    """``decode_json`` in steps."""
     allowance = allowance or Allowance.of(IngestSettings(), label=LABEL)
     try:
         document = orjson.loads(data)
@@ -110,7 +122,7 @@ def decode_json(
         raise BadRequest(f"the body is not JSON: {exc.msg}", "body") from None
     except (json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
         raise BadRequest(f"the body is not an ExportLogsServiceRequest: {exc}", "body") from None
-    return _groups(_parsed_resources(request), owner_attributes, now, allowance)
+    return (yield from _groups(_parsed_resources(request), owner_attributes, now, allowance))
 
 
 # A record before it is parsed: its length in protobuf, and how to parse it.
@@ -212,7 +224,7 @@ def _groups(
     owner_attributes: Sequence[str],
     now: datetime,
     allowance: Allowance,
-) -> list[Group]:
+) -> Steps[list[Group]]:
     groups: list[Group] = []
     for r, (resource_logs, scopes) in enumerate(resources):
         where = f"resourceLogs[{r}].resource.attributes"
@@ -233,7 +245,8 @@ def _groups(
                 where = f"{label}.logRecords[{i}].attributes"
                 message = _message(record, owner, owner_attributes, shared, now, where, allowance)
                 messages.append(message)
-                allowance.decoded(size, len(record.attributes))
+                if allowance.decoded(size, len(record.attributes)):
+                    yield
             groups.append(Group(f"{label}.logRecords", r, messages))
     return groups
 

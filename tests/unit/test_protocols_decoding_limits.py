@@ -208,3 +208,21 @@ def test_loki_messages_are_charged_as_they_are_made() -> None:
         loki_push(50, metadata=2), ("owner",), allowance(charges)
     )
     assert len(charges) == len(messages) == 50
+
+
+def test_decoding_pauses_every_megabyte_of_messages_and_ends_with_them() -> None:
+    body = otlp_request(3000, attributes=3)
+    steps = otlp.protobuf_steps(body, ("service.name",), NOW, allowance())
+    pauses = 0
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            groups = done.value
+            break
+        pauses += 1
+    assert groups == otlp.decode_protobuf(body, ("service.name",), NOW)
+    # Each message is charged about 1 KiB (its bytes, the message, three attributes).
+    assert 2 <= pauses <= 4
+    pushed = loki_push(4000, line="z" * 200)
+    assert sum(1 for _ in loki.protobuf_steps(pushed, ("owner",), allowance())) >= 1
