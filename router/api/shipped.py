@@ -34,11 +34,11 @@ def media_type(request: Request) -> str:
 
 class Received:
     """A body read whole: ``data`` (inflated once ``unsnappy`` ran) and the digest of the bytes
-    as they came. It is inflated and decoded in a worker thread (a large body does not hold the
-    event loop: health checks and other requests go on meanwhile); what that takes is charged
-    to the in-flight budget with the body (``charge``), and given back with it when the
-    ``received`` block ends, after which nothing more is charged (a thread its request no
-    longer waits for stops at its next charge)."""
+    as they came. Snappy inflates in a worker thread and messages are decoded in steps, so a
+    large body does not hold the event loop (health checks and other requests go on meanwhile);
+    what that takes is charged to the in-flight budget with the body (``charge``) and given back
+    with it when the ``received`` block ends, after which nothing more is charged (a thread its
+    request no longer waits for stops at its next charge)."""
 
     def __init__(self, body: Body, data: bytearray, settings: IngestSettings) -> None:
         self._body = body
