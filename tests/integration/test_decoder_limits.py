@@ -136,6 +136,13 @@ def test_otlp_honours_max_records(small) -> None:
         "message": "more than 5 records in one request",
         "field": "resourceLogs",
     }
+    # The same limit, in the same words, as the write API's own NDJSON.
+    lines = b"".join(b'{"owner":"%s","content":"x"}\n' % owner.encode() for _ in range(6))
+    ndjson = small.post(
+        "/v1/audit", content=lines, headers={"content-type": "application/x-ndjson"}
+    )
+    assert ndjson.status_code == 413
+    assert ndjson.json()["error"]["message"] == answer.json()["error"]["message"]
     assert stored(small, owner) == []
     assert small.post("/v1/logs", content=export(owner, 5), headers=PROTOBUF).status_code == 200
     assert stored(small, owner) == [f"record {n}" for n in range(5)]
