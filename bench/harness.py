@@ -30,6 +30,7 @@ from router.db import catalog_login, pools
 from router.settings import ClusterSettings, ServerSettings, Settings
 from services import process
 from services.router_process import RouterProcess
+from services.syslog_process import SyslogProcess
 
 RESULTS = Path(__file__).parent / "results"
 # The Authorization header of the token bench_cluster makes for each router it starts (every
@@ -348,3 +349,32 @@ async def register_loaded(
         login = pools.coordinator_login(known.dsn, settings.pools)
         await day_tables.sync(metadata, known, connection, login)
         await connection.close()
+
+
+def percentiles(latencies: list[float]) -> dict[str, float]:
+    """Probe latencies (seconds) as their count, p50, p99 and max in milliseconds."""
+    cuts = statistics.quantiles(latencies, n=100, method="inclusive")
+    return {
+        "probes": len(latencies),
+        "p50_ms": round(statistics.median(latencies) * 1000, 2),
+        "p99_ms": round(cuts[98] * 1000, 2),
+        "max_ms": round(max(latencies) * 1000, 2),
+    }
+
+
+@contextmanager
+def syslog_listener(settings: Settings, home: Path, port: int) -> Iterator[SyslogProcess]:
+    """`shardlog syslog` of the benchmark's cluster on ``port`` (UDP and TCP), its metrics and
+    /health on ``port + 1``; stopped afterwards."""
+    env = {
+        **router_env(settings),
+        "SHARDLOG_SYSLOG__UDP_PORT": str(port),
+        "SHARDLOG_SYSLOG__TCP_PORT": str(port),
+        "SHARDLOG_SYSLOG__METRICS_PORT": str(port + 1),
+    }
+    listener = SyslogProcess(home, "127.0.0.1", port + 1, env)
+    listener.start()
+    try:
+        yield listener
+    finally:
+        listener.stop()

@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
+from router import memory
 from router.api import (
     access,
     admin,
@@ -84,6 +85,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             # Everything built so far lives as long as the process: keep it out of the cyclic
             # collector's full passes, which would otherwise walk it between requests' turns.
             gc.freeze()
+            memory.hand_back_large_blocks()
             yield
         finally:
             await runtime.commit_signal.stop()

@@ -17,9 +17,9 @@ Three measurements, each side by side in one run:
 from __future__ import annotations
 
 import argparse
+import json
 import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -36,9 +36,11 @@ from bench.harness import (
     bench_settings,
     cpu_seconds,
     grouped_bars,
+    percentiles,
     verdict,
     write_results,
 )
+from bench.hostile import started_poster
 
 MIB = 2**20
 RECORD = orjson.dumps(
@@ -108,13 +110,13 @@ def _send_line(sock: socket.socket, total: int) -> None:
 
 
 _POSTER = """
-import sys, threading, httpx
-url, path = sys.argv[1], sys.argv[2]
+import json, sys, threading, httpx
+url, path, auth = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 body = open(path, "rb").read()
 print("ready", flush=True)
 sys.stdin.readline()
 def post():
-    with httpx.Client(base_url=url, timeout=600, headers=auth_for(url)) as client:
+    with httpx.Client(base_url=url, timeout=600, headers=auth) as client:
         print(client.post("/v1/audit", content=body).status_code, flush=True)
 threads = [threading.Thread(target=post) for _ in range(2)]
 for t in threads:
@@ -131,16 +133,7 @@ def probe_latencies(url: str, work_dir: Path, loaded: bool, seconds: float = 4.0
     if loaded:
         body = work_dir / "array-64.json"
         body.write_bytes(array_body(64))
-        poster = subprocess.Popen(
-            [sys.executable, "-c", _POSTER, url, str(body)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert poster.stdin is not None and poster.stdout is not None
-        poster.stdout.readline()
-        poster.stdin.write("go\n")
-        poster.stdin.flush()
+        poster = started_poster(_POSTER, url, str(body), json.dumps(auth_for(url)))
     latencies = []
     with httpx.Client(base_url=url, timeout=30, headers=auth_for(url)) as client:
         deadline = time.monotonic() + seconds
@@ -155,16 +148,6 @@ def probe_latencies(url: str, work_dir: Path, loaded: bool, seconds: float = 4.0
         if answers != ["422", "422"]:
             raise RuntimeError(f"loaded posts answered {answers}")
     return latencies
-
-
-def percentiles(latencies: list[float]) -> dict[str, float]:
-    cuts = statistics.quantiles(latencies, n=100, method="inclusive")
-    return {
-        "probes": len(latencies),
-        "p50_ms": round(statistics.median(latencies) * 1000, 2),
-        "p99_ms": round(cuts[98] * 1000, 2),
-        "max_ms": round(max(latencies) * 1000, 2),
-    }
 
 
 def run(sizes: list[int], repeats: int, data_dir: Path) -> dict[str, Any]:

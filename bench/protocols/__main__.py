@@ -23,8 +23,6 @@ import shutil
 import statistics
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -38,7 +36,7 @@ from bench.harness import (
     auth_for,
     bench_cluster,
     bench_settings,
-    router_env,
+    syslog_listener,
     verdict,
     write_results,
 )
@@ -156,22 +154,6 @@ class Ways:
         counts = {p: accepted(router, p) for p in HTTP if p != "ndjson"}
         counts["syslog"] = accepted(listener, "syslog")
         return counts
-
-
-@contextmanager
-def syslog_listener(settings: Any, home: Path, port: int) -> Iterator[SyslogProcess]:
-    env = {
-        **router_env(settings),
-        "SHARDLOG_SYSLOG__UDP_PORT": str(port),
-        "SHARDLOG_SYSLOG__TCP_PORT": str(port),
-        "SHARDLOG_SYSLOG__METRICS_PORT": str(port + 1),
-    }
-    listener = SyslogProcess(home, "127.0.0.1", port + 1, env)
-    listener.start()
-    try:
-        yield listener
-    finally:
-        listener.stop()
 
 
 def measure(settings: Any, args: argparse.Namespace) -> dict[str, Any]:

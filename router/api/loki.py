@@ -62,7 +62,7 @@ PUSH_BODY = {
         "required": True,
         "description": "A Loki push: JSON (gzip allowed as Content-Encoding), or a "
         "logproto.PushRequest in protobuf compressed with snappy's block format, as Promtail "
-        "and Alloy send it",
+        "and Alloy send it, or its framing format",
         "content": {
             "application/json": {"schema": PUSH_JSON_SCHEMA},
             shipped.PROTOBUF: {"schema": {"type": "string", "format": "binary"}},
@@ -75,7 +75,9 @@ PUSH_ERRORS = described(
         403: "The token lacks audit:write, or a stream's owner belongs to another tenant "
         "(field streams[N].owner); nothing written",
         409: "The same push is being written by an earlier attempt still; see Retry-After",
-        413: "Body over the limit, or a snappy or gzip body that inflates past it",
+        413: "Body over the limit, a snappy or gzip body that inflates past it, more than "
+        "SHARDLOG_INGEST__MAX_RECORDS entries, or an entry longer than any record can be "
+        "(field streams[N].entries[M])",
         415: "A content type other than JSON or protobuf, or an encoding other than gzip",
         422: "A query parameter with a NUL character",
         429: "Over the token's rates, or the router holds too many request bytes; see Retry-After",
@@ -108,10 +110,10 @@ async def push(request: Request, caller: AuditWrite, runtime: RuntimeDep) -> Res
     try:
         async with shipped.received(request, runtime, caller, "loki") as body:
             if media == shipped.PROTOBUF:
-                body.unsnappy()
-                streams = loki.decode_protobuf(body.data, owner_labels)
+                await body.unsnappy()
+                streams = await body.decoded(loki.protobuf_steps, "streams", owner_labels)
             else:
-                streams = loki.decode_json(body.data, owner_labels)
+                streams = await body.decoded(loki.json_steps, "streams", owner_labels)
             groups = [(label, number, messages) for number, (label, messages) in enumerate(streams)]
             await shipped.write(runtime, caller, "loki", groups, "streams", body.digest, True)
     except (BadRequest, Invalid) as exc:

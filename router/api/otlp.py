@@ -108,7 +108,9 @@ EXPORT_ANSWERS = described(
         403: "The token lacks audit:write, or a resource's owner belongs to another tenant "
         "(field resourceLogs[N].owner); nothing written",
         409: "The same export is being written by an earlier attempt still; see Retry-After",
-        413: "Body over the limit, or a gzip body that inflates past it",
+        413: "Body over the limit, a gzip body that inflates past it, more than "
+        "SHARDLOG_INGEST__MAX_RECORDS log records, or a record longer or with more attributes "
+        "than any record can have (field resourceLogs[N].scopeLogs[M].logRecords[K])",
         415: "A content type other than application/x-protobuf or application/json, or an "
         "encoding other than gzip",
         422: "A query parameter with a NUL character",
@@ -153,8 +155,8 @@ async def export_logs(request: Request, caller: AuditWrite, runtime: RuntimeDep)
     owner_attributes = runtime.settings.otlp.owner_attributes
     try:
         async with shipped.received(request, runtime, caller, "otlp") as body:
-            decode = otlp.decode_protobuf if protobuf else otlp.decode_json
-            groups = decode(body.data, owner_attributes, utc_now())
+            decode = otlp.protobuf_steps if protobuf else otlp.json_steps
+            groups = await body.decoded(decode, otlp.LABEL, owner_attributes, utc_now())
             outcome = await shipped.write(
                 runtime, caller, "otlp", groups, "resourceLogs", body.digest, False
             )

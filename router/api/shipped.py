@@ -5,22 +5,27 @@ key is the body's own (a shipper's retry of the same body stores nothing twice).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from fastapi import Request
 
 from router.api.ingest import open_body
 from router.auth.registry import Caller
-from router.errors import Invalid
+from router.errors import Invalid, Overloaded
 from router.ingest.admit import admit
 from router.ingest.body import Body
 from router.ingest.records import utc_now
 from router.protocols import compression, encoding, shipped
+from router.protocols.allowance import Allowance, Stepping, Steps
 from router.runtime import Runtime
+from router.settings import IngestSettings
 
 PROTOBUF = "application/x-protobuf"
+T = TypeVar("T")
 
 
 def media_type(request: Request) -> str:
@@ -28,26 +33,48 @@ def media_type(request: Request) -> str:
 
 
 class Received:
-    """A body read whole: ``data`` (inflated once ``inflate`` ran) and the digest of the bytes
-    as they came."""
+    """A body read whole: ``data`` (inflated once ``unsnappy`` ran) and the digest of the bytes
+    as they came. Snappy inflates in a worker thread and messages are decoded in steps, so a
+    large body does not hold the event loop (health checks and other requests go on meanwhile);
+    what that takes is charged to the in-flight budget with the body (``charge``) and given back
+    with it when the ``received`` block ends, after which nothing more is charged (a thread its
+    request no longer waits for stops at its next charge)."""
 
-    def __init__(self, body: Body, data: bytes, limit: int) -> None:
+    def __init__(self, body: Body, data: bytearray, settings: IngestSettings) -> None:
         self._body = body
-        self._limit = limit
-        self.data = data
+        self._settings = settings
+        self._lock = threading.Lock()
+        self._closed = False
+        self.data: bytes | bytearray | memoryview = data
 
     @property
     def digest(self) -> str:
         return self._body.digest
 
-    def unsnappy(self) -> None:
-        """Decompressed from snappy's block format (Loki's protobuf pushes)."""
-        self._inflated(compression.unsnappy(self.data, self._limit))
+    def charge(self, amount: int) -> None:
+        with self._lock:
+            if self._closed:
+                raise Overloaded("the request ended while its body was decoded")
+            self._body.charge(amount)
 
-    def _inflated(self, data: bytes) -> None:
-        """What the data grew by is held against the in-flight budget like the body itself."""
-        self._body.charge(max(0, len(data) - len(self.data)))
-        self.data = data
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+
+    async def unsnappy(self) -> None:
+        """Decompressed from snappy (Loki's protobuf pushes), charged as it inflates."""
+        limit = self._settings.max_body_bytes
+        self.data = await asyncio.to_thread(compression.unsnappy, self.data, limit, self.charge)
+
+    async def decoded(self, decode: Callable[..., Steps[T]], label: str, *args: Any) -> T:
+        """``decode(data, *args, allowance)`` in steps: the messages, the record limits checked
+        as it goes (refusals naming the records ``label``), what it makes charged here; between
+        two steps the event loop serves others."""
+        allowance = Allowance.of(self._settings, self.charge, label)
+        stepping = Stepping(decode(self.data, *args, allowance))
+        for _ in stepping:
+            await asyncio.sleep(0)
+        return stepping.value
 
 
 @asynccontextmanager
@@ -59,14 +86,18 @@ async def received(
     budget until the block ends."""
     wbits = encoding.decoder(request.headers.get("content-encoding"))
     body = open_body(request, runtime, caller, lambda chunks: encoding.decoded(chunks, wbits))
+    whole = None
     try:
         chunks = bytearray()
         async for chunk in body.chunks():
             chunks += chunk
         runtime.metrics.ingest_inflight_bytes.set(runtime.ingest_budget.used)
         runtime.metrics.protocol_bytes.labels(protocol).inc(len(chunks))
-        yield Received(body, bytes(chunks), runtime.settings.ingest.max_body_bytes)
+        whole = Received(body, chunks, runtime.settings.ingest)
+        yield whole
     finally:
+        if whole is not None:
+            whole.close()
         body.release()
         runtime.metrics.ingest_inflight_bytes.set(runtime.ingest_budget.used)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -18,20 +19,24 @@ from router.ingest.json_array import elements as json_array_elements
 
 
 class ByteBudget:
-    """Bytes of request bodies the router holds at once, across all requests."""
+    """Bytes of request bodies the router holds at once, across all requests (and the worker
+    threads that decode them: hence the lock)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.used = 0
+        self._lock = threading.Lock()
 
     def take(self, amount: int) -> bool:
-        if self.used + amount > self.limit:
-            return False
-        self.used += amount
-        return True
+        with self._lock:
+            if self.used + amount > self.limit:
+                return False
+            self.used += amount
+            return True
 
     def give_back(self, amount: int) -> None:
-        self.used -= amount
+        with self._lock:
+            self.used -= amount
 
 
 class Body:

@@ -5,12 +5,16 @@ refused at the limit, never held in memory. Pure but for the stream it reads."""
 
 from __future__ import annotations
 
+import asyncio
 import zlib
 from collections.abc import AsyncIterator
 
 from router.errors import BadRequest, ShardlogError, excerpt
 
 PIECE_BYTES = 2**16
+# Pieces decoded before the event loop is let serve others: a body that arrived at once (a
+# small gzip that inflates to hundreds of MiB) is inflated a megabyte at a time, not in one go.
+PIECES_PER_TURN = 16
 # zlib's window bits: gzip framing, zlib framing (what HTTP calls deflate).
 _WBITS = {"gzip": 31, "x-gzip": 31, "deflate": 15}
 
@@ -42,6 +46,7 @@ async def decoded(chunks: AsyncIterator[bytes], wbits: int | None) -> AsyncItera
         return
     inflate = zlib.decompressobj(wbits)
     fed = False  # the current member has had bytes
+    pieces = 0
     try:
         async for chunk in chunks:
             while chunk or fed:
@@ -49,6 +54,9 @@ async def decoded(chunks: AsyncIterator[bytes], wbits: int | None) -> AsyncItera
                 piece = inflate.decompress(chunk, PIECE_BYTES)
                 if piece:
                     yield piece
+                    pieces += 1
+                    if pieces % PIECES_PER_TURN == 0:
+                        await asyncio.sleep(0)
                 if inflate.eof:
                     # The next member's bytes (zlib also leaves them in unconsumed_tail).
                     chunk = inflate.unused_data

@@ -18,14 +18,17 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, ti
 from google.protobuf.message import DecodeError
 
 from router.errors import BadRequest, excerpt
+from router.protocols import wire
+from router.protocols.allowance import Allowance, Steps, run
 from router.protocols.shipped import Message
+from router.settings import IngestSettings
 from router.timestamps import TimestampError, from_unix_nanos
 
 
-def _push_request_class() -> Any:
-    """logproto.PushRequest as Loki's pkg/push/push.proto defines it (the fields a push
-    carries; the gogoproto options change nothing on the wire), built from a descriptor here:
-    no generated code, no protoc step."""
+def _push_classes() -> tuple[Any, Any, Any]:
+    """logproto's PushRequest, StreamAdapter and EntryAdapter as Loki's pkg/push/push.proto
+    defines them (the fields a push carries; the gogoproto options change nothing on the wire),
+    built from a descriptor here: no generated code, no protoc step."""
     field = descriptor_pb2.FieldDescriptorProto
     optional, repeated = field.LABEL_OPTIONAL, field.LABEL_REPEATED
     proto = descriptor_pb2.FileDescriptorProto(
@@ -66,10 +69,15 @@ def _push_request_class() -> Any:
     pool = descriptor_pool.DescriptorPool()
     pool.AddSerializedFile(timestamp_pb2.DESCRIPTOR.serialized_pb)
     pool.Add(proto)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("logproto.PushRequest"))
+    return tuple(  # type: ignore[return-value]
+        message_factory.GetMessageClass(pool.FindMessageTypeByName(f"logproto.{name}"))
+        for name in ("PushRequest", "StreamAdapter", "EntryAdapter")
+    )
 
 
-PushRequest = _push_request_class()
+PushRequest, StreamAdapter, EntryAdapter = _push_classes()
+# Field numbers: PushRequest.streams, StreamAdapter.entries.
+_STREAMS, _ENTRIES = 1, 2
 # A stream's entries as messages, with the label that names them in errors (streams[2].values).
 Stream = tuple[str, list[Message]]
 
@@ -171,40 +179,82 @@ def _with_metadata(attrs: dict[str, Any] | None, metadata: dict[str, str]) -> di
     return {**attrs, "metadata": metadata} if attrs else {"metadata": metadata}
 
 
-def decode_protobuf(data: bytes, owner_labels: Sequence[str]) -> list[Stream]:
-    """The messages of a (decompressed) protobuf PushRequest, stream by stream."""
-    request = PushRequest()
+Data = bytes | bytearray | memoryview
+
+
+def decode_protobuf(
+    data: Data, owner_labels: Sequence[str], allowance: Allowance | None = None
+) -> list[Stream]:
+    """The messages of a (decompressed) protobuf PushRequest, stream by stream, each entry
+    measured and counted against ``allowance`` (by default the write API's default limits,
+    nothing charged) before it is parsed."""
+    return run(protobuf_steps(data, owner_labels, allowance))
+
+
+def protobuf_steps(
+    data: Data, owner_labels: Sequence[str], allowance: Allowance | None = None
+) -> Steps[list[Stream]]:
+    """``decode_protobuf`` in steps (router/protocols/allowance.py)."""
+    allowance = allowance or Allowance.of(IngestSettings(), label="streams")
+    view = memoryview(data)
     try:
-        request.ParseFromString(data)
-    except DecodeError as exc:
+        _, bounds = wire.split(view, 0, len(view), _STREAMS)
+        streams = []
+        for number, where in enumerate(bounds):
+            streams.append((yield from _stream(view, number, where, owner_labels, allowance)))
+        return streams
+    except (wire.WireError, DecodeError) as exc:
         raise BadRequest(f"the body is not a Loki PushRequest: {exc}", "body") from None
-    streams: list[Stream] = []
-    for number, stream in enumerate(request.streams):
-        where = f"streams[{number}].labels"
-        try:
-            labels = parse_labels(stream.labels)
-        except LabelError as exc:
-            raise BadRequest(f"{where} {excerpt(stream.labels)} {exc}", where) from None
-        owner, attrs = _stream_parts(labels, owner_labels, where)
-        messages: list[Message] = []
-        append = messages.append
-        for index, entry in enumerate(stream.entries):
-            stamp = entry.timestamp
-            nanos = stamp.seconds * 1_000_000_000 + stamp.nanos
-            ts = _ts(nanos, f"streams[{number}].entries[{index}].timestamp")
-            pairs = entry.structuredMetadata
-            if pairs:
-                metadata = {pair.name: pair.value for pair in pairs}
-                append(Message(owner, ts, entry.line, _with_metadata(attrs, metadata)))
-            else:
-                append(Message(owner, ts, entry.line, attrs))
-        streams.append((f"streams[{number}].entries", messages))
-    return streams
 
 
-def decode_json(data: bytes, owner_labels: Sequence[str]) -> list[Stream]:
+def _stream(
+    view: memoryview, number: int, bounds: range, owner_labels: Sequence[str], allowance: Allowance
+) -> Steps[Stream]:
+    where = f"streams[{number}].labels"
+    rest, entries = wire.split(view, bounds.start, bounds.stop, _ENTRIES)
+    allowance.part(where, sum(map(len, rest)))
+    stream = StreamAdapter.FromString(wire.join(view, rest))
+    try:
+        labels = parse_labels(stream.labels)
+    except LabelError as exc:
+        raise BadRequest(f"{where} {excerpt(stream.labels)} {exc}", where) from None
+    allowance.attributes(where, len(labels))
+    owner, attrs = _stream_parts(labels, owner_labels, where)
+    messages: list[Message] = []
+    append = messages.append
+    for index, entry_bounds in enumerate(entries):
+        entry_where = f"streams[{number}].entries[{index}]"
+        allowance.record(entry_where, len(entry_bounds))
+        entry = EntryAdapter.FromString(view[entry_bounds.start : entry_bounds.stop])
+        stamp = entry.timestamp
+        nanos = stamp.seconds * 1_000_000_000 + stamp.nanos
+        ts = _ts(nanos, f"{entry_where}.timestamp")
+        pairs = entry.structuredMetadata
+        if pairs:
+            allowance.attributes(f"{entry_where}.structuredMetadata", len(pairs))
+            metadata = {pair.name: pair.value for pair in pairs}
+            append(Message(owner, ts, entry.line, _with_metadata(attrs, metadata)))
+        else:
+            append(Message(owner, ts, entry.line, attrs))
+        if allowance.decoded(len(entry_bounds), len(pairs)):
+            yield
+    return f"streams[{number}].entries", messages
+
+
+def decode_json(
+    data: Data, owner_labels: Sequence[str], allowance: Allowance | None = None
+) -> list[Stream]:
     """The messages of a JSON push: ``{"streams": [{"stream": {labels}, "values": [["<unix
-    ns>", "<line>"], ["<unix ns>", "<line>", {structured metadata}]]}]}``."""
+    ns>", "<line>"], ["<unix ns>", "<line>", {structured metadata}]]}]}``, each entry counted
+    against ``allowance`` as in ``decode_protobuf``."""
+    return run(json_steps(data, owner_labels, allowance))
+
+
+def json_steps(
+    data: Data, owner_labels: Sequence[str], allowance: Allowance | None = None
+) -> Steps[list[Stream]]:
+    """``decode_json`` in steps."""
+    allowance = allowance or Allowance.of(IngestSettings(), label="streams")
     try:
         push = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
@@ -217,6 +267,7 @@ def decode_json(data: bytes, owner_labels: Sequence[str]) -> list[Stream]:
         if not isinstance(stream, dict):
             raise BadRequest(f"{where} must be a JSON object", where)
         labels = _string_map(stream.get("stream"), f"{where}.stream", names=True)
+        allowance.attributes(f"{where}.stream", len(labels))
         owner, attrs = _stream_parts(labels, owner_labels, f"{where}.stream")
         values = stream.get("values")
         if not isinstance(values, list):
@@ -237,11 +288,17 @@ def decode_json(data: bytes, owner_labels: Sequence[str]) -> list[Stream]:
                 raise BadRequest(f"{entry}: the timestamp must be a string of digits", entry)
             if not isinstance(line, str):
                 raise BadRequest(f"{entry}: the line must be a string", entry)
+            # Characters, not bytes: never more than the line's UTF-8 takes.
+            allowance.record(entry, len(line))
             entry_attrs = attrs
+            metadata: dict[str, str] = {}
             if len(value) == 3:
                 metadata = _string_map(value[2], f"{entry}[2]", names=False)
+                allowance.attributes(f"{entry}[2]", len(metadata))
                 entry_attrs = _with_metadata(attrs, metadata) if metadata else attrs
             messages.append(Message(owner, _ts(nanos, entry), line, entry_attrs))
+            if allowance.decoded(len(line), len(metadata)):
+                yield
         streams.append((f"{where}.values", messages))
     return streams
 

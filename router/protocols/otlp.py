@@ -11,7 +11,9 @@ attrs: severity, trace context, the record's, resource's and scope's attributes.
 from __future__ import annotations
 
 import base64
-from collections.abc import Sequence
+import dataclasses
+import functools
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -22,13 +24,22 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceRequest,
     ExportLogsServiceResponse,
 )
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
 
 from router.errors import BadRequest
+from router.protocols import wire
+from router.protocols.allowance import Allowance, Steps, run
 from router.protocols.shipped import Message
+from router.settings import IngestSettings
 from router.timestamps import from_unix_nanos
 
 # google.rpc.Status's code for a request that cannot be read.
 INVALID_ARGUMENT = 3
+# How refusals of too many records name them.
+LABEL = "resourceLogs"
+# Field numbers: ExportLogsServiceRequest.resource_logs, ResourceLogs.scope_logs,
+# ScopeLogs.log_records.
+_RESOURCE_LOGS, _SCOPE_LOGS, _LOG_RECORDS = 1, 2, 2
 
 
 def _status_class() -> Any:
@@ -58,23 +69,51 @@ class Group(NamedTuple):
     messages: list[Message]
 
 
-def decode_protobuf(data: bytes, owner_attributes: Sequence[str], now: datetime) -> list[Group]:
-    request = ExportLogsServiceRequest()
+Data = bytes | bytearray | memoryview
+
+
+def decode_protobuf(
+    data: Data, owner_attributes: Sequence[str], now: datetime, allowance: Allowance | None = None
+) -> list[Group]:
+    """The request's messages, each record measured and counted against ``allowance`` (by
+    default the write API's default limits, nothing charged) before it is parsed."""
+    return run(protobuf_steps(data, owner_attributes, now, allowance))
+
+
+def protobuf_steps(
+    data: Data, owner_attributes: Sequence[str], now: datetime, allowance: Allowance | None = None
+) -> Steps[list[Group]]:
+    """``decode_protobuf`` in steps (router/protocols/allowance.py)."""
+    allowance = allowance or Allowance.of(IngestSettings(), label=LABEL)
+    view = memoryview(data)
     try:
-        request.ParseFromString(data)
-    except DecodeError as exc:
+        resources = _wire_resources(view, allowance)
+        return (yield from _groups(resources, owner_attributes, now, allowance))
+    except (wire.WireError, DecodeError) as exc:
         raise BadRequest(f"the body is not an ExportLogsServiceRequest: {exc}", "body") from None
-    return _groups(request, owner_attributes, now)
 
 
-def decode_json(data: bytes, owner_attributes: Sequence[str], now: datetime) -> list[Group]:
+def decode_json(
+    data: Data, owner_attributes: Sequence[str], now: datetime, allowance: Allowance | None = None
+) -> list[Group]:
     """OTLP's JSON encoding: protobuf's JSON mapping (lowerCamelCase keys, or the fields' own
     names; 64-bit integers as numbers or strings; enums as numbers), but traceId and spanId in
-    hex. Unknown fields are ignored, as OTLP asks of receivers."""
+    hex. Unknown fields are ignored, as OTLP asks of receivers. Records and attributes are
+    counted against ``allowance`` before the request is built."""
+    return run(json_steps(data, owner_attributes, now, allowance))
+
+
+def json_steps(
+    data: Data, owner_attributes: Sequence[str], now: datetime, allowance: Allowance | None = None
+) -> Steps[list[Group]]:
+    """``decode_json`` in steps."""
+    allowance = allowance or Allowance.of(IngestSettings(), label=LABEL)
     try:
         document = orjson.loads(data)
         if not isinstance(document, dict):
             raise BadRequest("the body must be a JSON object", "body")
+        # A copy counts: the records are counted again, by ``allowance``, as they are decoded.
+        _count(document, dataclasses.replace(allowance))
         _ids_from_hex(document)
         request = json_format.ParseDict(
             document, ExportLogsServiceRequest(), ignore_unknown_fields=True
@@ -83,7 +122,73 @@ def decode_json(data: bytes, owner_attributes: Sequence[str], now: datetime) -> 
         raise BadRequest(f"the body is not JSON: {exc.msg}", "body") from None
     except (json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
         raise BadRequest(f"the body is not an ExportLogsServiceRequest: {exc}", "body") from None
-    return _groups(request, owner_attributes, now)
+    return (yield from _groups(_parsed_resources(request), owner_attributes, now, allowance))
+
+
+# A record before it is parsed: its length in protobuf, and how to parse it.
+Pending = tuple[int, Callable[[], Any]]
+# A ScopeLogs without its records, and its records; a ResourceLogs without its ScopeLogs, and
+# them.
+Scope = tuple[Any, Iterable[Pending]]
+Resource = tuple[Any, Iterable[Scope]]
+
+
+def _wire_resources(view: memoryview, allowance: Allowance) -> Iterator[Resource]:
+    _, resources = wire.split(view, 0, len(view), _RESOURCE_LOGS)
+    for r, bounds in enumerate(resources):
+        rest, scopes = wire.split(view, bounds.start, bounds.stop, _SCOPE_LOGS)
+        allowance.part(f"resourceLogs[{r}].resource", sum(map(len, rest)))
+        resource_logs = ResourceLogs.FromString(wire.join(view, rest))
+        yield resource_logs, _wire_scopes(view, scopes, r, allowance)
+
+
+def _wire_scopes(
+    view: memoryview, scopes: list[range], r: int, allowance: Allowance
+) -> Iterator[Scope]:
+    for s, bounds in enumerate(scopes):
+        rest, records = wire.split(view, bounds.start, bounds.stop, _LOG_RECORDS)
+        allowance.part(f"resourceLogs[{r}].scopeLogs[{s}].scope", sum(map(len, rest)))
+        scope_logs = ScopeLogs.FromString(wire.join(view, rest))
+        yield (
+            scope_logs,
+            (
+                (len(b), functools.partial(LogRecord.FromString, bytes(view[b.start : b.stop])))
+                for b in records
+            ),
+        )
+
+
+def _parsed_resources(request: Any) -> Iterator[Resource]:
+    for resource_logs in request.resource_logs:
+        scopes = [(scope, _parsed(scope.log_records)) for scope in resource_logs.scope_logs]
+        yield resource_logs, scopes
+
+
+def _parsed(records: Iterable[Any]) -> Iterator[Pending]:
+    for record in records:
+        yield record.ByteSize(), functools.partial(_same, record)
+
+
+def _same(record: Any) -> Any:
+    return record
+
+
+def _count(document: Any, counter: Allowance) -> None:
+    """The records and attributes of a JSON request counted before it is built; a body of
+    another shape is left to the parser to refuse."""
+    for r, resource in enumerate(_items(document, "resourceLogs", "resource_logs")):
+        where = f"resourceLogs[{r}]"
+        _count_attributes(resource.get("resource"), f"{where}.resource.attributes", counter)
+        for s, scope in enumerate(_items(resource, "scopeLogs", "scope_logs")):
+            label = f"{where}.scopeLogs[{s}]"
+            _count_attributes(scope.get("scope"), f"{label}.scope.attributes", counter)
+            for i, record in enumerate(_items(scope, "logRecords", "log_records")):
+                counter.record(f"{label}.logRecords[{i}]", 0)
+                _count_attributes(record, f"{label}.logRecords[{i}].attributes", counter)
+
+
+def _count_attributes(parent: Any, where: str, counter: Allowance) -> None:
+    counter.attributes(where, len(_items(parent, "attributes")))
 
 
 def _ids_from_hex(document: Any) -> None:
@@ -114,32 +219,44 @@ def _items(parent: Any, *keys: str) -> list[dict[str, Any]]:
     return []
 
 
-def _groups(request: Any, owner_attributes: Sequence[str], now: datetime) -> list[Group]:
+def _groups(
+    resources: Iterable[Resource],
+    owner_attributes: Sequence[str],
+    now: datetime,
+    allowance: Allowance,
+) -> Steps[list[Group]]:
     groups: list[Group] = []
-    for r, resource_logs in enumerate(request.resource_logs):
-        resource = _attributes(resource_logs.resource.attributes)
+    for r, (resource_logs, scopes) in enumerate(resources):
+        where = f"resourceLogs[{r}].resource.attributes"
+        resource = _attributes(resource_logs.resource.attributes, where, allowance)
         owner = next(
             (resource[name] for name in owner_attributes if isinstance(resource.get(name), str)),
             None,
         )
         common: dict[str, Any] = {"resource": resource} if resource else {}
-        for s, scope_logs in enumerate(resource_logs.scope_logs):
-            scope = _scope(scope_logs.scope)
+        for s, (scope_logs, records) in enumerate(scopes):
+            label = f"resourceLogs[{r}].scopeLogs[{s}]"
+            scope = _scope(scope_logs.scope, f"{label}.scope.attributes", allowance)
             shared = {**common, "scope": scope} if scope else common
-            messages = [
-                _message(record, owner, owner_attributes, shared, now)
-                for record in scope_logs.log_records
-            ]
-            groups.append(Group(f"resourceLogs[{r}].scopeLogs[{s}].logRecords", r, messages))
+            messages = []
+            for i, (size, parse) in enumerate(records):
+                allowance.record(f"{label}.logRecords[{i}]", size)
+                record = parse()
+                where = f"{label}.logRecords[{i}].attributes"
+                message = _message(record, owner, owner_attributes, shared, now, where, allowance)
+                messages.append(message)
+                if allowance.decoded(size, len(record.attributes)):
+                    yield
+            groups.append(Group(f"{label}.logRecords", r, messages))
     return groups
 
 
-def _scope(scope: Any) -> dict[str, Any]:
+def _scope(scope: Any, where: str, allowance: Allowance) -> dict[str, Any]:
     described: dict[str, Any] = {
         k: getattr(scope, k) for k in ("name", "version") if getattr(scope, k)
     }
     if scope.attributes:
-        described["attributes"] = _attributes(scope.attributes)
+        described["attributes"] = _attributes(scope.attributes, where, allowance)
     return described
 
 
@@ -153,6 +270,8 @@ def _message(
     owner_attributes: Sequence[str],
     shared: dict[str, Any],
     now: datetime,
+    where: str,
+    allowance: Allowance,
 ) -> Message:
     attrs: dict[str, Any] = {}
     for name in _PLAIN_FIELDS:
@@ -164,7 +283,7 @@ def _message(
         if value:
             attrs[name] = value.hex()
     if record.attributes:
-        attributes = attrs["attributes"] = _attributes(record.attributes)
+        attributes = attrs["attributes"] = _attributes(record.attributes, where, allowance)
         if owner is None:
             owner = next(
                 (attributes[n] for n in owner_attributes if isinstance(attributes.get(n), str)),
@@ -186,7 +305,12 @@ def _content(record: Any) -> str:
     return orjson.dumps(_value(body)).decode()
 
 
-def _attributes(pairs: Any) -> dict[str, Any]:
+def _attributes(pairs: Any, where: str, allowance: Allowance) -> dict[str, Any]:
+    allowance.attributes(where, len(pairs))
+    return _pairs(pairs)
+
+
+def _pairs(pairs: Any) -> dict[str, Any]:
     return {pair.key: _value(pair.value) for pair in pairs}
 
 
@@ -200,7 +324,7 @@ def _value(value: Any) -> Any:
     if kind == "array_value":
         return [_value(item) for item in value.array_value.values]
     if kind == "kvlist_value":
-        return _attributes(value.kvlist_value.values)
+        return _pairs(value.kvlist_value.values)
     if kind == "bytes_value":
         return base64.b64encode(value.bytes_value).decode()
     return None  # unset, or an index into a dictionary that logs do not have
