@@ -159,7 +159,18 @@ class Ways:
 
 
 @contextmanager
-def syslog_listener(settings: Any, home: Path, port: int) -> Iterator[SyslogProcess]:
+def syslog_listener(
+    settings: Any, home: Path, port: int, router_url: str
+) -> Iterator[SyslogProcess]:
+    # The listener writes only senders' messages it knows: this host's, as the system tenant
+    # (the bench token's, which counts and searches them).
+    mapped = httpx.put(
+        f"{router_url}/v1/admin/syslog-senders/127.0.0.1",
+        json={"tenant": "system"},
+        headers=auth_for(router_url),
+        timeout=30,
+    )
+    mapped.raise_for_status()
     env = {
         **router_env(settings),
         "SHARDLOG_SYSLOG__UDP_PORT": str(port),
@@ -181,7 +192,7 @@ def measure(settings: Any, args: argparse.Namespace) -> dict[str, Any]:
     with bench_cluster(settings) as (_cluster, router):
         assert router is not None
         home = args.data_dir.absolute() / "syslog-bench"
-        with syslog_listener(settings, home, args.syslog_port) as listener:
+        with syslog_listener(settings, home, args.syslog_port, router.url) as listener:
             ways = Ways(router.url, listener, args.syslog_port)
             # Warm-up: every owner's day tables exist, every path has run once.
             for protocol in protocols:

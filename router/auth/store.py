@@ -165,11 +165,17 @@ async def remove_tenant(db: Executor, name: str) -> None:
         # Which reference PostgreSQL trips over first is its choice: name them all.
         mapped = await db.fetchval("SELECT count(*) FROM exporters WHERE tenant = $1", name)
         owned = await db.fetchval("SELECT count(*) FROM owners WHERE tenant = $1", name)
+        senders = await db.fetchval("SELECT count(*) FROM syslog_senders WHERE tenant = $1", name)
         holds = []
         if mapped:
             holds.append(
                 f"has {mapped} flow exporters mapped to its switches (remove them: `shardlog "
                 "exporters remove`, or map them to another tenant)"
+            )
+        if senders:
+            holds.append(
+                f"has {senders} syslog senders mapped to it (remove them: `shardlog "
+                "syslog-senders remove`, or map them to another tenant)"
             )
         if owned:
             holds.append(
