@@ -10,13 +10,26 @@ import subprocess
 import time
 from pathlib import Path
 
+from services.tls import ServerCertificate
 from tests.syslog.platform import RunningSyslog
 
 PATHS = ("tcp", "udp", "relp", "tls")
 
 
-def config(work: Path, inputs: dict[str, int], listener: RunningSyslog) -> str:
+def config(
+    work: Path,
+    inputs: dict[str, int],
+    listener: RunningSyslog,
+    certificate: ServerCertificate | None = None,
+) -> str:
+    """``certificate``: the client certificate TLS shows (mutual TLS)."""
     ca = listener.authority.cert
+    mine = (
+        f' defaultNetstreamDriverCertFile="{certificate.cert}"'
+        f' defaultNetstreamDriverKeyFile="{certificate.key}"'
+        if certificate is not None
+        else ""
+    )
     actions = {
         # RFC 5424 out, octet counted.
         "tcp": f'type="omfwd" target="127.0.0.1" port="{listener.port}" protocol="tcp" '
@@ -31,7 +44,7 @@ def config(work: Path, inputs: dict[str, int], listener: RunningSyslog) -> str:
         'StreamDriverPermittedPeers="localhost"',
     }
     lines = [
-        f'global(workDirectory="{work}" defaultNetstreamDriverCAFile="{ca}")',
+        f'global(workDirectory="{work}" defaultNetstreamDriverCAFile="{ca}"{mine})',
         'module(load="imtcp")',
         'module(load="omrelp")',
     ]
@@ -42,13 +55,19 @@ def config(work: Path, inputs: dict[str, int], listener: RunningSyslog) -> str:
 
 
 class Rsyslog:
-    def __init__(self, home: Path, ports: dict[str, int], listener: RunningSyslog) -> None:
+    def __init__(
+        self,
+        home: Path,
+        ports: dict[str, int],
+        listener: RunningSyslog,
+        certificate: ServerCertificate | None = None,
+    ) -> None:
         self.home = home
         self.ports = ports
         self.conf = home / "rsyslog.conf"
         self.work = home / "work"
         self.work.mkdir(parents=True, exist_ok=True)
-        self.conf.write_text(config(self.work, ports, listener))
+        self.conf.write_text(config(self.work, ports, listener, certificate))
         self.log = home / "rsyslogd.log"
         self._process: subprocess.Popen[bytes] | None = None
 

@@ -25,6 +25,7 @@ from router.settings import Settings
 from services.router_process import RouterProcess
 from tests.support import bearer, issue_token, run_cli
 from tests.syslog.platform import RunningSyslog, found, none_found, unique
+from tests.syslog.rsyslog import Rsyslog
 
 REFUSED = "shardlog_syslog_refused_messages_total"
 QUARANTINED = "shardlog_syslog_quarantined_messages_total"
@@ -122,13 +123,7 @@ def test_a_mapped_sender_writes_as_its_tenant_and_never_into_another(
         assert mapped.status_code == 200, mapped.text
         assert mapped.json() == {"sender": f"{MAPPED}/32", "tenant": tenant_a}
         try:
-            # The listener reloads on the catalog's NOTIFY: a probe a tenth of a second until
-            # one is stored.
-            deadline = time.monotonic() + 15
-            while none_found(reader_a, owner_a):
-                assert time.monotonic() < deadline, "the mapping never reached the listener"
-                send_udp(MAPPED, listener.port, rfc5424(owner_a, "probe"))
-                time.sleep(0.1)
+            probe_until_stored(listener, MAPPED, reader_a, owner_a)
             rejected = listener.metric(
                 "shardlog_protocol_messages_total", protocol="syslog", outcome="rejected"
             )
@@ -154,6 +149,42 @@ def test_a_mapped_sender_writes_as_its_tenant_and_never_into_another(
             assert admin_rows(api, "forged by a tenant") == []
         finally:
             assert api.delete(f"/v1/admin/syslog-senders/{MAPPED}").status_code == 204
+
+
+def probe_until_stored(
+    listener: RunningSyslog, source: str, reader: httpx.Client, owner: str
+) -> None:
+    """The listener reloads its mappings on the catalog's NOTIFY: a probe from ``source`` a
+    tenth of a second until one is stored."""
+    deadline = time.monotonic() + 15
+    while none_found(reader, owner):
+        assert time.monotonic() < deadline, "the mapping never reached the listener"
+        send_udp(source, listener.port, rfc5424(owner, "probe"))
+        time.sleep(0.1)
+
+
+def test_a_removed_mapping_ends_an_open_connections_writes(
+    listener: RunningSyslog, api: httpx.Client, router_process: RouterProcess, settings: Settings
+) -> None:
+    source, tenant, owner = "127.0.0.4", a_tenant(api), unique("sl-gone")
+    assert api.put(f"/v1/admin/syslog-senders/{source}", json={"tenant": tenant}).is_success
+    with client(router_process.url, settings, tenant) as reader:
+        probe_until_stored(listener, source, reader, owner)
+        # Opened once the mapping is there: admitted.
+        with socket.create_connection(("127.0.0.1", listener.port), 10, (source, 0)) as tcp:
+            refused = listener.metric(REFUSED, reason="unknown sender")
+            assert api.delete(f"/v1/admin/syslog-senders/{source}").status_code == 204
+            deadline = time.monotonic() + 15
+            while listener.metric(REFUSED, reason="unknown sender") == refused:
+                assert time.monotonic() < deadline, "the removal never reached the listener"
+                tcp.sendall(rfc5424(owner, "after the removal") + b"\n")
+                time.sleep(0.1)
+            refused = listener.metric(REFUSED, reason="unknown sender")
+            tcp.sendall(rfc5424(owner, "late") + b"\n")
+            wait_for(listener, REFUSED, refused + 1, reason="unknown sender")
+        contents = {item["content"] for item in found(reader, owner, 1)}
+    # Some messages sent while the removal was on its way may be stored, never one after it.
+    assert "probe" in contents and "late" not in contents
 
 
 # --- mutual TLS and the quarantine -------------------------------------------------------------
@@ -289,3 +320,31 @@ def test_the_admin_api_names_the_field_it_refuses(api: httpx.Client) -> None:
     assert held.status_code == 409 and "syslog senders" in held.json()["error"]["message"]
     assert api.delete("/v1/admin/syslog-senders/198.51.100.0/24").status_code == 204
     assert api.delete(f"/v1/admin/tenants/{tenant}").status_code == 204
+
+
+def test_rsyslog_with_a_client_certificate(
+    mutual: tuple[RunningSyslog, str, str],
+    api: httpx.Client,
+    router_process: RouterProcess,
+    settings: Settings,
+    syslog_ports: Iterator[int],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The documented rsyslog TLS action with the client's certificate (global
+    defaultNetstreamDriverCertFile/KeyFile) from the mapped host: its certificate's mapping
+    wins over its address's (127.0.0.1 is the system tenant's)."""
+    listener, tenant_c, _ = mutual
+    owner = unique("sl-rsyslog")
+    certificate = listener.authority.issue("web-7", ["web-7.example"])
+    home = tmp_path_factory.mktemp("rsyslog-mutual")
+    forwarder = Rsyslog(home, {"tls": next(syslog_ports)}, listener, certificate)
+    forwarder.start()
+    try:
+        forwarder.send("tls", [rfc5424(owner, f"forwarded {n}") for n in range(3)])
+        with client(router_process.url, settings, tenant_c) as reader_c:
+            contents = [item["content"] for item in found(reader_c, owner, 3)]
+    finally:
+        output = forwarder.stop()
+    assert sorted(contents) == [f"forwarded {n}" for n in range(3)]
+    assert owner_tenant(api, owner) == tenant_c
+    assert "error" not in output.lower(), output
