@@ -103,9 +103,6 @@ class Intake:
         self.metrics = metrics
         self.throttled = Throttled()
 
-    def allows(self, sender: str) -> bool:
-        return self._senders.allows(sender)
-
     def admits(self, peer: Peer, what: str) -> bool:
         """Whether a connection (or datagram) of the peer is read at all; refused and counted
         when not."""
