@@ -13,8 +13,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from router.collector.sockets import exporter_of
-
 CERTIFICATE_PREFIX = "cert:"
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -43,7 +41,7 @@ class Peer(NamedTuple):
 def peer_of(writer: asyncio.StreamWriter) -> Peer:
     """The peer of a stream; its certificate's name only once the TLS handshake verified it
     against the client CA (an unverified certificate is never asked for, never read)."""
-    address = exporter_of(writer.get_extra_info("peername") or ("?", 0))
+    address = str((writer.get_extra_info("peername") or ("?", 0))[0])
     certificate = writer.get_extra_info("peercert")
     return Peer(address, common_name(certificate) if certificate else None)
 

@@ -62,6 +62,7 @@ class Listener:
         settings = self._settings
         s = settings.syslog
         metadata = await catalog_login.open_pool(settings)
+        await _check_quarantine(metadata, s.quarantine_tenant)
         runtime = Runtime.build(settings, metadata, self.metrics.base)
         intake = Intake(s, runtime.ingest.request_limits, self.metrics)
         writer = BatchWriter(runtime.ingest, self.queue, self.metrics)
@@ -112,6 +113,18 @@ class Listener:
             await connections.close()
             await writer.stop()
             await close_writer(runtime)
+
+
+async def _check_quarantine(metadata: asyncpg.Pool, tenant: str | None) -> None:
+    """A quarantine tenant that does not exist stops the start (its writes would all fail)."""
+    if tenant is None:
+        return
+    if await metadata.fetchval("SELECT 1 FROM tenants WHERE name = $1", tenant) is None:
+        await metadata.close()
+        raise ValueError(
+            f"SHARDLOG_SYSLOG__QUARANTINE_TENANT: tenant {tenant!r} does not exist (create it: "
+            "`shardlog tenants add`)"
+        )
 
 
 async def _reload_senders(intake: Intake, metadata: asyncpg.Pool, quarantine: str | None) -> None:

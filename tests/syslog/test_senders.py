@@ -348,3 +348,19 @@ def test_rsyslog_with_a_client_certificate(
     assert sorted(contents) == [f"forwarded {n}" for n in range(3)]
     assert owner_tenant(api, owner) == tenant_c
     assert "error" not in output.lower(), output
+
+
+def test_a_quarantine_tenant_that_does_not_exist_stops_the_start(
+    settings: Settings, syslog_ports: Iterator[int]
+) -> None:
+    missing = unique("sl-missing")
+    ports = {
+        f"SHARDLOG_SYSLOG__{name}": str(next(syslog_ports))
+        for name in ("UDP_PORT", "TCP_PORT", "METRICS_PORT")
+    }
+    env = {**ports, "SHARDLOG_SYSLOG__QUARANTINE_TENANT": missing}
+    started = run_cli(settings, "syslog", env=env)
+    assert started.returncode == 1
+    assert f"SHARDLOG_SYSLOG__QUARANTINE_TENANT: tenant '{missing}' does not exist" in (
+        started.stderr
+    )
