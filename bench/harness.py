@@ -363,9 +363,20 @@ def percentiles(latencies: list[float]) -> dict[str, float]:
 
 
 @contextmanager
-def syslog_listener(settings: Settings, home: Path, port: int) -> Iterator[SyslogProcess]:
+def syslog_listener(
+    settings: Settings, home: Path, port: int, router_url: str
+) -> Iterator[SyslogProcess]:
     """`shardlog syslog` of the benchmark's cluster on ``port`` (UDP and TCP), its metrics and
-    /health on ``port + 1``; stopped afterwards."""
+    /health on ``port + 1``; stopped afterwards. The listener writes only the messages of
+    senders it knows: this host's, as the system tenant (the bench token's, which counts and
+    searches them)."""
+    mapped = httpx.put(
+        f"{router_url}/v1/admin/syslog-senders/127.0.0.1",
+        json={"tenant": SYSTEM_TENANT},
+        headers=auth_for(router_url),
+        timeout=30,
+    )
+    mapped.raise_for_status()
     env = {
         **router_env(settings),
         "SHARDLOG_SYSLOG__UDP_PORT": str(port),

@@ -33,6 +33,7 @@ from router.api import (
     reports,
     rows,
     search,
+    syslog_senders,
     tail,
 )
 from router.api.params import reject_nul
@@ -114,6 +115,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(lifecycle.router)
     app.include_router(access.router)
     app.include_router(exporters.router)
+    app.include_router(syslog_senders.router)
     app.include_router(loki.router)
     app.include_router(otlp.router)
     app.include_router(es_bulk.router)

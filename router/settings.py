@@ -494,6 +494,11 @@ class SyslogSettings(Section):
     )
     tls_cert_file: Path | None = Field(None, description="PEM certificate: TLS listens with it.")
     tls_key_file: Path | None = Field(None, description="PEM key of the certificate.")
+    tls_client_ca_file: Path | None = Field(
+        None,
+        description="PEM CA certificates: the TLS port then requires a client certificate "
+        "they signed (mutual TLS), and its subject common name is the sender's identity.",
+    )
     relp_port: int | None = Field(None, ge=0, le=65535, description="RELP port; None: no RELP.")
     metrics_port: int = Field(
         9741, ge=0, le=65535, description="HTTP port of the listener's /metrics and /health."
@@ -503,7 +508,12 @@ class SyslogSettings(Section):
         pattern=r"^\s*(hostname|app_name|sd:[^,]+:[^,:]+)\s*(,\s*(hostname|app_name|sd:[^,]+:[^,:]+)\s*)*$",
         description="Where a message's owner comes from, the first rule with a value wins.",
     )
-    tenant: str = Field("system", min_length=1, description="The tenant the listener writes as.")
+    quarantine_tenant: str | None = Field(
+        None,
+        pattern=r"^[a-z][a-z0-9_-]{0,62}$",
+        description="The tenant messages of unknown senders (no syslog-senders mapping) are "
+        "written as; None: they are refused and counted.",
+    )
     zone_3164: str = Field("UTC", description="The zone of RFC 3164 timestamps (IANA name).")
     batch_rows: int = Field(5000, ge=1, description="Messages written in one batch at most.")
     flush_interval_s: float = Field(
@@ -518,6 +528,13 @@ class SyslogSettings(Section):
     allowed_networks: tuple[str, ...] = Field(
         (), description="Sender networks (CIDR) read; empty: any."
     )
+
+    @field_validator("quarantine_tenant")
+    @classmethod
+    def _not_the_platform(cls, value: str | None) -> str | None:
+        if value == "system":
+            raise ValueError("the system tenant holds the platform's own keys: no quarantine")
+        return value
 
     @field_validator("zone_3164")
     @classmethod

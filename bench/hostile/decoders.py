@@ -304,7 +304,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         decoders = decoders_phase(router.url, pid, args.mib, args.rounds, args.data_dir)
         print(f"decoders: {decoders}")
         home = args.data_dir.absolute() / "syslog-idle"
-        with syslog_listener(settings, home, args.syslog_port) as listener:
+        with syslog_listener(settings, home, args.syslog_port, router.url) as listener:
             syslog = syslog_phase(router.url, listener, args.syslog_port, args.connections)
         print(f"syslog: {syslog}")
     results = {"decoders": decoders, "syslog": syslog, "client_open_files": open_files}

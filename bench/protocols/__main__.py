@@ -163,7 +163,7 @@ def measure(settings: Any, args: argparse.Namespace) -> dict[str, Any]:
     with bench_cluster(settings) as (_cluster, router):
         assert router is not None
         home = args.data_dir.absolute() / "syslog-bench"
-        with syslog_listener(settings, home, args.syslog_port) as listener:
+        with syslog_listener(settings, home, args.syslog_port, router.url) as listener:
             ways = Ways(router.url, listener, args.syslog_port)
             # Warm-up: every owner's day tables exist, every path has run once.
             for protocol in protocols:

@@ -80,6 +80,7 @@ async def remove_tenant(
         name,
         tokens=removed.tokens,
         exporters=removed.exporters,
+        syslog_senders=removed.senders,
         token_id=caller.token_id,
     )
 

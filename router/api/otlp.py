@@ -1,4 +1,4 @@
-"""OTLP/HTTP logs: POST /v1/logs (OpenTelemetry SDKs and the Collector's otlphttp exporter).
+"""OTLP/HTTP logs: POST /v1/logs (OpenTelemetry SDKs and the Collector's otlp_http exporter).
 Records that break the audit rules are rejected one by one (partial_success) while the others
 are written; a body that cannot be read is a 400 with a google.rpc.Status; both in the
 request's encoding."""

@@ -160,12 +160,24 @@ class TenantRemoval:
 
     tokens: int
     exporters: int
+    senders: int
+
+    def holdings(self, usable_tokens: int) -> list[str]:
+        taken = []
+        if self.tokens:
+            taken.append(f"{self.tokens} tokens ({usable_tokens} usable)")
+        if self.exporters:
+            taken.append(f"{self.exporters} flow exporters mapped to its switches")
+        if self.senders:
+            taken.append(f"{self.senders} syslog senders mapped to it")
+        return taken
 
 
 async def remove_tenant(db: Executor, name: str, *, force: bool = False) -> TenantRemoval:
     """Remove a tenant. Keys are never orphaned: a tenant that owns any is refused, force or
-    not (erase or move them first). Its tokens and exporter mappings go with it only when
-    ``force``: otherwise the refusal says what it would take. The system tenant stays."""
+    not (erase or move them first). Its tokens, exporter and syslog sender mappings go with it
+    only when ``force``: otherwise the refusal says what it would take. The system tenant
+    stays."""
     rules.check_name(name, "name")
     if name == scope_rules.SYSTEM_TENANT:
         raise Conflict("the system tenant holds the platform's own audit and admin tokens", "name")
@@ -176,11 +188,13 @@ async def remove_tenant(db: Executor, name: str, *, force: bool = False) -> Tena
             "(SELECT count(*) FROM api_tokens WHERE tenant = $1) AS tokens, "
             "(SELECT count(*) FROM api_tokens WHERE tenant = $1 AND revoked_at IS NULL "
             " AND (expires_at IS NULL OR expires_at > now())) AS usable, "
-            "(SELECT count(*) FROM exporters WHERE tenant = $1) AS exporters",
+            "(SELECT count(*) FROM exporters WHERE tenant = $1) AS exporters, "
+            "(SELECT count(*) FROM syslog_senders WHERE tenant = $1) AS senders",
             name,
         )
         assert holds is not None  # a SELECT without FROM: one row
-        taken = _tenant_holdings(holds["tokens"], holds["usable"], holds["exporters"])
+        removal = TenantRemoval(holds["tokens"], holds["exporters"], holds["senders"])
+        taken = removal.holdings(holds["usable"])
         if holds["owners"]:
             also = f"; it also has {' and '.join(taken)}" if taken else ""
             raise Conflict(
@@ -196,17 +210,9 @@ async def remove_tenant(db: Executor, name: str, *, force: bool = False) -> Tena
                 "name",
             )
         await connection.execute("DELETE FROM exporters WHERE tenant = $1", name)
+        await connection.execute("DELETE FROM syslog_senders WHERE tenant = $1", name)
         await connection.execute("DELETE FROM tenants WHERE name = $1", name)
-    return TenantRemoval(tokens=holds["tokens"], exporters=holds["exporters"])
-
-
-def _tenant_holdings(tokens: int, usable: int, exporters: int) -> list[str]:
-    taken = []
-    if tokens:
-        taken.append(f"{tokens} tokens ({usable} usable)")
-    if exporters:
-        taken.append(f"{exporters} flow exporters mapped to its switches")
-    return taken
+    return removal
 
 
 # --- tokens ----------------------------------------------------------------------------------

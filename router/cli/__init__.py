@@ -19,6 +19,7 @@ from router.cli import (
     local_tls,
     report,
     syslog,
+    syslog_senders,
     tail,
 )
 from router.db.migrate import MigrationError
@@ -32,7 +33,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="shardlog", description="Sharded audit-log and flow storage on PostgreSQL."
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in (cluster, catalog, lifecycle, auth, report, tail, exporters, collector, syslog):
+    for group in (
+        cluster, catalog, lifecycle, auth, report, tail, exporters, collector, syslog,
+        syslog_senders,
+    ):  # fmt: skip
         group.add_parsers(commands)
     return parser
 

@@ -62,10 +62,17 @@ async def cmd_tenants_add(s: Settings, args: argparse.Namespace, db: asyncpg.Con
 async def cmd_tenants_remove(s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
     removed = await store.remove_tenant(db, args.name, force=args.force)
     print(
-        f"removed tenant {args.name} ({removed.tokens} tokens, {removed.exporters} exporter "
-        "mappings with it)"
+        f"removed tenant {args.name} ({removed.tokens} tokens, {removed.exporters} exporter and "
+        f"{removed.senders} syslog sender mappings with it)"
     )
-    await record(s, "tenant.remove", args.name, tokens=removed.tokens, exporters=removed.exporters)
+    await record(
+        s,
+        "tenant.remove",
+        args.name,
+        tokens=removed.tokens,
+        exporters=removed.exporters,
+        syslog_senders=removed.senders,
+    )
 
 
 # --- tokens ----------------------------------------------------------------------------------
@@ -165,7 +172,9 @@ def add_parsers(commands: Any) -> None:
     )
     remove.add_argument("name")
     remove.add_argument(
-        "--force", action="store_true", help="also remove its tokens and exporter mappings"
+        "--force",
+        action="store_true",
+        help="also remove its tokens, exporter and syslog sender mappings",
     )
     remove.set_defaults(run=cmd_tenants_remove)
 

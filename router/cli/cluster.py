@@ -143,9 +143,14 @@ def _start_syslog(settings: Settings) -> None:
     outcome = listener.start()
     s = settings.syslog
     print(
-        f"syslog listener {outcome}: udp and tcp {s.host}:{s.udp_port}/{s.tcp_port} as tenant "
-        f"{s.tenant} (pid {listener.pid()}, log {listener.log_file}); metrics: "
-        f"{listener.metrics_url}/metrics"
+        f"syslog listener {outcome}: udp and tcp {s.host}:{s.udp_port}/{s.tcp_port} (pid "
+        f"{listener.pid()}, log {listener.log_file}); metrics: {listener.metrics_url}/metrics"
+    )
+    # Nothing is mapped for the operator: any local user can send to loopback, and messages
+    # are written as the tenant of their sender's mapping.
+    print(
+        "  it refuses senders without a mapping: `shardlog syslog-senders set 127.0.0.1 "
+        "--tenant <tenant>` lets this host's senders write as that tenant"
     )
 
 

@@ -9,7 +9,8 @@ RFC 5424: every header field, NILVALUE (``-``) as absent, structured data with t
 and a MSG that starts with a BOM is UTF-8 (the BOM dropped). A MSG without a BOM is decoded as
 UTF-8 too, any invalid byte replaced by U+FFFD: the audit store holds text.
 
-RFC 3164: ``<PRI>Mmm dd hh:mm:ss HOSTNAME TAG[PID]: MSG``. Its timestamp names neither year
+RFC 3164: ``<PRI>Mmm dd hh:mm:ss HOSTNAME TAG[PID]: MSG``, the seconds optionally with up to
+six fractional digits (syslog-ng's ``frac-digits()``). Its timestamp names neither year
 nor zone: the zone is a setting (SHARDLOG_SYSLOG__ZONE_3164, default UTC) and the year is the
 one that puts the timestamp latest without being more than FUTURE_SLACK ahead of the receiving
 time (a December message received on 1 January is last year's; a clock a minute fast stays
@@ -51,7 +52,8 @@ _RFC3339 = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?(Z|[+-]\d{2}:\d{2})",
     re.ASCII,
 )
-_BSD_TS = re.compile(r"([A-Z][a-z]{2}) ([ \d]\d) (\d{2}):(\d{2}):(\d{2})", re.ASCII)
+# syslog-ng's frac-digits() adds up to six digits of a second: Nov 27 22:25:32.123456.
+_BSD_TS = re.compile(r"([A-Z][a-z]{2}) ([ \d]\d) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?", re.ASCII)
 _TAG = re.compile(r"([^\s\[:]{1,48})(?:\[([^\]\s]{1,128})\])?(:?) ?", re.ASCII)
 
 
@@ -255,8 +257,10 @@ def _bsd_timestamp(text: str, now: datetime, zone: tzinfo) -> tuple[datetime, st
         month = MONTHS.get(match.group(1))
         if month is None:
             raise SyslogError("bad timestamp", match.group(0))
-        day, hour, minute, second = (int(group) for group in match.groups()[1:])
-        return _year_of(month, day, hour, minute, second, now, zone), text[match.end() + 1 :]
+        day, hour, minute, second = (int(group) for group in match.groups()[1:5])
+        micro = int((match.group(6) or "0").ljust(6, "0"))
+        ts = _year_of(month, day, hour, minute, second, now, zone) + timedelta(microseconds=micro)
+        return ts, text[match.end() + 1 :]
     stamp, _, after = text.partition(" ")
     return _rfc3339(stamp), after
 

@@ -1,7 +1,8 @@
-"""One syslog message from its frame to an audit row: its sender checked against the allowed
-networks, parsed, given its owner, held to the audit rules. Whatever is refused is counted by
-reason and logged at most once per LOG_EVERY_S per reason (a sender of garbage must not flood
-the log); nothing here raises on what a sender sends."""
+"""One syslog message from its frame to an audit row of its sender's tenant: its sender checked
+against the allowed networks and given its tenant (router/syslogd/senders.py; an unknown sender
+is refused), the message parsed, given its owner, held to the audit rules. Whatever is refused
+is counted by reason and logged at most once per LOG_EVERY_S per reason (a sender of garbage
+must not flood the log); nothing here raises on what a sender sends."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from router.metrics import Metrics
 from router.protocols import shipped, syslog
 from router.senders import SenderNetworks
 from router.settings import SyslogSettings
+from router.syslogd.queue import Pending
+from router.syslogd.senders import Peer, SenderDirectory
 
 log = logging.getLogger("syslog")
 
@@ -44,6 +47,11 @@ class SyslogMetrics:
         self.queued = Gauge(
             "shardlog_syslog_queued_messages",
             "Messages waiting for the database",
+            registry=self.registry,
+        )
+        self.quarantined = Counter(
+            "shardlog_syslog_quarantined_messages",
+            "Messages of unknown senders written as the quarantine tenant",
             registry=self.registry,
         )
         self.connections = Gauge(
@@ -86,14 +94,41 @@ class Intake:
         self._rules = syslog.owner_rules(settings.owner_rule)
         self._zone = ZoneInfo(settings.zone_3164)
         self._senders = SenderNetworks(settings.allowed_networks)
+        self._quarantine = settings.quarantine_tenant
+        # Replaced whole when the mappings are reloaded (router/syslogd/service.py).
+        self.directory = SenderDirectory([], self._quarantine)
         self.max_bytes = settings.max_message_bytes
         self._new_limits = limits
         self._limits = limits()
         self.metrics = metrics
         self.throttled = Throttled()
 
-    def allows(self, sender: str) -> bool:
-        return self._senders.allows(sender)
+    def admits(self, peer: Peer, what: str) -> bool:
+        """Whether a connection (or datagram) of the peer is read at all; refused and counted
+        when not."""
+        if not self._senders.allows(peer.address):
+            self.refuse(peer.describe(), "not allowed", what)
+            return False
+        if self.directory.tenant_of(peer) is None:
+            self.refuse(peer.describe(), "unknown sender", f"{what}: no syslog-senders mapping")
+            return False
+        return True
+
+    def pending(self, data: bytes, peer: Peer, now: datetime | None = None) -> Pending | None:
+        """The message as a row of its sender's tenant, or None (refused, counted). The tenant
+        is looked up for each message: a mapping removed ends an open connection's writes."""
+        known = self.directory.known(peer)
+        tenant = self._quarantine if known is None else known
+        if tenant is None:
+            self.metrics.read(len(data))
+            self.refuse(peer.describe(), "unknown sender", "no syslog-senders mapping")
+            return None
+        row = self.row(data, peer.address, now)
+        if row is None:
+            return None
+        if known is None:
+            self.metrics.quarantined.inc()
+        return Pending(row, tenant)
 
     def refuse(self, sender: str, reason: str, detail: str, count: int = 1) -> None:
         self.metrics.refused.labels(reason).inc(count)

@@ -16,6 +16,7 @@ from router.ingest.records import AuditRow
 
 class Pending(NamedTuple):
     row: AuditRow
+    tenant: str  # its sender's (router/syslogd/senders.py): the row is written as this tenant
     ticket: asyncio.Future[bool] | None = None
 
 

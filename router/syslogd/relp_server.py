@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from router.collector.sockets import exporter_of
 from router.protocols import relp
 from router.syslogd.intake import Intake
-from router.syslogd.queue import Pending, SyslogQueue
+from router.syslogd.queue import SyslogQueue
+from router.syslogd.senders import peer_of
 from router.syslogd.sockets import READ_BYTES, Session
 
 OK = b"200 OK"
@@ -27,7 +27,8 @@ Answer = tuple[int, "asyncio.Future[bool] | None", bytes]
 
 def relp_session(intake: Intake, queue: SyslogQueue) -> Session:
     async def session(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        sender = exporter_of(writer.get_extra_info("peername") or ("?", 0))
+        peer = peer_of(writer)
+        sender = peer.address
         framer = relp.RelpFramer(max(intake.max_bytes, OFFERS_BYTES))
         answers: asyncio.Queue[Answer | None] = asyncio.Queue()
         answering = asyncio.get_running_loop().create_task(_answer(answers, writer))
@@ -47,11 +48,11 @@ def relp_session(intake: Intake, queue: SyslogQueue) -> Session:
                         break
                     elif frame.command != "syslog" or not opened:
                         answers.put_nowait((frame.txnr, None, b"500 command not expected here"))
-                    elif (row := intake.row(frame.data, sender)) is None:
+                    elif (item := intake.pending(frame.data, peer)) is None:
                         answers.put_nowait((frame.txnr, None, OK))
                     else:
                         ticket = asyncio.get_running_loop().create_future()
-                        await queue.put(sender, [Pending(row, ticket)])
+                        await queue.put(sender, [item._replace(ticket=ticket)])
                         answers.put_nowait((frame.txnr, ticket, OK))
                 if framer.broken is not None:
                     intake.refuse(sender, "unframeable", f"RELP: {framer.broken}")

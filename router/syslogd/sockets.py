@@ -18,7 +18,8 @@ from router.collector.sockets import exporter_of, udp_socket
 from router.errors import BUG_MARKER
 from router.protocols.syslog_framing import StreamFramer
 from router.syslogd.intake import Intake
-from router.syslogd.queue import Pending, SyslogQueue
+from router.syslogd.queue import SyslogQueue
+from router.syslogd.senders import Peer, peer_of
 
 log = logging.getLogger("syslog")
 
@@ -34,11 +35,10 @@ class _Datagrams(asyncio.DatagramProtocol):
     def datagram_received(self, data: bytes, addr: tuple[str | object, int]) -> None:
         sender = exporter_of(addr)
         try:
-            if not self._intake.allows(sender):
-                self._intake.refuse(sender, "not allowed", "a datagram")
+            if not self._intake.admits(Peer(sender), "a datagram"):
                 return
-            row = self._intake.row(data, sender)
-            if row is not None and self._queue.offer(sender, [Pending(row)]):
+            item = self._intake.pending(data, Peer(sender))
+            if item is not None and self._queue.offer(sender, [item]):
                 self._intake.metrics.count("dropped")
                 self._intake.throttled.warning("queue full", f"a datagram from {sender} dropped")
         except Exception:
@@ -58,9 +58,12 @@ async def serve_udp(
     return transport
 
 
-def tls_context(cert_file: Path, key_file: Path) -> ssl.SSLContext:
-    """TLS 1.2 or newer with the configured certificate (RFC 5425); no client certificate is
-    asked for. ValueError naming the setting when the files do not make a server."""
+def tls_context(
+    cert_file: Path, key_file: Path, client_ca_file: Path | None = None
+) -> ssl.SSLContext:
+    """TLS 1.2 or newer with the configured certificate (RFC 5425). With client CAs, a client
+    certificate they signed is required (mutual TLS): a client without one fails the handshake.
+    ValueError naming the setting when the files do not make a server."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
@@ -69,6 +72,13 @@ def tls_context(cert_file: Path, key_file: Path) -> ssl.SSLContext:
         raise ValueError(
             f"SHARDLOG_SYSLOG__TLS_CERT_FILE/TLS_KEY_FILE ({cert_file}, {key_file}): {exc}"
         ) from None
+    if client_ca_file is not None:
+        try:
+            context.load_verify_locations(cafile=client_ca_file)
+        except (OSError, ssl.SSLError) as exc:
+            setting = "SHARDLOG_SYSLOG__TLS_CLIENT_CA_FILE"
+            raise ValueError(f"{setting} ({client_ca_file}): {exc}") from None
+        context.verify_mode = ssl.CERT_REQUIRED
     return context
 
 
@@ -87,10 +97,8 @@ class Connections:
             self._intake.metrics.connections.inc()
             sender = exporter_of(writer.get_extra_info("peername") or ("?", 0))
             try:
-                if self._intake.allows(sender):
+                if self._intake.admits(peer_of(writer), f"a {name} connection"):
                     await session(reader, writer)
-                else:
-                    self._intake.refuse(sender, "not allowed", f"a {name} connection")
             except (ConnectionError, ssl.SSLError, TimeoutError, asyncio.IncompleteReadError):
                 pass
             except asyncio.CancelledError:
@@ -114,15 +122,16 @@ class Connections:
 
 def stream_session(intake: Intake, queue: SyslogQueue) -> Session:
     async def session(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        sender = exporter_of(writer.get_extra_info("peername") or ("?", 0))
+        peer = peer_of(writer)
+        sender = peer.address
         framer = StreamFramer(intake.max_bytes)
         while data := await reader.read(READ_BYTES):
             oversize = framer.oversize
-            rows = [row for frame in framer.feed(data) if (row := intake.row(frame, sender))]
+            items = [item for frame in framer.feed(data) if (item := intake.pending(frame, peer))]
             if framer.oversize > oversize:
                 intake.refuse(sender, "oversize", "a frame dropped", framer.oversize - oversize)
-            if rows:
-                await queue.put(sender, [Pending(row) for row in rows])
+            if items:
+                await queue.put(sender, items)
             if framer.broken is not None:
                 intake.refuse(sender, "unframeable", f"{framer.broken}: connection closed")
                 return

@@ -457,6 +457,38 @@ def exporter_survives(w: World, caller: str, response: httpx.Response) -> None:
     assert len(exporter_of(w, address)) == (0 if caller == "right_scope" else 1)
 
 
+def a_syslog_network(_caller: str) -> str:
+    """A network of the matrix's own for each call, spelt as the catalog spells it."""
+    return f"2001:db8:5:{uuid.uuid4().hex[:4]}::/64"
+
+
+def syslog_sender_of(w: World, sender: str) -> list[dict[str, Any]]:
+    return [m for m in w.api.get("/v1/admin/syslog-senders").json() if m["sender"] == sender]
+
+
+def map_syslog_sender(w: World, caller: str) -> dict[str, Any]:
+    """Tenant A's: the mapping the right token makes, and no other."""
+    return {"path": {"sender": a_syslog_network(caller)}, "json": {"tenant": w.tenant_a}}
+
+
+def syslog_sender_mapped(w: World, caller: str, response: httpx.Response) -> None:
+    sender = response.request.url.path.removeprefix("/v1/admin/syslog-senders/")
+    expected = [{"sender": sender, "tenant": w.tenant_a}]
+    assert syslog_sender_of(w, sender) == (expected if caller == "right_scope" else [])
+
+
+def new_syslog_sender(w: World, caller: str) -> dict[str, Any]:
+    sender = a_syslog_network(caller)
+    mapped = w.api.put(f"/v1/admin/syslog-senders/{sender}", json={"tenant": w.tenant_a})
+    assert mapped.status_code == 200, mapped.text
+    return {"path": {"sender": sender}}
+
+
+def syslog_sender_survives(w: World, caller: str, response: httpx.Response) -> None:
+    sender = response.request.url.path.removeprefix("/v1/admin/syslog-senders/")
+    assert len(syslog_sender_of(w, sender)) == (0 if caller == "right_scope" else 1)
+
+
 def tenant_survives(w: World, caller: str, response: httpx.Response) -> None:
     names = {t["name"] for t in w.api.get("/v1/admin/tenants").json()}
     assert (response.request.url.path.rsplit("/", 1)[1] in names) == (caller != "right_scope")
@@ -729,6 +761,22 @@ CALLS: dict[str, Call] = {
         new_exporter,
         status=204,
         after=exporter_survives,
+    ),
+    "list syslog senders": Call("GET", "/v1/admin/syslog-senders", ADMIN, plain()),
+    "map syslog sender": Call(
+        "PUT",
+        "/v1/admin/syslog-senders/{sender}",
+        ADMIN,
+        map_syslog_sender,
+        after=syslog_sender_mapped,
+    ),
+    "remove syslog sender": Call(
+        "DELETE",
+        "/v1/admin/syslog-senders/{sender}",
+        ADMIN,
+        new_syslog_sender,
+        status=204,
+        after=syslog_sender_survives,
     ),
     "whoami": Call("GET", "/v1/whoami", AUDIT_READ, plain(), any_token=True, after=own_identity),
     **ES_WRITES,

@@ -128,3 +128,16 @@ def test_an_empty_group_is_removed_and_a_busy_one_is_not(
     removed = run_cli(settings, "groups", "remove", via_cli)
     assert removed.returncode == 0, removed.stderr
     assert f"removed group {via_cli}" in removed.stdout
+
+
+def test_a_forced_removal_takes_the_tenants_syslog_senders(api: httpx.Client) -> None:
+    tenant = unique("t")
+    assert api.post("/v1/admin/tenants", json={"name": tenant}).status_code == 201
+    sender = "192.0.2.0/28"
+    mapped = api.put(f"/v1/admin/syslog-senders/{sender}", json={"tenant": tenant})
+    assert mapped.status_code in (200, 201), mapped.text
+    refused = api.delete(f"/v1/admin/tenants/{tenant}")
+    assert refused.status_code == 409 and "1 syslog senders" in refused.json()["error"]["message"]
+    assert api.delete(f"/v1/admin/tenants/{tenant}", params={"force": "true"}).status_code == 204
+    left = api.get("/v1/admin/syslog-senders", params={"tenant": tenant})
+    assert left.status_code == 200 and left.json() == []

@@ -351,6 +351,27 @@ def test_exporters_answer_as_documented(api, doc, default_api) -> None:
     conforms(doc, api.get("/v1/admin/exporters", params={"tenant": "NO"}))
 
 
+def test_syslog_senders_answer_as_documented(api, doc) -> None:
+    path = "/v1/admin/syslog-senders/{sender}"
+    for sender in ("2001:db8:6::/48", "cert:oa-web"):
+        mapping = ok(doc, api.put(f"/v1/admin/syslog-senders/{sender}", json={}), path=path)
+        assert mapping == {"sender": sender, "tenant": "system"}
+        assert mapping in ok(doc, api.get("/v1/admin/syslog-senders", params={"tenant": "system"}))
+        removal = api.delete(f"/v1/admin/syslog-senders/{sender}")
+        assert removal.status_code == 204, removal.text
+        conforms(doc, removal, path)
+    for response, status in (
+        (api.delete("/v1/admin/syslog-senders/2001:db8:6::/48"), 404),
+        (api.put("/v1/admin/syslog-senders/192.0.2.0/24", json={"tenant": "oa-no"}), 404),
+        (api.put("/v1/admin/syslog-senders/192.0.2.1/24", json={}), 422),
+        (api.put("/v1/admin/syslog-senders/192.0.2.0/24", json={"tenant": "NO"}), 422),
+        (api.put("/v1/admin/syslog-senders/192.0.2.0/24", json={"other": 1}), 422),
+    ):
+        assert response.status_code == status, response.text
+        conforms(doc, response, path)
+    conforms(doc, api.get("/v1/admin/syslog-senders", params={"tenant": "NO"}))
+
+
 def test_elasticsearch_answers_as_documented(api, doc, anonymous) -> None:
     bulk = "/{index}/_bulk"
     body = b'{"index":{}}\n{"message":"m","@timestamp":"2026-11-25"}\n{"delete":{"_id":"1"}}\n'

@@ -7,9 +7,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from router.auth.scopes import SYSTEM_TENANT
 from router.settings import Settings
 from services.cluster import LocalCluster
-from tests.support import free_port_range
+from tests.support import free_port_range, run_cli
 from tests.syslog.platform import RunningSyslog
 
 
@@ -26,6 +27,10 @@ def listener(
     syslog_ports: Iterator[int],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[RunningSyslog]:
+    # The tests' senders are this host's (127.0.0.1), writing as the system tenant; other
+    # loopback addresses (127.0.0.2 and up) stay unknown unless a test maps them.
+    mapped = run_cli(settings, "syslog-senders", "set", "127.0.0.1", "--tenant", SYSTEM_TENANT)
+    assert mapped.returncode == 0, mapped.stderr
     process = RunningSyslog(tmp_path_factory.mktemp("syslog"), settings, syslog_ports)
     process.start()
     try:

@@ -10,28 +10,51 @@ import subprocess
 import time
 from pathlib import Path
 
+from services.tls import ServerCertificate
 from tests.syslog.platform import RunningSyslog
 
 PATHS = ("tcp", "udp", "relp", "tls")
 
 
-def config(work: Path, inputs: dict[str, int], listener: RunningSyslog) -> str:
+def kept(path: str) -> str:
+    """What docs/operations.md gives every TCP, TLS and RELP action so that a listener restart
+    loses nothing (retried for ever, a disk-assisted queue), with a retry interval of a second
+    instead of rsyslog's 30 s so that the tests need not wait."""
+    return (
+        f' action.resumeRetryCount="-1" queue.type="LinkedList" queue.filename="shardlog_{path}"'
+        ' queue.maxDiskSpace="1g" queue.saveOnShutdown="on" action.resumeInterval="1"'
+    )
+
+
+def config(
+    work: Path,
+    inputs: dict[str, int],
+    listener: RunningSyslog,
+    certificate: ServerCertificate | None = None,
+) -> str:
+    """``certificate``: the client certificate TLS shows (mutual TLS)."""
     ca = listener.authority.cert
+    mine = (
+        f' defaultNetstreamDriverCertFile="{certificate.cert}"'
+        f' defaultNetstreamDriverKeyFile="{certificate.key}"'
+        if certificate is not None
+        else ""
+    )
     actions = {
         # RFC 5424 out, octet counted.
         "tcp": f'type="omfwd" target="127.0.0.1" port="{listener.port}" protocol="tcp" '
-        'TCP_Framing="octet-counted" template="RSYSLOG_SyslogProtocol23Format"',
+        'TCP_Framing="octet-counted" template="RSYSLOG_SyslogProtocol23Format"' + kept("tcp"),
         # omfwd's default over UDP: the traditional BSD format (RFC 3164, no year, no zone).
         "udp": f'type="omfwd" target="127.0.0.1" port="{listener.port}" protocol="udp"',
         # omrelp's default: rsyslog's forward format (3164 layout, RFC 3339 timestamp).
-        "relp": f'type="omrelp" target="127.0.0.1" port="{listener.relp_port}"',
+        "relp": f'type="omrelp" target="127.0.0.1" port="{listener.relp_port}"' + kept("relp"),
         "tls": f'type="omfwd" target="127.0.0.1" port="{listener.tls_port}" protocol="tcp" '
         'TCP_Framing="octet-counted" template="RSYSLOG_SyslogProtocol23Format" '
         'StreamDriver="gtls" StreamDriverMode="1" StreamDriverAuthMode="x509/name" '
-        'StreamDriverPermittedPeers="localhost"',
+        'StreamDriverPermittedPeers="localhost"' + kept("tls"),
     }
     lines = [
-        f'global(workDirectory="{work}" defaultNetstreamDriverCAFile="{ca}")',
+        f'global(workDirectory="{work}" defaultNetstreamDriverCAFile="{ca}"{mine})',
         'module(load="imtcp")',
         'module(load="omrelp")',
     ]
@@ -42,13 +65,19 @@ def config(work: Path, inputs: dict[str, int], listener: RunningSyslog) -> str:
 
 
 class Rsyslog:
-    def __init__(self, home: Path, ports: dict[str, int], listener: RunningSyslog) -> None:
+    def __init__(
+        self,
+        home: Path,
+        ports: dict[str, int],
+        listener: RunningSyslog,
+        certificate: ServerCertificate | None = None,
+    ) -> None:
         self.home = home
         self.ports = ports
         self.conf = home / "rsyslog.conf"
         self.work = home / "work"
         self.work.mkdir(parents=True, exist_ok=True)
-        self.conf.write_text(config(self.work, ports, listener))
+        self.conf.write_text(config(self.work, ports, listener, certificate))
         self.log = home / "rsyslogd.log"
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -75,6 +104,13 @@ class Rsyslog:
         """RFC 5424 messages into the input of ``path``, LF framed."""
         with socket.create_connection(("127.0.0.1", self.ports[path]), timeout=5) as connection:
             connection.sendall(b"".join(message + b"\n" for message in messages))
+
+    def wait_for_output(self, text: str, timeout: float = 15) -> None:
+        """Until rsyslogd has said ``text``."""
+        deadline = time.monotonic() + timeout
+        while text not in self.log.read_text(errors="replace"):
+            assert time.monotonic() < deadline, f"rsyslogd never said {text!r}"
+            time.sleep(0.05)
 
     def stop(self) -> str:
         """Stopped (TERM, then KILL); its output."""

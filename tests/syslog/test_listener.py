@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 import time
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -116,3 +117,16 @@ def test_the_http_endpoint(listener: RunningSyslog, path: str, status: int) -> N
         assert 'shardlog_protocol_messages_total{outcome="accepted",protocol="syslog"}' in (
             response.text
         )
+
+
+def test_rfc3164_with_fractional_seconds(listener: RunningSyslog, api: httpx.Client) -> None:
+    """What syslog-ng sends with frac-digits(6) (#35 item 14): stored with its microseconds."""
+    owner = unique("frac")
+    sent = datetime.now(UTC).replace(microsecond=123456) - timedelta(minutes=1)
+    month = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+    stamp = f"{month[sent.month - 1]} {sent.day:2d} {sent:%H:%M:%S.%f}"
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        udp.sendto(f"<134>{stamp} web-7 {owner}[1]: x".encode(), ("127.0.0.1", listener.port))
+    (item,) = found(api, owner, 1)
+    assert datetime.fromisoformat(item["ts"]) == sent
+    assert item["attrs"]["hostname"] == "web-7" and item["attrs"]["procid"] == "1"

@@ -91,6 +91,17 @@ RULES = owner_rules("sd:shardlog@32473:owner,app_name,hostname")
             b"<13>Jan  2 11:59:00 host just words here",
             {"hostname": "host", "app_name": None, "msg": "just words here"},
         ),
+        (  # syslog-ng's frac-digits(6): microseconds after the seconds
+            b"<134>Nov 27 22:25:32.123456 web-7 app[1]: x",
+            {
+                "format": "rfc3164", "ts": datetime(2025, 11, 27, 22, 25, 32, 123456, tzinfo=UTC),
+                "hostname": "web-7", "app_name": "app", "procid": "1", "msg": "x",
+            },
+        ),
+        (  # frac-digits(3): milliseconds
+            b"<134>Jan  2 11:59:00.5 web-7 app: x",
+            {"ts": datetime(2026, 1, 2, 11, 59, 0, 500000, tzinfo=UTC), "hostname": "web-7"},
+        ),
         (  # rsyslog's forward format: an RFC 3339 timestamp in 3164's place
             b"<86>2026-01-02T11:00:00.250+01:00 web-1 sudo: pam_unix",
             {
@@ -128,6 +139,8 @@ def test_messages(raw: bytes, expected: dict[str, Any]) -> None:
         (b"<13>Feb 30 22:14:15 host x: y", "bad timestamp"),
         (b"<13>Feb 29 22:14:15 host x: y", "bad timestamp"),  # none of 2025..2027 has one
         (b"<13>hello world", "bad timestamp"),
+        (b"<13>Jan  2 11:59:00.1234567 host x: y", "bad timestamp"),  # finer than microseconds
+        (b"<13>Jan  2 11:59:00. host x: y", "bad timestamp"),
     ],
 )
 def test_refusals(raw: bytes, reason: str) -> None:
