@@ -157,9 +157,7 @@ async def _bulk(
         checked = shipped.check(
             bulk.messages, LABEL, runtime.ingest.request_limits(), now, bulk.positions
         )
-        admitted = await admit(
-            runtime.ingest, runtime.owners, runtime.catalog, caller.grant, checked.rows, LABEL
-        )
+        admitted = await admit(runtime.ingest, caller.grant, checked.rows, LABEL)
         for position, refusal in (*checked.refused, *admitted.refused):
             items[position].fail(*es_bulk.item_error(refusal), refusal.message)
         digest = hashlib.sha256(f"{path_index}\n{body.digest}".encode()).hexdigest()

@@ -156,7 +156,7 @@ async def export_logs(request: Request, caller: AuditWrite, runtime: RuntimeDep)
             decode = otlp.decode_protobuf if protobuf else otlp.decode_json
             groups = decode(body.data, owner_attributes, utc_now())
             outcome = await shipped.write(
-                runtime, caller, "otlp", groups, "resourceLogs", body.digest, False
+                runtime, caller, "otlp", groups, "resourceLogs", body.digest
             )
     except (BadRequest, Invalid) as exc:
         return Response(otlp.status(exc.message, protobuf), status_code=400, media_type=media)

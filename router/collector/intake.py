@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from router.auth.scopes import reserved_write
 from router.collector.decode import Decoder
 from router.collector.exporters import ExporterDirectory
 from router.collector.queue import FlowQueue
@@ -107,6 +108,11 @@ class Intake:
             metrics.dropped.labels(exporter, "no mapping").inc(len(decoded.records))
             return 0
         switch, tenant = owner.switch, owner.tenant
+        if reserved_write("flow", switch) is not None:
+            # The write path would refuse them, and with them the batch's other flows.
+            metrics.refused.labels(exporter, "reserved switch").inc()
+            metrics.dropped.labels(exporter, "reserved switch").inc(len(decoded.records))
+            return 0
         flows = [Exported(f, exporter, switch, tenant) for f in decoded.records]
         dropped = self._queue.offer(exporter, flows)
         if dropped:
