@@ -83,9 +83,10 @@ class Screener:
         """The rows that may be written, and the others refused: a key the writer may not
         touch (403 naming ``where(position).attribute``, or ``key_where``'s place when the key
         stands elsewhere, as a Loki stream's owner label), a day older than the owner's
-        retention (422 naming ``.ts``). Claims nothing. Without ``known_days`` only the rows of
-        keys not mapped yet are checked against retention (the write path checks the others as
-        it places them). ``platform``: the router's own self-audit."""
+        retention (422 naming ``.ts``). Claims nothing. Without ``known_days`` the days are
+        checked only when some key is not mapped yet (a write of mapped keys claims nothing, and
+        the write path checks their days as it places them). ``platform``: the router's own
+        self-audit."""
         keys = {getattr(row, attribute) for row in rows}
         denied = {
             key: problem
@@ -107,13 +108,15 @@ class Screener:
             problem = denial(grant, kind, key, mapping.tenant, platform)
             if problem is not None:
                 denied[key] = problem
-            elif known_days:
+            else:
                 groups[key] = mapping.group
         new_keys = {key for key in groups if key not in known}
-        oldest = {
-            key: oldest_day(snapshot, kind, group, key, today, self._default_keep)
-            for key, group in groups.items()
-        }
+        oldest: dict[str, date] = {}
+        if known_days or new_keys:
+            oldest = {
+                key: oldest_day(snapshot, kind, group, key, today, self._default_keep)
+                for key, group in groups.items()
+            }
         if not denied and not oldest:
             return Screened(list(rows), [], new_keys)
         key_where = key_where or where

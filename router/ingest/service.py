@@ -146,16 +146,6 @@ class IngestService:
             raise too_long(label, len(rows), self._settings.max_record_bytes) from None
         return rows
 
-    def oldest_day(self, snapshot: CatalogSnapshot, mapping: OwnerMapping, today: date) -> date:
-        return oldest_day(
-            snapshot,
-            mapping.kind,
-            mapping.group,
-            mapping.key,
-            today,
-            self._settings.default_keep_days,
-        )
-
     def _table_for(
         self,
         snapshot: CatalogSnapshot,
@@ -170,7 +160,8 @@ class IngestService:
         table = seen.get((mapping.id, day))
         if table is not None:
             return table
-        limit = self.oldest_day(snapshot, mapping, today)
+        keep = self._settings.default_keep_days
+        limit = oldest_day(snapshot, mapping.kind, mapping.group, mapping.key, today, keep)
         if day < limit:
             raise Invalid(
                 f"{label}[{position}]: ts {ts.isoformat()} is older than the retention window "
@@ -186,7 +177,6 @@ class IngestService:
         kind: OwnerKind,
         rows: list[Any],
         attribute: str,
-        snapshot: CatalogSnapshot,
         today: date,
     ) -> dict[str, OwnerMapping]:
         """The mappings of the rows' keys, claimed for the caller's tenant only once every row
@@ -258,7 +248,7 @@ class IngestService:
             return {"accepted": 0}
         snapshot = self._catalog.snapshot
         today = datetime.now(UTC).date()
-        owners = await self._owned(request, "audit", rows, "owner", snapshot, today)
+        owners = await self._owned(request, "audit", rows, "owner", today)
         tables: dict[DayTable, list[tuple[Any, ...]]] = {}
         mapping_of: dict[DayTable, OwnerMapping] = {}
         seen: dict[tuple[int, date], DayTable] = {}
@@ -459,7 +449,7 @@ class IngestService:
             return {"accepted": 0}
         snapshot = self._catalog.snapshot
         today = datetime.now(UTC).date()
-        switches = await self._owned(request, "flow", rows, "switch", snapshot, today)
+        switches = await self._owned(request, "flow", rows, "switch", today)
         rings = {
             group: list(snapshot.serving_shards(group))
             for group in {m.group for m in switches.values()}

@@ -98,6 +98,21 @@ def test_a_refused_audit_write_claims_none_of_its_keys(
     assert mapped(admin_api, "audit", fine) == "system"
 
 
+def test_a_known_keys_old_row_refuses_the_claim_of_a_new_key_beside_it(
+    api: httpx.Client, admin_api: httpx.Client, settings: Settings
+) -> None:
+    known, fresh = unique("claim-known"), unique("claim-fresh")
+    assert api.post("/v1/audit", json=[{"owner": known, "content": "x"}]).status_code == 200
+    records = [
+        {"owner": fresh, "content": "would be fine", "ts": RECENT},
+        {"owner": known, "content": "too old", "ts": too_old(settings)},
+    ]
+    answer = api.post("/v1/audit", json=records)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["field"] == "records[1].ts"
+    assert mapped(admin_api, "audit", fresh) is None
+
+
 @pytest.mark.parametrize("form", ["json", "ndjson", "csv"])
 def test_a_refused_flow_write_claims_none_of_its_switches(
     api: httpx.Client, admin_api: httpx.Client, settings: Settings, form: str
