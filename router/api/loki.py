@@ -77,8 +77,8 @@ PUSH_BODY = {
 PUSH_ERRORS = described(
     {
         401: "No valid API token (Bearer, or the password of Basic auth)",
-        403: "The token lacks audit:write, or a stream's owner belongs to another tenant "
-        "(field streams[N].owner); nothing written",
+        403: "The token lacks audit:write, or a stream's owner belongs to another tenant or "
+        "is reserved for the platform, shardlog.* (field streams[N].owner); nothing written",
         409: "The same push is being written by an earlier attempt still; see Retry-After",
         413: "Body over the limit, or a snappy or gzip body that inflates past it",
         415: "A content type other than JSON or protobuf, or an encoding other than gzip",

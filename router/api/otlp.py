@@ -106,7 +106,8 @@ EXPORT_ANSWERS = described(
     {
         401: "No valid API token (Bearer, or the password of Basic auth)",
         403: "The token lacks audit:write, or a resource's owner belongs to another tenant "
-        "(field resourceLogs[N].owner); nothing written",
+        "or is reserved for the platform, shardlog.* (field resourceLogs[N].owner); nothing "
+        "written",
         409: "The same export is being written by an earlier attempt still; see Retry-After",
         413: "Body over the limit, or a gzip body that inflates past it",
         415: "A content type other than application/x-protobuf or application/json, or an "
