@@ -100,7 +100,9 @@ BULK_ERRORS = _es_errors(
         400: "A line that is not an action where one is due, an action without its document "
         "line, an empty body, a body that is not valid gzip; nothing written",
         401: "No valid token (Bearer, Basic password or ApiKey)",
-        403: "The token lacks audit:write",
+        403: "The token lacks audit:write, or an owner another tenant's write claimed "
+        "between the items' check and their write (nothing written; sent again, only that "
+        "owner's items are refused)",
         409: "This body was written before and an owner was remapped since: its rows would "
         "land elsewhere; send it changed (or wait out SHARDLOG_INGEST__IDEMPOTENCY_KEEP_HOURS)",
         413: "Body (decoded) over SHARDLOG_INGEST__MAX_BODY_BYTES, a line over "
@@ -157,9 +159,7 @@ async def _bulk(
         checked = shipped.check(
             bulk.messages, LABEL, runtime.ingest.request_limits(), now, bulk.positions
         )
-        admitted = await admit(
-            runtime.ingest, runtime.owners, runtime.catalog, caller.grant, checked.rows, LABEL
-        )
+        admitted = await admit(runtime.ingest, caller.grant, checked.rows, LABEL)
         for position, refusal in (*checked.refused, *admitted.refused):
             items[position].fail(*es_bulk.item_error(refusal), refusal.message)
         digest = hashlib.sha256(f"{path_index}\n{body.digest}".encode()).hexdigest()

@@ -28,8 +28,9 @@ WRITE_ERRORS: dict[int | str, dict[str, Any]] = described(
     {
         400: "A body or NDJSON line that is not JSON",
         401: ERROR_DESCRIPTIONS[401],
-        403: "The token lacks the write scope, or a record's key belongs to another tenant "
-        "or lies outside the token's prefixes (the error names the record); nothing written",
+        403: "The token lacks the write scope, or a record's key belongs to another tenant, "
+        "lies outside the token's prefixes or is reserved for the platform, shardlog.* (the "
+        "error names the record); nothing written, no key claimed",
         409: "An attempt with this Idempotency-Key is still running; see Retry-After",
         413: "Body or record count over the limit",
         415: "Unsupported content type",

@@ -1,6 +1,9 @@
 """Loki's push API: POST /loki/api/v1/push (Promtail, Grafana Alloy's loki.write, Loki clients).
-A push is all or nothing: 204 once every entry committed; an entry that breaks the rules
-refuses the whole push with 400 and Loki's plain-text error, naming the stream and entry."""
+As Loki does, a push keeps its valid entries: 204 once every entry committed; an entry that
+breaks the rules (or is older than its owner's retention) is ignored alone, and the answer is
+400 with Loki's plain-text error naming each ignored entry (``streams[2].values[7]``) once the
+others committed (a shipper does not send a 400 again, so a batch loses only what is invalid).
+A body that cannot be read, or an owner the token may not write, refuses the whole push."""
 
 from __future__ import annotations
 
@@ -18,6 +21,8 @@ from router.errors import BadRequest, Invalid, excerpt
 from router.protocols import loki
 
 router = APIRouter(prefix="/loki/api/v1", tags=["shippers"])
+# Ignored entries named in one answer; its last line counts them all.
+MAX_NAMED = 10
 
 PUSH_JSON_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -72,8 +77,8 @@ PUSH_BODY = {
 PUSH_ERRORS = described(
     {
         401: "No valid API token (Bearer, or the password of Basic auth)",
-        403: "The token lacks audit:write, or a stream's owner belongs to another tenant "
-        "(field streams[N].owner); nothing written",
+        403: "The token lacks audit:write, or a stream's owner belongs to another tenant or "
+        "is reserved for the platform, shardlog.* (field streams[N].owner); nothing written",
         409: "The same push is being written by an earlier attempt still; see Retry-After",
         413: "Body over the limit, a snappy or gzip body that inflates past it, more than "
         "SHARDLOG_INGEST__MAX_RECORDS entries, or an entry longer than any record can be "
@@ -85,8 +90,10 @@ PUSH_ERRORS = described(
     }
 )
 PUSH_ERRORS[400] = {
-    "description": "A body that cannot be read, or an entry that breaks the audit rules: "
-    "Loki's plain-text error naming the stream or entry (streams[2].values[7]); nothing written",
+    "description": "A body that cannot be read (nothing written), or entries that break the "
+    "audit rules or are older than their owner's retention: those are ignored, the push's "
+    "other entries written, and Loki's plain-text error names each ignored entry "
+    "(streams[2].values[7]) and ends with 'total ignored: N out of M'",
     "content": {"text/plain": {"schema": {"type": "string"}}},
 }
 
@@ -115,7 +122,17 @@ async def push(request: Request, caller: AuditWrite, runtime: RuntimeDep) -> Res
             else:
                 streams = await body.decoded(loki.json_steps, "streams", owner_labels)
             groups = [(label, number, messages) for number, (label, messages) in enumerate(streams)]
-            await shipped.write(runtime, caller, "loki", groups, "streams", body.digest, True)
+            outcome = await shipped.write(runtime, caller, "loki", groups, "streams", body.digest)
     except (BadRequest, Invalid) as exc:
         return PlainTextResponse(exc.message, status_code=400)
+    if outcome.refused:
+        return PlainTextResponse(ignored(outcome), status_code=400)
     return Response(status_code=204)
+
+
+def ignored(outcome: shipped.Outcome, most: int = MAX_NAMED) -> str:
+    """Loki's answer to a push it stored in part: the first ignored entries, one a line, and
+    how many of the push's entries were ignored."""
+    lines = [f"{error.message}," for error in outcome.refused[:most]]
+    lines.append(f"total ignored: {len(outcome.refused)} out of {outcome.total}")
+    return "\n".join(lines)

@@ -106,7 +106,8 @@ EXPORT_ANSWERS = described(
     {
         401: "No valid API token (Bearer, or the password of Basic auth)",
         403: "The token lacks audit:write, or a resource's owner belongs to another tenant "
-        "(field resourceLogs[N].owner); nothing written",
+        "or is reserved for the platform, shardlog.* (field resourceLogs[N].owner); nothing "
+        "written",
         409: "The same export is being written by an earlier attempt still; see Retry-After",
         413: "Body over the limit, a gzip body that inflates past it, more than "
         "SHARDLOG_INGEST__MAX_RECORDS log records, or a record longer or with more attributes "
@@ -158,7 +159,7 @@ async def export_logs(request: Request, caller: AuditWrite, runtime: RuntimeDep)
             decode = otlp.protobuf_steps if protobuf else otlp.json_steps
             groups = await body.decoded(decode, otlp.LABEL, owner_attributes, utc_now())
             outcome = await shipped.write(
-                runtime, caller, "otlp", groups, "resourceLogs", body.digest, False
+                runtime, caller, "otlp", groups, "resourceLogs", body.digest
             )
     except (BadRequest, Invalid) as exc:
         return Response(otlp.status(exc.message, protobuf), status_code=400, media_type=media)

@@ -18,7 +18,7 @@ from router.auth.registry import Caller
 from router.errors import Invalid, Overloaded
 from router.ingest.admit import admit
 from router.ingest.body import Body
-from router.ingest.records import utc_now
+from router.ingest.records import AuditRow, utc_now
 from router.protocols import compression, encoding, shipped
 from router.protocols.allowance import Allowance, Stepping, Steps
 from router.runtime import Runtime
@@ -110,6 +110,7 @@ Group = tuple[str, int, Sequence[shipped.Message]]
 class Outcome(NamedTuple):
     accepted: int
     refused: list[Invalid]
+    total: int
 
 
 async def write(
@@ -119,41 +120,48 @@ async def write(
     groups: Sequence[Group],
     label: str,
     digest: str,
-    all_or_nothing: bool,
 ) -> Outcome:
-    """The groups' messages checked and the good ones written (all or nothing: any refused
-    message is raised instead, and none is written; else a row past its owner's retention is
-    refused on its own too). Rows carry their group's position, so a refusal while writing (a
-    key of another tenant, a day past retention) names ``label[n]``."""
+    """The groups' messages checked one by one and the good ones written: a message that
+    breaks the audit rules, or a row past its owner's retention, is that message's refusal
+    only, named as it stands in the request (``streams[2].values[7]``); a key the caller may
+    not write (403) answers for the whole request, nothing written. The written rows carry
+    their group's position, so a refusal while writing (a key another tenant claimed
+    meanwhile) names ``label[n]``."""
     limits = runtime.ingest.request_limits()
     now = utc_now()
-    rows = []
+    rows: list[AuditRow] = []
     refused: list[Invalid] = []
+    # Per row, by its number here: its group's label and its place in the group, and the
+    # group's position in the request.
+    places: list[tuple[str, int, int]] = []
+    total = 0
     for group_label, position, messages in groups:
         checked = shipped.check(messages, group_label, limits, now)
-        rows += [row._replace(position=position) for row in checked.rows]
+        total += len(messages)
+        for row in checked.rows:
+            places.append((group_label, row.position, position))
+            rows.append(row._replace(position=len(places) - 1))
         refused += [error for _, error in checked.refused]
+    admitted = await admit(
+        runtime.ingest,
+        caller.grant,
+        rows,
+        label,
+        lambda n: f"{places[n][0]}[{places[n][1]}]",
+        lambda n: f"{label}[{places[n][2]}]",
+    )
+    for _, refusal in admitted.refused:
+        if not isinstance(refusal, Invalid):
+            raise refusal
+    refused += [refusal for _, refusal in admitted.refused if isinstance(refusal, Invalid)]
     counted = runtime.metrics.protocol_messages
-    if refused and all_or_nothing:
-        counted.labels(protocol, "rejected").inc(len(rows) + len(refused))
-        raise refused[0]
-    if not all_or_nothing:
-        # A row older than its owner's retention is that record's refusal only; a foreign owner
-        # (403) or a claim race (429) still answers for the whole request.
-        admitted = await admit(
-            runtime.ingest, runtime.owners, runtime.catalog, caller.grant, rows, label
-        )
-        for _, refusal in admitted.refused:
-            if not isinstance(refusal, Invalid):
-                raise refusal
-        refused += [refusal for _, refusal in admitted.refused if isinstance(refusal, Invalid)]
-        rows = admitted.rows
     if refused:
         counted.labels(protocol, "rejected").inc(len(refused))
+    written = [row._replace(position=places[row.position][2]) for row in admitted.rows]
     key = shipped.body_key(protocol, caller.grant, digest)
-    accepted = await shipped.write(runtime.ingest, rows, caller.grant, label, key, digest)
+    accepted = await shipped.write(runtime.ingest, written, caller.grant, label, key, digest)
     counted.labels(protocol, "accepted").inc(accepted)
-    return Outcome(accepted, refused)
+    return Outcome(accepted, refused, total)
 
 
 def refusals(refused: Sequence[Invalid], most: int = 5) -> str:

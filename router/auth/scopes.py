@@ -156,6 +156,18 @@ def key_denial(grant: Grant, kind: str, key: str, key_tenant: str | None) -> str
     return None
 
 
+def reserved_write(kind: str, key: str) -> str | None:
+    """Why no ingest path may write ``key`` (whatever the token), or None: the platform's keys
+    are written by its own self-audit alone."""
+    if not key.startswith(RESERVED_PREFIX):
+        return None
+    name = KEY_NAME[kind]
+    return (
+        f"{name} {excerpt(key)} is reserved for the platform ({RESERVED_PREFIX}*): only its own "
+        "audit writes there"
+    )
+
+
 def check_key(grant: Grant, kind: str, key: str, key_tenant: str | None, field: str) -> None:
     """The one check of key ownership: a 403 naming the key and the request field."""
     problem = key_denial(grant, kind, key, key_tenant)

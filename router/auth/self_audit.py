@@ -73,7 +73,7 @@ class SelfAudit:
         records = [{"owner": SYSTEM_OWNER, "content": content, "attrs": attrs}]
         try:
             await self._ingest.write_audit(
-                WriteRequest(_batches(records), "records", None, lambda: "", GRANT)
+                WriteRequest(_batches(records), "records", None, lambda: "", GRANT, platform=True)
             )
             await self._ensure_policy()
         except (ShardlogError, *DRIVER_ERRORS) as exc:

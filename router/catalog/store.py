@@ -370,7 +370,8 @@ async def resolve_owners(
     ``tenant``'s, audit owners with ``spread`` (None: the whole group). Concurrent first
     writes from several routers agree: the first recorded mapping (group and tenant) wins.
     With ``exclusive``, when some key already belongs to another tenant nothing is claimed:
-    the mapped keys are returned, the caller refuses."""
+    the mapped keys are returned, the caller refuses (also when another tenant's write claims
+    one of them while this one claims the rest: the claim is rolled back)."""
     wanted = sorted(set(keys))
     found = await _owners(db, kind, wanted)
     if exclusive and any(m.tenant != tenant for m in found.values()):
@@ -384,18 +385,35 @@ async def resolve_owners(
         if not candidates:
             raise Unavailable("no shard group has an active shard")
         groups = [choose_group(kind, key, candidates) for key in missing]
-        await db.execute(
-            "INSERT INTO owners (kind, key, group_name, assigned_by, tenant, spread) "
-            "SELECT $1, key, group_name, 'rule', $4, $5 FROM unnest($2::text[], $3::text[]) "
-            "AS new (key, group_name) ON CONFLICT (kind, key) DO NOTHING",
-            kind,
-            missing,
-            groups,
-            tenant,
-            spread if kind == "audit" else None,
-        )
-        found.update(await _owners(db, kind, missing))
+        try:
+            async with connection_of(db) as connection, connection.transaction():
+                await connection.execute(
+                    "INSERT INTO owners (kind, key, group_name, assigned_by, tenant, spread) "
+                    "SELECT $1, key, group_name, 'rule', $4, $5 FROM unnest($2::text[], "
+                    "$3::text[]) AS new (key, group_name) ON CONFLICT (kind, key) DO NOTHING",
+                    kind,
+                    missing,
+                    groups,
+                    tenant,
+                    spread if kind == "audit" else None,
+                )
+                claimed = await _owners(connection, kind, missing)
+                if exclusive and any(m.tenant != tenant for m in claimed.values()):
+                    # Another tenant's write took one of the keys meanwhile: the caller
+                    # refuses, so none of this request's keys stays claimed.
+                    raise _ClaimedByAnother(claimed)
+        except _ClaimedByAnother as race:
+            claimed = {k: m for k, m in race.claimed.items() if m.tenant != tenant}
+        found.update(claimed)
     return found
+
+
+class _ClaimedByAnother(Exception):
+    """Rolls back a claim that found a key of another tenant among its own."""
+
+    def __init__(self, claimed: dict[str, OwnerMapping]) -> None:
+        super().__init__("a key was claimed by another tenant")
+        self.claimed = claimed
 
 
 async def _owners(db: Executor, kind: str, keys: list[str]) -> dict[str, OwnerMapping]:

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from router.auth.scopes import reserved_write
 from router.collector.decode import Decoder
 from router.collector.exporters import ExporterDirectory
 from router.collector.labels import ExporterLabels, version_label
@@ -140,6 +141,11 @@ class Intake:
             metrics.dropped.labels(label, "no mapping").inc(len(decoded.records))
             return 0
         switch, tenant = owner.switch, owner.tenant
+        if reserved_write("flow", switch) is not None:
+            # The write path would refuse them, and with them the batch's other flows.
+            metrics.refused.labels(label, "reserved switch").inc()
+            metrics.dropped.labels(label, "reserved switch").inc(len(decoded.records))
+            return 0
         latest = datetime.fromtimestamp(now + self._future_skew_s, UTC)
         flows = [
             Exported(f, exporter, switch, tenant) for f in decoded.records if f.first_seen <= latest

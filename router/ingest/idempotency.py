@@ -37,6 +37,13 @@ def tenant_key(tenant: str, key: str) -> str:
     return f"{tenant}:{hashlib.sha256(key.encode()).hexdigest()}"
 
 
+def _reused() -> Invalid:
+    return Invalid(
+        f"{FIELD} was already used for a different request body; use a new key for new data",
+        FIELD,
+    )
+
+
 @dataclass
 class Claim:
     key: str
@@ -78,11 +85,7 @@ class IdempotencyStore:
             )
             assert row is not None  # the INSERT above conflicted on this key
             if row["kind"] != kind or row["body_hash"] != body_hash:
-                raise Invalid(
-                    f"{FIELD} was already used for a different request body; use a new key "
-                    "for new data",
-                    FIELD,
-                )
+                raise _reused()
             if row["state"] == "done":
                 return Claim(key, first_attempt=False, result=json.loads(row["result"]))
             if row["state"] == "running" and row["leased"]:
@@ -99,6 +102,16 @@ class IdempotencyStore:
                 self._lease_s,
             )
             return Claim(key, first_attempt=False, placement=json.loads(row["placement"]))
+
+    async def check_reuse(self, key: str, kind: str, body_hash: str) -> None:
+        """Refuses (422) a key an earlier request with another body used, before this one
+        claims anything (``claim`` refuses it too, after the placement is planned)."""
+        with unavailable_when_unreachable("metadata database", self._retry_after_s):
+            row = await self._metadata.fetchrow(
+                "SELECT kind, body_hash FROM idempotency_requests WHERE key = $1", key
+            )
+        if row is not None and (row["kind"] != kind or row["body_hash"] != body_hash):
+            raise _reused()
 
     async def recorded_now(self, key: str) -> datetime | None:
         """The time an earlier attempt with this key gave to records without a ts."""

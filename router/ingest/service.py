@@ -34,6 +34,7 @@ from router.ingest.records import (
     flow_row,
     utc_now,
 )
+from router.ingest.screen import Screener, first_refusal, oldest_day
 from router.ingest.writer import Part, PartFailed, PartWriter
 from router.metrics import Metrics
 from router.routing import placement
@@ -55,13 +56,16 @@ INTERNAL_KEY_PREFIX = "\u00b7request:"
 @dataclass
 class Request:
     """One write: its records, where they are numbered from, its idempotency, and what its
-    caller may touch (keys of other tenants are refused before anything is claimed)."""
+    caller may touch (keys of other tenants are refused before anything is claimed).
+    ``platform``: the router's own self-audit, the one writer of the platform's keys
+    (``shardlog.*``); every other write naming one is refused."""
 
     records: Records
     label: str
     key: str | None
     digest: Callable[[], str]  # of the whole body, known once the records were read
     grant: Grant
+    platform: bool = False
 
 
 class IngestService:
@@ -83,6 +87,7 @@ class IngestService:
         self._settings = settings
         self._metrics = metrics
         self._counts = OwnerDayCounts()
+        self.screener = Screener(owners, catalog, settings.default_keep_days)
 
     def request_limits(self) -> Limits:
         """The record limits of one request (a fresh set: it caches valid keys)."""
@@ -141,10 +146,6 @@ class IngestService:
             raise too_long(label, len(rows), self._settings.max_record_bytes) from None
         return rows
 
-    def oldest_day(self, snapshot: CatalogSnapshot, mapping: OwnerMapping) -> date:
-        keep = snapshot.keep_days(mapping.kind, mapping.group, mapping.key)
-        return datetime.now(UTC).date() - timedelta(days=keep or self._settings.default_keep_days)
-
     def _table_for(
         self,
         snapshot: CatalogSnapshot,
@@ -153,12 +154,14 @@ class IngestService:
         position: int,
         label: str,
         seen: dict[tuple[int, date], DayTable],
+        today: date,
     ) -> DayTable:
         day = ts.date() if ts.utcoffset() == _ZERO else ts.astimezone(UTC).date()
         table = seen.get((mapping.id, day))
         if table is not None:
             return table
-        limit = self.oldest_day(snapshot, mapping)
+        keep = self._settings.default_keep_days
+        limit = oldest_day(snapshot, mapping.kind, mapping.group, mapping.key, today, keep)
         if day < limit:
             raise Invalid(
                 f"{label}[{position}]: ts {ts.isoformat()} is older than the retention window "
@@ -169,14 +172,37 @@ class IngestService:
         return table
 
     async def _owned(
-        self, request: Request, kind: OwnerKind, rows: list[Any], attribute: str
+        self,
+        request: Request,
+        kind: OwnerKind,
+        rows: list[Any],
+        attribute: str,
+        today: date,
     ) -> dict[str, OwnerMapping]:
-        """The mappings of the rows' keys, each checked against the caller's grant: keys
-        outside its prefixes are refused before any is claimed, keys of another tenant before
-        anything is written (the 403 names the first record that has one)."""
+        """The mappings of the rows' keys, claimed for the caller's tenant only once every row
+        passed the screen (router/ingest/screen.py: the platform's keys, the token's prefixes,
+        keys of another tenant, the retention of keys not mapped yet), so a refused write
+        claims no key. A key another tenant's write claims meanwhile refuses the request, and
+        this one's claims are rolled back (store.resolve_owners). The 403 names the first
+        record that has a refused key."""
         grant = request.grant
+        label = request.label
+        screened = await self.screener.screen(
+            grant,
+            kind,
+            rows,
+            attribute,
+            lambda position: f"{label}[{position}]",
+            today,
+            platform=request.platform,
+            known_days=False,
+        )
+        if screened.refused:
+            raise first_refusal(screened.refused)
+        if screened.new_keys and request.key is not None:
+            # A key reused for another body is refused before it claims anything.
+            await self._idempotency.check_reuse(request.key, kind, request.digest())
         keys = {getattr(row, attribute) for row in rows}
-        self._authorize(request, kind, rows, attribute, keys, None)
         mappings = await self._owners.resolve(
             kind, keys, grant.tenant, exclusive=not grant.any_tenant
         )
@@ -190,10 +216,10 @@ class IngestService:
         rows: list[Any],
         attribute: str,
         keys: set[str],
-        mappings: dict[str, OwnerMapping] | None,
+        mappings: dict[str, OwnerMapping],
     ) -> None:
         def tenant_of(key: str) -> str | None:
-            mapping = mappings.get(key) if mappings is not None else None
+            mapping = mappings.get(key)
             return mapping.tenant if mapping is not None else None
 
         denied = {k for k in keys if key_denial(request.grant, kind, k, tenant_of(k)) is not None}
@@ -221,7 +247,8 @@ class IngestService:
         if not rows:
             return {"accepted": 0}
         snapshot = self._catalog.snapshot
-        owners = await self._owned(request, "audit", rows, "owner")
+        today = datetime.now(UTC).date()
+        owners = await self._owned(request, "audit", rows, "owner", today)
         tables: dict[DayTable, list[tuple[Any, ...]]] = {}
         mapping_of: dict[DayTable, OwnerMapping] = {}
         seen: dict[tuple[int, date], DayTable] = {}
@@ -239,7 +266,7 @@ class IngestService:
                 if target is None:
                     mapping = owners[row.owner]
                     table = self._table_for(
-                        snapshot, mapping, ts, row.position, request.label, seen
+                        snapshot, mapping, ts, row.position, request.label, seen, today
                     )
                     target = rows_of[(row.owner, day)] = tables.setdefault(table, [])
                     mapping_of[table] = mapping
@@ -421,7 +448,8 @@ class IngestService:
         if not rows:
             return {"accepted": 0}
         snapshot = self._catalog.snapshot
-        switches = await self._owned(request, "flow", rows, "switch")
+        today = datetime.now(UTC).date()
+        switches = await self._owned(request, "flow", rows, "switch", today)
         rings = {
             group: list(snapshot.serving_shards(group))
             for group in {m.group for m in switches.values()}
@@ -463,7 +491,7 @@ class IngestService:
                 if cell is None:
                     mapping = switches[row.switch]
                     table = self._table_for(
-                        snapshot, mapping, ts, row.position, request.label, seen
+                        snapshot, mapping, ts, row.position, request.label, seen, today
                     )
                     cell = cells[(row.switch, day)] = (table, rings[mapping.group], {})
                 table, ring, by_shard = cell
