@@ -77,6 +77,12 @@ class ServerSettings(Section):
         description="Open client connections per router process (lowered to fit the open-files "
         "limit); more are answered 503 and closed.",
     )
+    health_connections: int = Field(
+        16,
+        ge=0,
+        description="Connections over max_connections kept for GET /health/live and "
+        "/health/ready (answered, then closed); other requests on them get 503.",
+    )
     tls_cert_file: Path | None = Field(
         None,
         description="PEM certificate (chain) the router serves HTTPS with (TLS 1.2 or newer); "
