@@ -17,7 +17,7 @@ from router.collector.sockets import exporter_of
 from router.protocols import relp
 from router.syslogd.intake import Intake
 from router.syslogd.queue import Pending, SyslogQueue
-from router.syslogd.sockets import READ_BYTES, Session
+from router.syslogd.sockets import READ_BYTES, IdleReader, Session
 
 OK = b"200 OK"
 # The offers of an open command are small; a syslog command holds one message.
@@ -26,11 +26,11 @@ Answer = tuple[int, "asyncio.Future[bool] | None", bytes]
 
 
 def relp_session(intake: Intake, queue: SyslogQueue) -> Session:
-    async def session(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def session(reader: IdleReader, writer: asyncio.StreamWriter) -> None:
         sender = exporter_of(writer.get_extra_info("peername") or ("?", 0))
         framer = relp.RelpFramer(max(intake.max_bytes, OFFERS_BYTES))
         answers: asyncio.Queue[Answer | None] = asyncio.Queue()
-        answering = asyncio.get_running_loop().create_task(_answer(answers, writer))
+        answering = asyncio.get_running_loop().create_task(_answer(answers, writer, reader.idle_s))
         opened = closing = False
         try:
             while not closing and (data := await reader.read(READ_BYTES)):
@@ -51,6 +51,7 @@ def relp_session(intake: Intake, queue: SyslogQueue) -> Session:
                         answers.put_nowait((frame.txnr, None, OK))
                     else:
                         ticket = asyncio.get_running_loop().create_future()
+                        reader.owe(ticket)
                         await queue.put(sender, [Pending(row, ticket)])
                         answers.put_nowait((frame.txnr, ticket, OK))
                 if framer.broken is not None:
@@ -74,8 +75,11 @@ def relp_session(intake: Intake, queue: SyslogQueue) -> Session:
     return session
 
 
-async def _answer(answers: asyncio.Queue[Answer | None], writer: asyncio.StreamWriter) -> None:
-    """Each answer once its ticket resolved, in order; ends at None or an unresolved ticket."""
+async def _answer(
+    answers: asyncio.Queue[Answer | None], writer: asyncio.StreamWriter, idle_s: float
+) -> None:
+    """Each answer once its ticket resolved, in order; ends at None or an unresolved ticket,
+    fails (TimeoutError) when the sender has not read its answers for ``idle_s``."""
     while (answer := await answers.get()) is not None:
         txnr, ticket, text = answer
         if ticket is not None:
@@ -84,4 +88,5 @@ async def _answer(answers: asyncio.Queue[Answer | None], writer: asyncio.StreamW
             if ticket.cancelled():
                 return
         writer.write(relp.response(txnr, text))
-        await writer.drain()
+        async with asyncio.timeout(idle_s):
+            await writer.drain()

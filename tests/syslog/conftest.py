@@ -26,10 +26,6 @@ def listener(
     syslog_ports: Iterator[int],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[RunningSyslog]:
-    process = RunningSyslog(tmp_path_factory.mktemp("syslog"), settings, syslog_ports)
-    process.start()
-    try:
+    home = tmp_path_factory.mktemp("syslog")
+    with RunningSyslog(home, settings, syslog_ports).running() as process:
         yield process
-    finally:
-        process.stop()
-        process.check_log()
