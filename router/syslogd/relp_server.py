@@ -1,12 +1,13 @@
 """RELP sessions (router/protocols/relp.py): each ``syslog`` command's message is queued with a
 ticket and answered ``200 OK`` only once the batch holding it committed; the answers go out in
 the order the commands came, by a task of the session's own, while the session reads on (the
-client's window of unanswered commands keeps the pipe full). A full queue stops the reading
-(flow control). A message that can never be stored (it does not parse, has no owner, or the
-write path refuses it) is counted as rejected and answered ``200 OK`` as librelp's own server
-does: sending it again would fail the same way. A session that ends before a commit (the
-listener stopped, the database failed) leaves its commands unanswered, and the client sends
-them again on its next session: at least once, never lost."""
+client's window of unanswered commands keeps the pipe full), as long as fewer than
+MAX_UNANSWERED answers wait. A full queue stops the reading (flow control). A message that can
+never be stored (it does not parse, has no owner, or the write path refuses it) is counted as
+rejected and answered ``200 OK`` as librelp's own server does: sending it again would fail the
+same way. A session that ends before a commit (the listener stopped, the database failed)
+leaves its commands unanswered, and the client sends them again on its next session: at least
+once, never lost."""
 
 from __future__ import annotations
 
@@ -22,6 +23,11 @@ from router.syslogd.sockets import READ_BYTES, IdleReader, Session
 OK = b"200 OK"
 # The offers of an open command are small; a syslog command holds one message.
 OFFERS_BYTES = 4096
+# Answers a session holds for its client at most (librelp's window is 128 commands): past them
+# it stops reading until they went out, so a client that does not read its answers cannot make
+# the listener's memory grow.
+MAX_UNANSWERED = 1024
+RECHECK_S = 0.01
 Answer = tuple[int, "asyncio.Future[bool] | None", bytes]
 
 
@@ -57,6 +63,8 @@ def relp_session(intake: Intake, queue: SyslogQueue) -> Session:
                 if framer.broken is not None:
                     intake.refuse(sender, "unframeable", f"RELP: {framer.broken}")
                     break
+                if answers.qsize() > MAX_UNANSWERED:
+                    await _answered_down_to(MAX_UNANSWERED // 2, answers, answering)
             answers.put_nowait(None)
             await answering
         except asyncio.CancelledError:
@@ -73,6 +81,14 @@ def relp_session(intake: Intake, queue: SyslogQueue) -> Session:
             await asyncio.gather(answering, return_exceptions=True)
 
     return session
+
+
+async def _answered_down_to(
+    count: int, answers: asyncio.Queue[Answer | None], answering: asyncio.Task[None]
+) -> None:
+    """Until at most ``count`` answers wait, or the answering ended."""
+    while answers.qsize() > count and not answering.done():
+        await asyncio.wait([answering], timeout=RECHECK_S)
 
 
 async def _answer(

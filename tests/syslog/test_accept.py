@@ -5,7 +5,6 @@ free again."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import itertools
@@ -13,9 +12,10 @@ import os
 import resource
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from router.syslogd.acceptor import Acceptor, listening_sockets
+from tests.support import eventually_async
 
 RETRY_S = 0.05
 RETRY_MAX_S = 0.2
@@ -45,13 +45,6 @@ def open_files_limit(spare: int) -> Iterator[None]:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
-async def poll(check: Callable[[], bool], deadline_s: float = 10.0) -> None:
-    give_up = time.monotonic() + deadline_s
-    while not check():
-        assert time.monotonic() < give_up, "not within the deadline"
-        await asyncio.sleep(0.01)
-
-
 async def test_out_of_files_the_listener_pauses_then_takes_the_waiting_connections() -> None:
     [listener] = listening_sockets("127.0.0.1", 0)
     port = listener.getsockname()[1]
@@ -70,7 +63,7 @@ async def test_out_of_files_the_listener_pauses_then_takes_the_waiting_connectio
         with open_files_limit(SPARE_FILES):
             started = time.monotonic()
             acceptor.start()
-            await poll(lambda: len(pauses) >= 4)
+            await eventually_async(lambda: len(pauses) >= 4)
             # (the directory listing of limit_leaving took a file of its own for a moment)
             spare = len(accepted)
             assert SPARE_FILES <= spare <= SPARE_FILES + 1
@@ -88,12 +81,12 @@ async def test_out_of_files_the_listener_pauses_then_takes_the_waiting_connectio
             # Files free again: the waiting connections are taken at the next attempt.
             for conn in accepted:
                 conn.close()
-            await poll(lambda: len(accepted) == 2 * spare)
-        await poll(lambda: len(accepted) == CLIENTS)
+            await eventually_async(lambda: len(accepted) == 2 * spare)
+        await eventually_async(lambda: len(accepted) == CLIENTS)
         # A connection after the shortage is taken at once.
         late = socket.create_connection(("127.0.0.1", port), timeout=5)
         clients.append(late)
-        await poll(lambda: len(accepted) == CLIENTS + 1, deadline_s=1.0)
+        await eventually_async(lambda: len(accepted) == CLIENTS + 1, within_s=1.0)
     finally:
         acceptor.close()
         for sock in clients + accepted:
