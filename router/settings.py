@@ -77,6 +77,12 @@ class ServerSettings(Section):
         description="Open client connections per router process (lowered to fit the open-files "
         "limit); more are answered 503 and closed.",
     )
+    health_connections: int = Field(
+        16,
+        ge=0,
+        description="Connections over max_connections kept for GET /health/live and "
+        "/health/ready (answered, then closed); other requests on them get 503.",
+    )
     tls_cert_file: Path | None = Field(
         None,
         description="PEM certificate (chain) the router serves HTTPS with (TLS 1.2 or newer); "
@@ -527,6 +533,30 @@ class SyslogSettings(Section):
     )
     allowed_networks: tuple[str, ...] = Field(
         (), description="Sender networks (CIDR) read; empty: any."
+    )
+    max_connections: int = Field(
+        4096,
+        ge=1,
+        description="Open TCP, TLS and RELP connections in all (lowered to fit the open-files "
+        "limit); more are closed at once.",
+    )
+    max_connections_per_source: int = Field(
+        256, ge=1, description="Open TCP, TLS and RELP connections from one address."
+    )
+    idle_timeout_s: float = Field(
+        300.0,
+        gt=0,
+        description="A connection that sends nothing for so long (a TLS handshake that does "
+        "not finish) is closed.",
+    )
+    accept_retry_s: float = Field(
+        0.05,
+        gt=0,
+        description="First pause of accepting when the process is out of files or memory; "
+        "it doubles up to accept_retry_max_s.",
+    )
+    accept_retry_max_s: float = Field(
+        2.0, gt=0, description="Longest pause of accepting when out of files or memory."
     )
 
     @field_validator("quarantine_tenant")

@@ -186,6 +186,14 @@ def eventually(check: Callable[[], T | None], timeout: float = 10.0, interval: f
     raise AssertionError(f"condition not met within {timeout}s (last: {last!r})")
 
 
+async def eventually_async(check: Callable[[], bool], within_s: float = 10.0) -> None:
+    """Poll ``check`` on the running loop (which goes on meanwhile) until it holds."""
+    deadline = time.monotonic() + within_s
+    while not check():
+        assert time.monotonic() < deadline, f"condition not met within {within_s}s"
+        await asyncio.sleep(0.01)
+
+
 def assert_round_trip(client: httpx.Client, prefix: str) -> None:
     """500 audit rows (NDJSON) and a flow sent twice (CSV) go in through ``client``'s router and
     are found again: the pattern's one row with an exact count, the flow merged once."""

@@ -1,18 +1,15 @@
 """The limits a connection lives by, from ServerSettings, with the connection cap fitted to the
-process's open-files limit."""
+process's open-files limit (router/open_files.py), the room for health checks included."""
 
 from __future__ import annotations
 
 import logging
-import resource
 from dataclasses import dataclass
 
+from router.open_files import FD_RESERVE, connection_cap, raise_fd_limit
 from router.settings import ServerSettings
 
 log = logging.getLogger("router.http")
-
-# Files the router needs besides client connections: database pools, logs, the listening socket.
-FD_RESERVE = 256
 
 
 @dataclass(frozen=True)
@@ -22,34 +19,13 @@ class ConnectionLimits:
     body_idle_timeout_s: float
     body_min_bytes_per_s: int
     max_connections: int
-
-
-def connection_cap(wanted: int, fd_limit: int, reserve: int = FD_RESERVE) -> int:
-    """Client connections that fit under ``fd_limit`` open files; at least half of them, so a
-    small limit still serves."""
-    return max(1, min(wanted, max(fd_limit - reserve, fd_limit // 2)))
-
-
-def raise_fd_limit(wanted: int) -> int:
-    """Raise the soft open-files limit toward ``wanted`` (never past the hard limit); returns
-    the soft limit in force afterwards."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        return wanted
-    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-    if target <= soft:
-        return soft
-    try:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-    except (ValueError, OSError):
-        return soft
-    return target
+    health_connections: int
 
 
 def connection_limits(server: ServerSettings) -> ConnectionLimits:
     """The limits of this process; raises its open-files limit as far as the cap needs."""
-    fd_limit = raise_fd_limit(server.max_connections + FD_RESERVE)
-    cap = connection_cap(server.max_connections, fd_limit)
+    fd_limit = raise_fd_limit(server.max_connections + server.health_connections + FD_RESERVE)
+    cap = connection_cap(server.max_connections, fd_limit, FD_RESERVE + server.health_connections)
     if cap < server.max_connections:
         log.warning(
             "the open-files limit (%d) allows %d client connections, not max_connections %d",
@@ -63,4 +39,5 @@ def connection_limits(server: ServerSettings) -> ConnectionLimits:
         body_idle_timeout_s=server.body_idle_timeout_s,
         body_min_bytes_per_s=server.body_min_bytes_per_s,
         max_connections=cap,
+        health_connections=server.health_connections,
     )

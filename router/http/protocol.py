@@ -9,7 +9,9 @@ reaches. Per connection this protocol keeps one timer, for the phase it is in:
   close when not one byte came; larger than ``max_header_bytes``: 431;
 - body: the pace of :class:`router.http.pace.BodyPace`; late: 408 while the answer has not
   started (the application's next ``receive()`` is ``http.disconnect``), a plain close after;
-- over ``max_connections``: 503 with ``Retry-After``, without reading the request.
+- over ``max_connections``: a place in the room for health checks (router/http/health_room.py),
+  where a health check is answered and anything else gets 503 with ``Retry-After`` once its
+  headers are read; with the room full, that 503 at once, without reading the request.
 
 Those answers are followed by a lingering close: the router sends FIN and drops what the client
 still sends for up to ``LINGER_S``, since closing with unread bytes would reset the connection
@@ -34,6 +36,7 @@ from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from router.errors import error_body
+from router.http.health_room import HealthRoom, is_health_check
 from router.http.limits import ConnectionLimits
 from router.http.pace import EARLY_S, BodyPace
 
@@ -104,10 +107,13 @@ class GuardedProtocol(HttpToolsProtocol):
         *,
         limits: ConnectionLimits,
         events: EventLog,
+        health_room: HealthRoom,
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
         self.limits = limits
         self.events = events
+        self.health_room = health_room
+        self._in_health_room = False
         self._phase = Phase.IDLE
         self._timer: asyncio.TimerHandle | None = None
         self._header_bytes = 0
@@ -119,16 +125,19 @@ class GuardedProtocol(HttpToolsProtocol):
     # --- connection ----------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        if len(self.connections) >= self.limits.max_connections:
-            self.transport = transport
+        if len(self.connections) - len(self.health_room) >= self.limits.max_connections:
             self.events.note("over the connection cap", self.loop.time())
-            message = "the router has as many connections as it may take; retry shortly"
-            self._answer_and_close(503, "unavailable", message, RETRY_AFTER_S)
-            return
+            if not self.health_room.admit(self):
+                self.transport = transport
+                self._refuse_over_cap()
+                return
+            self._in_health_room = True
         super().connection_made(transport)
         self._await_headers()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._in_health_room:
+            self.health_room.leave(self)
         self._cancel_timer()
         self._phase = Phase.CLOSING
         super().connection_lost(exc)
@@ -165,11 +174,36 @@ class GuardedProtocol(HttpToolsProtocol):
             message = f"request line and headers are larger than {limit} bytes"
             self._answer_and_close(431, "headers_too_large", message)
             return
+        if self._phase is Phase.CLOSING:  # already answered: the rest is dropped
+            return
         self._answer_and_close(400, "bad_request", f"not an HTTP/1.1 request: {msg}")
 
+    # --- the room for health checks over the cap ------------------------------------------
+
+    def replaceable(self) -> bool:
+        if self._phase is Phase.CLOSING:
+            return True
+        return self._phase is Phase.HEADERS and not self._request_started
+
+    def evict(self) -> None:
+        if self._phase is not Phase.CLOSING:
+            self.events.note("silent connections over the cap closed", self.loop.time())
+        self._in_health_room = False
+        self._cancel_timer()
+        self._phase = Phase.CLOSING
+        self.transport.close()
+
+    def _refuse_over_cap(self) -> None:
+        message = "the router has as many connections as it may take; retry shortly"
+        self._answer_and_close(503, "unavailable", message, RETRY_AFTER_S)
+
     # --- parser callbacks ----------------------------------------------------------------
+    # Once the connection is answered for the last time (CLOSING), the rest of the data the
+    # parser holds is dropped.
 
     def on_message_begin(self) -> None:
+        if self._phase is Phase.CLOSING:
+            return
         super().on_message_begin()
         self._began_in_chunk = True
         if self._phase is not Phase.HEADERS:
@@ -177,12 +211,19 @@ class GuardedProtocol(HttpToolsProtocol):
         self._request_started = True
 
     def on_headers_complete(self) -> None:
+        if self._phase is Phase.CLOSING:
+            return
         self._cancel_timer()
+        if self._in_health_room and not is_health_check(self.parser.get_method(), self.url):
+            self._refuse_over_cap()
+            return
         before = self.cycle
         super().on_headers_complete()
         if self.cycle is before:  # an upgrade: the connection now belongs to another protocol
             self._phase = Phase.IDLE
             return
+        if self._in_health_room:
+            self.cycle.keep_alive = False  # answered, then closed: the room is for the next
         self._phase = Phase.BODY
         limits = self.limits
         self._pace = BodyPace(
@@ -191,11 +232,15 @@ class GuardedProtocol(HttpToolsProtocol):
         self._arm_at(self._pace.deadline(), self._body_check)
 
     def on_body(self, body: bytes) -> None:
+        if self._phase is Phase.CLOSING:
+            return
         if self._pace is not None:
             self._pace.arrived(self.loop.time(), len(body))
         super().on_body(body)
 
     def on_message_complete(self) -> None:
+        if self._phase is Phase.CLOSING:
+            return
         super().on_message_complete()
         self._cancel_timer()
         self._pace = None
@@ -323,5 +368,10 @@ def protocol_factory(limits: ConnectionLimits) -> type[asyncio.Protocol]:
     """What uvicorn's ``http=`` takes: uvicorn calls it with its config and server state for
     every connection. A partial carries the limits (and pickles into worker processes); uvicorn
     declares a class, hence the cast."""
-    factory = functools.partial(GuardedProtocol, limits=limits, events=EventLog())
+    factory = functools.partial(
+        GuardedProtocol,
+        limits=limits,
+        events=EventLog(),
+        health_room=HealthRoom(limits.health_connections),
+    )
     return cast("type[asyncio.Protocol]", factory)

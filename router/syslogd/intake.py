@@ -103,6 +103,11 @@ class Intake:
         self.metrics = metrics
         self.throttled = Throttled()
 
+    def allows(self, address: str) -> bool:
+        """Whether the address is in the allowed networks: checked as a connection is accepted,
+        before its TLS handshake (``admits`` checks the mapping, a certificate's maybe, after)."""
+        return self._senders.allows(address)
+
     def admits(self, peer: Peer, what: str) -> bool:
         """Whether a connection (or datagram) of the peer is read at all; refused and counted
         when not."""

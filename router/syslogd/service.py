@@ -29,6 +29,7 @@ from router.metrics import Metrics
 from router.runtime import Runtime, close_writer, run_until_signalled
 from router.settings import Settings
 from router.syslogd import sockets
+from router.syslogd.admission import ConnectionMetrics, stream_limits
 from router.syslogd.intake import Intake, SyslogMetrics
 from router.syslogd.queue import SyslogQueue
 from router.syslogd.relp_server import relp_session
@@ -46,6 +47,7 @@ class Listener:
         self._settings = settings
         s = settings.syslog
         self.metrics = SyslogMetrics(Metrics())
+        self.connection_metrics = ConnectionMetrics(self.metrics.registry)
         self.queue = SyslogQueue(s.queue_rows, s.batch_rows, s.flush_interval_s)
         self._stopping = asyncio.Event()
         # Checked before anything is opened: a bad certificate is one clear line at start.
@@ -66,7 +68,7 @@ class Listener:
         runtime = Runtime.build(settings, metadata, self.metrics.base)
         intake = Intake(s, runtime.ingest.request_limits, self.metrics)
         writer = BatchWriter(runtime.ingest, self.queue, self.metrics)
-        connections = sockets.Connections(intake)
+        connections = sockets.Connections(intake, stream_limits(s), self.connection_metrics)
         servers: list[asyncio.Server] = []
         transports: list[asyncio.BaseTransport] = []
 
@@ -84,17 +86,15 @@ class Listener:
                 )
             writer.start()
             transports.append(await sockets.serve_udp(intake, self.queue, s.host, s.udp_port))
-            stream = connections.guarded("tcp", sockets.stream_session(intake, self.queue))
-            servers.append(await asyncio.start_server(stream, s.host, s.tcp_port))
+            stream = sockets.stream_session(intake, self.queue)
+            connections.listen("tcp", s.host, s.tcp_port, stream)
             listening = [f"udp+tcp {s.host}:{s.udp_port}/{s.tcp_port}"]
             if self._tls is not None:
-                tls = connections.guarded("tls", sockets.stream_session(intake, self.queue))
-                servers.append(await asyncio.start_server(tls, s.host, s.tls_port, ssl=self._tls))
+                connections.listen("tls", s.host, s.tls_port, stream, self._tls)
                 mutual = " (client certificates required)" if s.tls_client_ca_file else ""
                 listening.append(f"tls {s.tls_port}{mutual}")
             if s.relp_port is not None:
-                session = connections.guarded("relp", relp_session(intake, self.queue))
-                servers.append(await asyncio.start_server(session, s.host, s.relp_port))
+                connections.listen("relp", s.host, s.relp_port, relp_session(intake, self.queue))
                 listening.append(f"relp {s.relp_port}")
             servers.append(await serve_metrics(self.metrics, s.host, s.metrics_port, lambda: True))
             log.info("syslog: listening on %s; metrics on %d", ", ".join(listening), s.metrics_port)
@@ -105,6 +105,7 @@ class Listener:
         finally:
             for transport in transports:
                 transport.close()
+            connections.stop_accepting()
             for server in servers:
                 server.close()
             left = await writer.drain(DRAIN_S)

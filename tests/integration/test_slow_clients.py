@@ -1,6 +1,7 @@
 """Slow and excess clients against real router processes: headers and bodies that come too
-slowly get 408 and a close, oversized headers 431, connections over the cap 503; meanwhile
-liveness stays fast and nothing of a cut-off request is stored."""
+slowly get 408 and a close, oversized headers 431, connections over the cap 503 but health
+checks over the cap an answer; meanwhile liveness stays fast and nothing of a cut-off request
+is stored."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ BODY_RATE = 100  # bytes/s
 KEEP_ALIVE_S = 2
 MAX_HEADER_BYTES = 4096
 CAP = 20
+HEALTH_ROOM = 3
 # Timers, scheduling on a shared 2-core machine and the test's own polling.
 SLACK_S = 0.75
 
@@ -74,7 +76,12 @@ def capped(
     settings: Settings, cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RouterProcess]:
     yield from start_router(
-        settings, tmp_path_factory.mktemp("capped"), {"SHARDLOG_SERVER__MAX_CONNECTIONS": str(CAP)}
+        settings,
+        tmp_path_factory.mktemp("capped"),
+        {
+            "SHARDLOG_SERVER__MAX_CONNECTIONS": str(CAP),
+            "SHARDLOG_SERVER__HEALTH_CONNECTIONS": str(HEALTH_ROOM),
+        },
     )
 
 
@@ -342,7 +349,7 @@ def test_connections_over_the_cap_get_503_while_the_others_keep_working(
         time.sleep(0.2)
         for _ in range(3):
             extra = connect(capped.port)
-            extra.sendall(b"GET /health/live HTTP/1.1\r\nHost: extra\r\n\r\n")
+            extra.sendall(b"GET /v1/whoami HTTP/1.1\r\nHost: extra\r\n\r\n")
             answer = read_answer(extra)
             assert status_of(answer) == 503, answer
             headers = headers_of(answer)
@@ -361,6 +368,55 @@ def test_connections_over_the_cap_get_503_while_the_others_keep_working(
     finally:
         for sock in held:
             sock.close()
+
+
+def closed_by_the_router(sock: socket.socket) -> bool:
+    if not select.select([sock], [], [], 0)[0]:
+        return False
+    try:
+        return sock.recv(100) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_health_checks_are_answered_at_the_cap_and_other_requests_are_not(
+    capped: RouterProcess,
+) -> None:
+    time.sleep(0.2)  # the launcher's own readiness probe has closed
+    held = [connect(capped.port) for _ in range(CAP)]
+    # More silent connections over the cap than the room holds: each newcomer takes the place
+    # of the oldest silent one.
+    silent = [connect(capped.port) for _ in range(2 * HEALTH_ROOM)]
+    owner = f"over-cap-{uuid.uuid4().hex[:10]}"
+    try:
+        time.sleep(0.2)
+        for path in [b"/health/live", b"/health/ready"] * 3:
+            probe = connect(capped.port)
+            probe.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: probe\r\n\r\n")
+            answer = read_answer(probe)
+            assert status_of(answer) == 200, answer
+            assert headers_of(answer)["connection"] == "close"
+            assert select.select([probe], [], [], SLACK_S)[0] and probe.recv(100) == b""
+            probe.close()
+        # A write over the cap is refused whole, after its headers.
+        body = audit_line(owner, "over the cap")
+        writer = connect(capped.port)
+        writer.sendall(audit_post(body) + body)
+        answer = read_answer(writer)
+        assert status_of(answer) == 503, answer
+        assert error_of(answer)["code"] == "unavailable"
+        assert headers_of(answer)["retry-after"] == "1"
+        writer.close()
+        time.sleep(0.2)
+        # The second half took the places of the first, the first probe that of one more.
+        assert sum(closed_by_the_router(sock) for sock in silent) >= HEALTH_ROOM + 1
+        assert not any(closed_by_the_router(sock) for sock in held)
+    finally:
+        for sock in held + silent:
+            sock.close()
+    time.sleep(0.2)
+    assert stored(capped, owner) == []
+    assert_clean_log(capped)
 
 
 # --- liveness under load -------------------------------------------------------------------

@@ -31,10 +31,6 @@ def listener(
     # loopback addresses (127.0.0.2 and up) stay unknown unless a test maps them.
     mapped = run_cli(settings, "syslog-senders", "set", "127.0.0.1", "--tenant", SYSTEM_TENANT)
     assert mapped.returncode == 0, mapped.stderr
-    process = RunningSyslog(tmp_path_factory.mktemp("syslog"), settings, syslog_ports)
-    process.start()
-    try:
+    home = tmp_path_factory.mktemp("syslog")
+    with RunningSyslog(home, settings, syslog_ports).running() as process:
         yield process
-    finally:
-        process.stop()
-        process.check_log()

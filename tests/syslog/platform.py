@@ -3,6 +3,7 @@ the platform holds for an owner."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,6 +20,16 @@ from tests.support import TestedHelper, settings_env
 
 
 class RunningSyslog(SyslogProcess, TestedHelper):
+    @contextlib.contextmanager
+    def running(self) -> Iterator[RunningSyslog]:
+        """Started; on the way out stopped, and its log checked for unexpected errors."""
+        self.start()
+        try:
+            yield self
+        finally:
+            self.stop()
+            self.check_log()
+
     def __init__(
         self,
         home: Path,
@@ -26,6 +37,7 @@ class RunningSyslog(SyslogProcess, TestedHelper):
         ports: Iterator[int],
         extra: dict[str, str] | None = None,
     ) -> None:
+        """``extra``: more SHARDLOG_SYSLOG__* settings."""
         self.port, self.tls_port, self.relp_port, metrics = (next(ports) for _ in range(4))
         self.authority = CertificateAuthority(home / "tls")
         self.authority.ensure()

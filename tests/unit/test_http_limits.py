@@ -6,7 +6,8 @@ import resource
 
 import pytest
 
-from router.http.limits import FD_RESERVE, connection_cap, connection_limits, raise_fd_limit
+from router.http.limits import connection_limits
+from router.open_files import FD_RESERVE, connection_cap, raise_fd_limit
 from router.settings import ServerSettings
 
 
@@ -36,6 +37,7 @@ def test_limits_follow_the_settings() -> None:
     assert (limits.header_timeout_s, limits.max_header_bytes) == (3, 2048)
     assert (limits.body_idle_timeout_s, limits.body_min_bytes_per_s) == (7, 0)
     assert limits.max_connections == 100
+    assert limits.health_connections == 16
 
 
 def test_the_open_files_limit_is_raised_within_the_hard_limit() -> None:
