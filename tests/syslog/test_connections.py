@@ -28,21 +28,32 @@ REFUSED = "shardlog_syslog_refused_connections_total"
 IDLE_CLOSED = "shardlog_syslog_idle_closed_connections_total"
 
 
+# The sources these tests connect from (127.0.0.1-.8), mapped to the system tenant while they
+# run: an unknown sender's connection would be closed at once, whatever the caps.
+SOURCES = "127.0.0.0/28"
+
+
 @pytest.fixture(scope="module")
 def capped(
     settings: Settings,
     cluster: LocalCluster,
     syslog_ports: Iterator[int],
     tmp_path_factory: pytest.TempPathFactory,
+    api: httpx.Client,
 ) -> Iterator[RunningSyslog]:
+    mapped = api.put(f"/v1/admin/syslog-senders/{SOURCES}", json={"tenant": "system"})
+    assert mapped.status_code in (200, 201), mapped.text
     limits = {
         "SHARDLOG_SYSLOG__MAX_CONNECTIONS": str(CAP),
         "SHARDLOG_SYSLOG__MAX_CONNECTIONS_PER_SOURCE": str(SOURCE_CAP),
         "SHARDLOG_SYSLOG__IDLE_TIMEOUT_S": str(IDLE_S),
     }
     home = tmp_path_factory.mktemp("syslog-capped")
-    with RunningSyslog(home, settings, syslog_ports, limits).running() as process:
-        yield process
+    try:
+        with RunningSyslog(home, settings, syslog_ports, limits).running() as process:
+            yield process
+    finally:
+        assert api.delete(f"/v1/admin/syslog-senders/{SOURCES}").status_code == 204
 
 
 def connect_from(source: str, port: int) -> socket.socket:
