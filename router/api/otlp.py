@@ -91,6 +91,26 @@ STATUS_JSON_SCHEMA = {
     "required": ["code", "message"],
     "additionalProperties": False,
 }
+
+
+def _proto3_json(schema: dict[str, Any]) -> dict[str, Any]:
+    """protobuf's JSON mapping (OTLP's) reads null as a field's default: any field may be
+    null, though not an element of a list."""
+    shown = dict(schema)
+    if "items" in shown:
+        shown["items"] = _proto3_json(shown["items"])
+    if "properties" in shown:
+        shown["properties"] = {
+            name: _nullable(_proto3_json(field)) for name, field in shown["properties"].items()
+        }
+    return shown
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    kinds = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+    return {**schema, "type": [*kinds, "null"]}
+
+
 EXPORT_BODY = {
     "requestBody": {
         "required": True,
@@ -98,7 +118,7 @@ EXPORT_BODY = {
         "OTLP's JSON encoding; gzip allowed as Content-Encoding",
         "content": {
             shipped.PROTOBUF: {"schema": BINARY},
-            "application/json": {"schema": REQUEST_JSON_SCHEMA},
+            "application/json": {"schema": _proto3_json(REQUEST_JSON_SCHEMA)},
         },
     }
 }
