@@ -24,6 +24,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
 )
 
 from router.errors import BadRequest
+from router.protocols import proto_json
 from router.protocols.shipped import Message
 from router.timestamps import from_unix_nanos
 
@@ -76,6 +77,9 @@ def decode_json(data: bytes, owner_attributes: Sequence[str], now: datetime) -> 
         if not isinstance(document, dict):
             raise BadRequest("the body must be a JSON object", "body")
         _ids_from_hex(document)
+        problem = proto_json.shape_problem(document, ExportLogsServiceRequest.DESCRIPTOR)
+        if problem is not None:
+            raise BadRequest(f"the body is not an ExportLogsServiceRequest: {problem}", "body")
         request = json_format.ParseDict(
             document, ExportLogsServiceRequest(), ignore_unknown_fields=True
         )

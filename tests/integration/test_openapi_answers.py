@@ -506,3 +506,17 @@ def test_what_the_schema_takes_the_router_takes(api, doc) -> None:
         assert not request_schema(doc, "DELETE", "/v1/flows").is_valid(
             {**removal, "flows": [{**removal["flows"][1], "src_ip": value}]}
         )
+
+
+def test_a_string_where_otlp_has_a_message_is_refused_not_dropped(api, doc) -> None:
+    # json_format took "body": "text" for an empty body: a row with no content, answered 200.
+    owner = f"oa-otlp-{uuid.uuid4().hex[:8]}"
+    resource = {"attributes": [{"key": "service.name", "value": {"stringValue": owner}}]}
+    record = {"timeUnixNano": str(int(NOW.timestamp()) * 10**9), "body": "text"}
+    export = {"resourceLogs": [{"resource": resource, "scopeLogs": [{"logRecords": [record]}]}]}
+    response = api.post("/v1/logs", json=export)
+    assert response.status_code == 400, response.text
+    assert "logRecords[0].body is not an object" in response.json()["message"]
+    conforms(doc, response)
+    page = api.get("/v1/audit/search", params={"owner": owner, "from": FROM, "to": TO})
+    assert ok(doc, page)["items"] == []
