@@ -38,6 +38,7 @@ EXTRA_MODELS: tuple[tuple[type[BaseModel], JsonSchemaMode], ...] = (
     (Error, "serialization"),
 )
 FASTAPI_VALIDATION_ERROR = REF + "HTTPValidationError"
+NO_NUL = "^[^\\x00]*$"
 REFERENCE = re.compile('"' + re.escape(REF) + '([^"]+)"')
 # Answered by the HTTP layer (router/http/protocol.py) before any route: any operation can get it.
 HEADERS_TOO_LARGE = {
@@ -71,6 +72,9 @@ def complete(schema: dict[str, Any]) -> dict[str, Any]:
             for operation in operations({"paths": {path: item}}):
                 operation.get("responses", {}).pop("422", None)
     for operation in operations(schema):
+        for parameter in operation.get("parameters", []):
+            if parameter["in"] in ("query", "path"):
+                parameter["schema"] = without_nul(parameter["schema"])
         operation.setdefault("responses", {}).setdefault("431", HEADERS_TOO_LARGE)
         operation["responses"] = dict(sorted(operation.get("responses", {}).items()))
         for response in operation["responses"].values():
@@ -83,6 +87,18 @@ def complete(schema: dict[str, Any]) -> dict[str, Any]:
     undefined = sorted(set(REFERENCE.findall(json.dumps(schema))) - set(components))
     if undefined:
         raise RuntimeError(f"the OpenAPI schema refers to undefined schemas: {undefined}")
+    return schema
+
+
+def without_nul(schema: dict[str, Any]) -> dict[str, Any]:
+    """A query or path parameter never holds NUL (router.api.params.reject_nul): its strings
+    say so, unless a pattern of theirs already does."""
+    if "anyOf" in schema:
+        return {**schema, "anyOf": [without_nul(choice) for choice in schema["anyOf"]]}
+    if schema.get("type") == "array" and "items" in schema:
+        return {**schema, "items": without_nul(schema["items"])}
+    if schema.get("type") == "string" and not {"pattern", "format", "enum"} & schema.keys():
+        return {**schema, "pattern": NO_NUL}
     return schema
 
 

@@ -59,7 +59,7 @@ class OwnerMapIn(Body):
     kind: OwnerKind
     key: OwnerKey
     group: CatalogName
-    tenant: str | None = Field(
+    tenant: CatalogName | None = Field(
         None,
         description="The tenant the key belongs to: required for a key not mapped yet; null "
         "keeps an existing key's tenant",

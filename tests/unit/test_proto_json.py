@@ -40,6 +40,18 @@ def records(record: object) -> dict[str, object]:
             records({"body": {"arrayValue": {"values": [{"stringValue": "a"}, 1]}}}),
             "resourceLogs[0].scopeLogs[0].logRecords[0].body.arrayValue.values[1] is not an object",
         ),
+        (
+            records({"severityNumber": False}),
+            "resourceLogs[0].scopeLogs[0].logRecords[0].severityNumber is not a number",
+        ),
+        (
+            records({"severityNumber": 2.5}),
+            "resourceLogs[0].scopeLogs[0].logRecords[0].severityNumber is not an integer",
+        ),
+        (
+            records({"body": {"intValue": True}}),
+            "resourceLogs[0].scopeLogs[0].logRecords[0].body.intValue is not a number",
+        ),
     ],
 )
 def test_a_value_where_a_message_belongs_is_named(document: object, problem: str) -> None:
@@ -59,6 +71,7 @@ def test_a_document_that_is_no_object_is_named() -> None:
         {"resourceLogs": None},
         {"resourceLogs": [{"resource": None, "scopeLogs": []}]},
         records({"body": {"stringValue": "text"}, "severityNumber": 9, "unknownField": "x"}),
+        records({"body": {"boolValue": True}, "severityNumber": "SEVERITY_NUMBER_INFO"}),
         records({"body": {"kvlistValue": {"values": [{"key": "k", "value": {"intValue": 1}}]}}}),
     ],
 )
