@@ -20,7 +20,9 @@ TenantName = Field(
 
 class TenantIn(Body):
     name: str = TenantName
-    description: str = Field("", max_length=MAX_DESCRIPTION_CHARS)
+    description: str = Field(
+        "", max_length=MAX_DESCRIPTION_CHARS, json_schema_extra={"pattern": "^[^\\x00]*$"}
+    )
 
 
 class Tenant(Out):

@@ -214,7 +214,7 @@ SEMANTIC_REFUSALS: tuple[tuple[str, tuple[int, ...], str], ...] = (
         "^/v1/admin/tokens$",
         (422,),
         "expires_at in the future (the router's clock); admin for the system tenant only; "
-        f"the key prefix of a scope: {PRINTABLE}",
+        f"the token's name and the key prefix of a scope: {PRINTABLE}",
     ),
     (
         "^/(loki/api/v1/push|v1/logs)$",
