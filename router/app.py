@@ -41,6 +41,7 @@ from router.auth.middleware import Authenticate
 from router.db import catalog_login
 from router.db.migrate import pending
 from router.errors import BUG_MARKER, Invalid, ShardlogError, error_body
+from router.http.allow import allowed_methods
 from router.http.observe import ObserveRequests
 from router.metrics import Metrics
 from router.native import AVAILABLE as NATIVE_AVAILABLE
@@ -193,10 +194,14 @@ def _install_error_handlers(app: FastAPI, metrics: Metrics) -> None:
         return _error_response(request.url.path, Invalid(message, field))
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            documented = allowed_methods(app.openapi()["paths"], request.url.path)
+            headers["Allow"] = ", ".join(documented) or headers.get("Allow", "")
         return JSONResponse(
-            error_body(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers
+            error_body(code, str(exc.detail)), status_code=exc.status_code, headers=headers
         )
 
     @app.exception_handler(Exception)

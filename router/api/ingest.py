@@ -55,6 +55,8 @@ IdempotencyKey = Annotated[
     Header(
         alias="Idempotency-Key",
         description="Retrying with the same key never stores or merges a row twice",
+        # check_key's rule; HTTP takes the spaces around a header value for none of it.
+        json_schema_extra={"pattern": "^[!-~](?:[ -~]{0,253}[!-~])?$"},
     ),
 ]
 

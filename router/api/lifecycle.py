@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import date
 from typing import Annotated, Any
 
 from fastapi import Path, Query
@@ -22,6 +21,7 @@ from router.models.admin import (
     RetentionRunIn,
     Tables,
 )
+from router.models.common import Day
 from router.retention import history, inventory, policies
 from router.retention.runner import RunOptions
 
@@ -40,8 +40,8 @@ async def list_tables(
     runtime: RuntimeDep,
     kind: OwnerKind | None = None,
     owner: Annotated[str | None, Query(min_length=1, max_length=256)] = None,
-    start: Annotated[date | None, Query(alias="from", description="First day")] = None,
-    to: Annotated[date | None, Query(description="Last day, inclusive")] = None,
+    start: Annotated[Day | None, Query(alias="from", description="First day")] = None,
+    to: Annotated[Day | None, Query(description="Last day, inclusive")] = None,
     shard: str | None = None,
     exact: Annotated[bool, Query(description="Count rows (scans) instead of estimating")] = False,
 ) -> dict[str, Any]:

@@ -21,6 +21,16 @@ from router.protocols import otlp
 router = APIRouter(prefix="/v1", tags=["shippers"])
 
 BINARY = {"type": "string", "format": "binary"}
+# protobuf's JSON mapping: a 64-bit integer as a number or a string of digits.
+UNIX_NANOS = {
+    "type": ["string", "integer"],
+    "pattern": "^[0-9]+$",
+    "minimum": 0,
+    "maximum": 2**64 - 1,
+}
+# An enum as its number, or a name (json_format skips a name it does not know).
+ENUM = {"type": ["integer", "string"], "minimum": -(2**31), "maximum": 2**31 - 1}
+HEX = {"type": "string", "pattern": "^(?:[0-9a-fA-F]{2})*$"}
 KEY_VALUES = {
     "type": "array",
     "items": {
@@ -50,13 +60,13 @@ REQUEST_JSON_SCHEMA: dict[str, Any] = {
                                     "items": {
                                         "type": "object",
                                         "properties": {
-                                            "timeUnixNano": {"type": ["string", "integer"]},
-                                            "severityNumber": {"type": "integer"},
+                                            "timeUnixNano": UNIX_NANOS,
+                                            "severityNumber": ENUM,
                                             "severityText": {"type": "string"},
                                             "body": {"type": "object"},
                                             "attributes": KEY_VALUES,
-                                            "traceId": {"type": "string"},
-                                            "spanId": {"type": "string"},
+                                            "traceId": HEX,
+                                            "spanId": HEX,
                                         },
                                     },
                                 },
@@ -91,6 +101,26 @@ STATUS_JSON_SCHEMA = {
     "required": ["code", "message"],
     "additionalProperties": False,
 }
+
+
+def _proto3_json(schema: dict[str, Any]) -> dict[str, Any]:
+    """protobuf's JSON mapping (OTLP's) reads null as a field's default: any field may be
+    null, though not an element of a list."""
+    shown = dict(schema)
+    if "items" in shown:
+        shown["items"] = _proto3_json(shown["items"])
+    if "properties" in shown:
+        shown["properties"] = {
+            name: _nullable(_proto3_json(field)) for name, field in shown["properties"].items()
+        }
+    return shown
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    kinds = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
+    return {**schema, "type": [*kinds, "null"]}
+
+
 EXPORT_BODY = {
     "requestBody": {
         "required": True,
@@ -98,7 +128,7 @@ EXPORT_BODY = {
         "OTLP's JSON encoding; gzip allowed as Content-Encoding",
         "content": {
             shipped.PROTOBUF: {"schema": BINARY},
-            "application/json": {"schema": REQUEST_JSON_SCHEMA},
+            "application/json": {"schema": _proto3_json(REQUEST_JSON_SCHEMA)},
         },
     }
 }

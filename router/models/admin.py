@@ -8,16 +8,19 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from router.catalog.snapshot import OwnerKind, Placement, ShardState
-from router.models.common import Out, OwnerKey, Timestamp
+from router.models.common import CatalogName, Day, JsonInt, Out, OwnerKey, Timestamp
 from router.retention.policies import MAX_KEEP_DAYS
 
 
 class Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A request body: unknown keys refused, and every value of its JSON type (strict: 0 is
+    no boolean, "5" no integer), as the schema says."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class GroupIn(Body):
-    name: str = Field(description="1-63 characters: lowercase letters, digits, '_' or '-'")
+    name: CatalogName
     placement: Placement = Field(
         "random", description="How rows spread over the group's shards: random or hash"
     )
@@ -36,8 +39,8 @@ class GroupReplicationIn(Body):
 
 
 class ShardIn(Body):
-    name: str = Field(description="1-63 characters: lowercase letters, digits, '_' or '-'")
-    group: str
+    name: CatalogName
+    group: CatalogName
     dsn: str = Field(description="libpq connection string; multi-host strings allowed")
     force: bool = Field(
         False,
@@ -55,8 +58,8 @@ class ShardStateIn(Body):
 class OwnerMapIn(Body):
     kind: OwnerKind
     key: OwnerKey
-    group: str
-    tenant: str | None = Field(
+    group: CatalogName
+    tenant: CatalogName | None = Field(
         None,
         description="The tenant the key belongs to: required for a key not mapped yet; null "
         "keeps an existing key's tenant",
@@ -68,11 +71,11 @@ class OwnerMapIn(Body):
 
 class PolicyIn(Body):
     kind: OwnerKind
-    group: str
+    group: CatalogName
     owner: str | None = Field(
         None, min_length=1, max_length=256, description="Only this owner; default: the group"
     )
-    keep_days: int = Field(
+    keep_days: JsonInt = Field(
         ge=1, le=MAX_KEEP_DAYS, description="Days kept before today (at most 100 years)"
     )
     archive: bool = Field(False, description="Archive each day table before it is dropped")
@@ -81,7 +84,7 @@ class PolicyIn(Body):
 class RetentionRunIn(Body):
     dry_run: bool = False
     force: bool = Field(False, description="Go ahead even past the max drop share")
-    as_of: date | None = Field(
+    as_of: Day | None = Field(
         None, description="Run as if today were this day; today's tables are never dropped"
     )
 

@@ -8,9 +8,9 @@ from pydantic import Field
 
 from router.auth.scopes import MAX_SCOPES, SCOPES
 from router.auth.store import MAX_DESCRIPTION_CHARS, MAX_TOKEN_NAME_CHARS
-from router.catalog.rules import NAME_PATTERN
+from router.catalog.rules import MAX_OWNER_KEY_CHARS, NAME_PATTERN
 from router.models.admin import Body
-from router.models.common import Out, Timestamp
+from router.models.common import JsonInt, Out, Timestamp
 
 TenantName = Field(
     pattern=NAME_PATTERN.pattern,
@@ -20,7 +20,9 @@ TenantName = Field(
 
 class TenantIn(Body):
     name: str = TenantName
-    description: str = Field("", max_length=MAX_DESCRIPTION_CHARS)
+    description: str = Field(
+        "", max_length=MAX_DESCRIPTION_CHARS, json_schema_extra={"pattern": "^[^\\x00]*$"}
+    )
 
 
 class Tenant(Out):
@@ -35,10 +37,10 @@ class TokenLimitsIn(Body):
     rate_per_s: float | None = Field(
         None, ge=0, le=1e9, description="Requests per second; 0: none; null: the default"
     )
-    ingest_bytes_per_s: int | None = Field(
+    ingest_bytes_per_s: JsonInt | None = Field(
         None, ge=0, le=2**63 - 1, description="Write body bytes per second; 0: none; null: default"
     )
-    max_searches: int | None = Field(
+    max_searches: JsonInt | None = Field(
         None, ge=1, le=2**31 - 1, description="Searches and exports at once; null: the default"
     )
 
@@ -61,6 +63,17 @@ class TokenIn(Body):
         max_length=MAX_SCOPES,
         description=f"Some of {', '.join(SCOPES)} (admin: system tenant only), and optionally "
         "owner:<prefix> / switch:<prefix> to reach only the keys with those prefixes",
+        # router.auth.scopes.parse_scopes checks them, with messages naming the item.
+        json_schema_extra={
+            "items": {
+                "type": "string",
+                "anyOf": [
+                    {"enum": list(SCOPES)},
+                    {"pattern": f"^(owner|switch):.{{1,{MAX_OWNER_KEY_CHARS}}}$"},
+                ],
+            },
+            "contains": {"enum": list(SCOPES)},
+        },
     )
     expires_at: str | None = Field(
         None,

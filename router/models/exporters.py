@@ -7,7 +7,7 @@ from pydantic import Field
 from router.catalog.exporters import MAX_DOMAIN
 from router.catalog.rules import NAME_PATTERN
 from router.models.admin import Body
-from router.models.common import Out, OwnerKey
+from router.models.common import JsonInt, Out, OwnerKey
 
 DOMAIN_DESCRIPTION = (
     "Observation domain (IPFIX), source id (NetFlow v9) or engine_type * 256 + engine_id (v5), "
@@ -17,7 +17,7 @@ DOMAIN_DESCRIPTION = (
 
 class ExporterIn(Body):
     switch: OwnerKey
-    domain: int | None = Field(None, ge=0, le=MAX_DOMAIN, description=DOMAIN_DESCRIPTION)
+    domain: JsonInt | None = Field(None, ge=0, le=MAX_DOMAIN, description=DOMAIN_DESCRIPTION)
     tenant: str | None = Field(
         None,
         pattern=NAME_PATTERN.pattern,

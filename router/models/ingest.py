@@ -4,13 +4,12 @@ rules of router.ingest.records."""
 
 from __future__ import annotations
 
-from datetime import date
 from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from router.ingest.records import MAX_BIGINT, MAX_INTEGER
-from router.models.common import Out, OwnerKey
+from router.models.common import Day, IpAddress, JsonInt, Out, OwnerKey
 
 TS_DESCRIPTION = (
     "RFC 3339 with a UTC offset (Z or ±hh:mm); default: now. At most "
@@ -46,8 +45,8 @@ class FlowRecord(BaseModel):
 
     switch: str = Field(min_length=1, max_length=256, description="Like an audit owner")
     ts: AwareDatetime | None = Field(None, description=TS_DESCRIPTION)
-    src_ip: str = Field(description="IPv4 or IPv6 host address, any valid textual form")
-    dst_ip: str = Field(description="Of the same family as src_ip")
+    src_ip: IpAddress = Field(description="IPv4 or IPv6 host address, any valid textual form")
+    dst_ip: IpAddress = Field(description="Of the same family as src_ip")
     src_port: int = Field(ge=0, le=65535)
     dst_port: int = Field(ge=0, le=65535)
     ip_version: Literal[4, 6] | None = Field(
@@ -69,21 +68,21 @@ class FlowRecord(BaseModel):
 
 
 class FlowKeyIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
-    src_ip: str
-    dst_ip: str
-    src_port: int = Field(ge=0, le=65535)
-    dst_port: int = Field(ge=0, le=65535)
-    proto: int | None = Field(None, ge=0, le=255)
+    src_ip: IpAddress
+    dst_ip: IpAddress = Field(description="Of the same family as src_ip")
+    src_port: JsonInt = Field(ge=0, le=65535)
+    dst_port: JsonInt = Field(ge=0, le=65535)
+    proto: JsonInt | None = Field(None, ge=0, le=255)
 
 
 class FlowDeleteIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
     switch: OwnerKey
-    from_day: date = Field(alias="from", description="First day (UTC) to delete from")
-    to_day: date = Field(alias="to", description="Last day (UTC), inclusive")
+    from_day: Day = Field(alias="from", description="First day (UTC) to delete from")
+    to_day: Day = Field(alias="to", description="Last day (UTC), inclusive")
     flows: list[FlowKeyIn] = Field(min_length=1, max_length=100_000)
 
 

@@ -27,7 +27,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
 
 from router.errors import BadRequest
-from router.protocols import wire
+from router.protocols import proto_json, wire
 from router.protocols.allowance import Allowance, Steps, run
 from router.protocols.shipped import Message
 from router.settings import IngestSettings
@@ -115,6 +115,9 @@ def json_steps(
         # A copy counts: the records are counted again, by ``allowance``, as they are decoded.
         _count(document, dataclasses.replace(allowance))
         _ids_from_hex(document)
+        problem = proto_json.shape_problem(document, ExportLogsServiceRequest.DESCRIPTOR)
+        if problem is not None:
+            raise BadRequest(f"the body is not an ExportLogsServiceRequest: {problem}", "body")
         request = json_format.ParseDict(
             document, ExportLogsServiceRequest(), ignore_unknown_fields=True
         )

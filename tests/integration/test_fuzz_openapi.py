@@ -1,6 +1,9 @@
 """Schema-driven fuzzing (schemathesis) of every operation in /openapi.json against a real
-router: no 5xx, no status code the operation does not document, no answer that breaks its
-documented schema or content type.
+router, with schemathesis' full check set (the CLI's `--checks all`): no 5xx, no status code
+the operation does not document, no answer that breaks its documented schema, content type or
+headers, no request the schema refuses accepted and none it allows refused (SEMANTIC_REFUSALS
+names the rules JSON Schema cannot state), a 405 with the documented methods in Allow, and the
+token enforced (missing_required_header, ignored_auth).
 
 It runs against a cluster and router of its own, not the session's: fuzzed requests write
 records of random owners, add groups, remap owners, set policies and run retention (which drops
@@ -10,8 +13,8 @@ earlier tests left behind (a shard marked down, say) would turn into 503s here.
 Even on its own cluster, some operations are constrained, each for a reason given at
 CONSTRAINED and EXCLUDED below.
 
-SHARDLOG_FUZZ_EXAMPLES sets the generated examples per operation (default 100: under half a
-minute here, cluster included; schemathesis adds its boundary and method probes). The examples
+SHARDLOG_FUZZ_EXAMPLES sets the generated examples per operation (default 100: 1m45s on two
+shared cores, cluster included; schemathesis adds its boundary and method probes). The examples
 are derandomized, so a failure repeats on the same tree; SHARDLOG_FUZZ_RANDOM=1 draws new ones
 on every run.
 """
@@ -32,12 +35,8 @@ import requests
 import schemathesis
 from hypothesis import HealthCheck, settings
 from jsonschema import Draft202012Validator
-from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import (
-    content_type_conformance,
-    response_schema_conformance,
-    status_code_conformance,
-)
+from schemathesis.checks import CHECKS as REGISTERED_CHECKS
+from schemathesis.checks import load_all_checks
 
 from router import bootstrap
 from router.app import create_app
@@ -174,20 +173,102 @@ def ndjson_lines_conform(
     return None
 
 
-CHECKS = [
-    not_a_server_error,
-    status_code_conformance,
-    content_type_conformance,
-    response_schema_conformance,
-    ndjson_lines_conform,
-]
+# schemathesis' full check set (the CLI's `--checks all`; its OpenAPI checks register when
+# loaded) and the NDJSON lines (registered above).
+load_all_checks()
+CHECKS = REGISTERED_CHECKS.get_all()
 
 # The schema the router serves, built here at collection time (one test per operation);
 # test_the_router_serves_the_fuzzed_schema makes sure it is the one the router answers with.
 OPENAPI = create_app(Settings()).openapi()
-# Reproducers show the values sent: schemathesis would mask `key` and `authorization`.
-CONFIG = schemathesis.Config.from_dict({"output": {"sanitization": {"enabled": False}}})
+# positive_data_acceptance asks that a request the schema allows is not refused with a 4xx of
+# its own (400, 422). Where the API has a rule JSON Schema cannot state, a request can keep to
+# the schema and still break that rule; each operation below may then answer the status named,
+# for the reason given. Everything the schema can state, it states (tests/integration/
+# test_openapi_answers.py: "the schema says what the API takes").
+PRINTABLE = (
+    "an owner or switch key is printable as Unicode's categories say it (str.isprintable), "
+    "which a JSON Schema pattern cannot state"
+)
+SEMANTIC_REFUSALS: tuple[tuple[str, tuple[int, ...], str], ...] = (
+    (
+        "^/v1/(audit|flows)/(search|export|report|tail)$",
+        (400, 422),
+        "from must come before to and the range stay within SHARDLOG_SEARCH__MAX_RANGE_DAYS "
+        f"(two parameters together); a cursor or `after` is signed by the router; {PRINTABLE}",
+    ),
+    ("^/v1/(audit|flows)/rows/", (400,), "a ref is signed by the router"),
+    (
+        "^/v1/(audit|flows)$",
+        (422,),
+        "writes: ts within SHARDLOG_INGEST__FUTURE_SKEW_S of the router's clock and the "
+        "owner's retention; dst_ip of src_ip's family; CSV rows by their header; "
+        f"DELETE /v1/flows: from before to, within the range limit; {PRINTABLE}",
+    ),
+    (
+        "^/v1/admin/(owners|exporters/.*|tables|retention/policies)$",
+        (422,),
+        PRINTABLE,
+    ),
+    (
+        "^/v1/admin/tokens$",
+        (422,),
+        "expires_at in the future (the router's clock); admin for the system tenant only; "
+        f"the token's name and the key prefix of a scope: {PRINTABLE}",
+    ),
+    (
+        "^/(loki/api/v1/push|v1/logs)$",
+        (400,),
+        "a binary body (snappy-compressed protobuf, protobuf) has a format of its own",
+    ),
+    (
+        "^(/\\{index\\})?/_bulk$",
+        (400,),
+        "Elasticsearch's NDJSON pairs an action line with a document line; the schema describes "
+        "one line",
+    ),
+)
+POSITIVE = ["2xx", "3xx", "401", "403", "404", "409", "429", "5xx"]
+CONFIG = schemathesis.Config.from_dict(
+    {
+        # Reproducers show the values sent: schemathesis would mask `key` and `authorization`.
+        "output": {"sanitization": {"enabled": False}},
+        "operations": [
+            {
+                "include-path-regex": path,
+                "checks": {
+                    "positive_data_acceptance": {
+                        "expected-statuses": [*POSITIVE, *map(str, statuses)]
+                    }
+                },
+            }
+            for path, statuses, _reason in SEMANTIC_REFUSALS
+        ],
+    }
+)
 schema = schemathesis.openapi.from_dict(OPENAPI, config=CONFIG).exclude(**EXCLUDED)
+# Cases are drawn at collection time too, before the fuzz token exists: they carry this, and
+# the test puts the token in its place.
+TOKEN_PLACEHOLDER = "Bearer fuzz-token"
+
+
+class FuzzToken:
+    """The fuzz token, given as schemathesis' own auth: it leaves the header out of the cases
+    that test its absence (missing_required_header), and ignored_auth knows the token is real
+    and probes the operation without it and with a made-up one."""
+
+    def get(self, _case: schemathesis.Case, _ctx: schemathesis.AuthContext) -> str:
+        return TOKEN_PLACEHOLDER
+
+    def set(self, case: schemathesis.Case, value: str, _ctx: schemathesis.AuthContext) -> None:
+        headers = {k: v for k, v in (case.headers or {}).items() if k.lower() != "authorization"}
+        case.headers = {**headers, "Authorization": value}
+
+
+def with_token(case: schemathesis.Case, token: str) -> None:
+    headers = case.headers or {}
+    if headers.get("Authorization") == TOKEN_PLACEHOLDER:
+        case.headers = {**headers, **bearer(token)}
 
 
 @pytest.mark.parametrize(
@@ -219,6 +300,28 @@ def test_the_ndjson_check_reads_every_line(line: bytes, conforms: bool) -> None:
             ndjson_lines_conform(None, response, case)
 
 
+def test_every_check_schemathesis_has_is_run() -> None:
+    expected = {
+        "not_a_server_error",
+        "status_code_conformance",
+        "content_type_conformance",
+        "response_headers_conformance",
+        "response_schema_conformance",
+        "negative_data_rejection",
+        "positive_data_acceptance",
+        "missing_required_header",
+        "unsupported_method",
+        "allow_header_conformance",
+        "use_after_free",
+        "ensure_resource_availability",
+        "ignored_auth",
+        "object_level_authorization",
+        "ndjson_lines_conform",
+    }
+    names = [check.__name__ for check in CHECKS]
+    assert set(names) >= expected and len(names) == len(set(names)), names
+
+
 def test_the_router_serves_the_fuzzed_schema(fuzz_router: RouterProcess) -> None:
     served = httpx.get(f"{fuzz_router.url}/openapi.json", timeout=30)
     assert served.status_code == 200
@@ -226,6 +329,7 @@ def test_the_router_serves_the_fuzzed_schema(fuzz_router: RouterProcess) -> None
 
 
 @schema.parametrize()
+@schema.auth.apply(FuzzToken, refresh_interval=None)
 @settings(
     max_examples=EXAMPLES,
     derandomize=not RANDOM,
@@ -237,13 +341,13 @@ def test_every_operation_keeps_to_its_schema(
     case: schemathesis.Case, fuzz_router: RouterProcess, fuzz_token: str
 ) -> None:
     constrain(case)
-    # Authenticated: what is fuzzed is the operation behind the token check (the token check
-    # itself is tests/integration/test_access_matrix.py's).
-    headers = {k: v for k, v in (case.headers or {}).items() if k.lower() != "authorization"}
-    case.headers = {**headers, **bearer(fuzz_token)}
+    with_token(case, fuzz_token)
+    # Authenticated (FuzzToken): what is fuzzed is the operation behind the token check (the
+    # token check itself is tests/integration/test_access_matrix.py's).
     response = case.call_and_validate(base_url=fuzz_router.url, checks=CHECKS, timeout=60)
     # 403 stays possible: fuzzed owner mappings may give a key to another tenant.
-    assert response.status_code != 401, response.text
+    if response.request.headers.get("authorization") == bearer(fuzz_token)["Authorization"]:
+        assert response.status_code != 401, response.text
 
 
 @schema.parametrize()

@@ -6,6 +6,7 @@ against the schema documented for its operation and status. Also the regressions
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -391,3 +392,184 @@ def test_elasticsearch_answers_as_documented(api, doc, anonymous) -> None:
     ):
         conforms(doc, response, path)
         assert response.headers["x-elastic-product"] == "Elasticsearch"
+
+
+# --- the schema says what the API takes (issue #35, item 18) -------------------------------
+
+
+def test_every_schema_the_document_refers_to_is_defined(doc) -> None:
+    referred = set(re.findall(r'"#/components/schemas/([^"]+)"', json.dumps(doc)))
+    assert referred, "no references at all: the pattern is wrong"
+    assert referred <= set(doc["components"]["schemas"]), referred - set(
+        doc["components"]["schemas"]
+    )
+
+
+# A method each path does not take: the request, and the path as documented.
+UNTAKEN_METHODS = {
+    "DELETE /v1/admin/groups": "/v1/admin/groups",
+    "OPTIONS /v1/admin/tokens": "/v1/admin/tokens",
+    "PATCH /v1/flows": "/v1/flows",
+    "PUT /v1/admin/tokens/0123456789abcdef": "/v1/admin/tokens/{token_id}",
+    "POST /health/live": "/health/live",
+}
+
+
+@pytest.mark.parametrize("request_line", UNTAKEN_METHODS)
+def test_a_405_allows_every_method_of_its_path(api, doc, request_line) -> None:
+    method, path = request_line.split()
+    documented = UNTAKEN_METHODS[request_line]
+    response = api.request(method, path)
+    assert response.status_code == 405, response.text
+    allowed = {m.strip() for m in response.headers["allow"].split(",")}
+    methods = {m.upper() for m in doc["paths"][documented]}
+    # Starlette answers HEAD wherever GET is answered; OpenAPI lists GET alone.
+    assert allowed - {"HEAD"} == methods
+    assert ("HEAD" in allowed) == ("GET" in methods)
+
+
+def request_schema(doc: dict[str, Any], method: str, path: str) -> Draft202012Validator:
+    body = doc["paths"][path][method.lower()]["requestBody"]["content"]["application/json"]
+    return Draft202012Validator(
+        {**body["schema"], "components": doc["components"]},
+        format_checker=Draft202012Validator.FORMAT_CHECKER,
+    )
+
+
+def removal(body: dict[str, Any] | None = None, flow: dict[str, Any] | None = None) -> dict:
+    """A DELETE /v1/flows body of one flow, with ``body``'s fields and ``flow``'s replaced."""
+    flow_key = {"src_ip": "10.0.0.1", "dst_ip": "10.0.0.2", "src_port": 1, "dst_port": 2}
+    return {
+        "switch": "oa-x",
+        "from": "2026-01-01",
+        "to": "2026-01-02",
+        "flows": [{**flow_key, **(flow or {})}],
+        **(body or {}),
+    }
+
+
+def query_schema(doc: dict[str, Any], method: str, path: str, name: str) -> Draft202012Validator:
+    parameters = doc["paths"][path][method.lower()]["parameters"]
+    schema = next(p["schema"] for p in parameters if p["name"] == name)
+    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "documented", "body", "field"),
+    [
+        (
+            "PUT",
+            "/v1/admin/groups/oa-no-such-group/replication",
+            "/v1/admin/groups/{name}/replication",
+            {"synchronous": 0},
+            "synchronous",
+        ),
+        (
+            "POST",
+            "/v1/admin/retention/run",
+            "/v1/admin/retention/run",
+            {"as_of": 0, "dry_run": True},
+            "as_of",
+        ),
+        (
+            "POST",
+            "/v1/admin/retention/run",
+            "/v1/admin/retention/run",
+            {"as_of": "0", "dry_run": True},
+            "as_of",
+        ),
+        ("DELETE", "/v1/flows", "/v1/flows", removal(body={"to": 0}), "to"),
+        ("DELETE", "/v1/flows", "/v1/flows", removal(flow={"src_ip": ""}), "flows[0].src_ip"),
+        (
+            "DELETE",
+            "/v1/flows",
+            "/v1/flows",
+            removal(flow={"src_ip": "::1", "dst_ip": "::2", "src_port": "1"}),
+            "flows[0].src_port",
+        ),
+    ],
+)
+def test_a_body_the_schema_refuses_is_invalid(api, doc, method, path, documented, body, field):
+    assert not request_schema(doc, method, documented).is_valid(body)
+    response = api.request(method, path, json=body)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["field"] == field
+    conforms(doc, response, documented)
+
+
+def test_a_day_in_a_query_is_written_as_a_day(api, doc) -> None:
+    for name in ("from", "to"):
+        assert not query_schema(doc, "GET", "/v1/admin/tables", name).is_valid("0")
+        response = api.get("/v1/admin/tables", params={name: "0"})
+        assert response.status_code == 422, response.text
+        assert response.json()["error"]["field"] == name
+        conforms(doc, response)
+
+
+def test_what_the_schema_takes_the_router_takes(api, doc) -> None:
+    # OTLP's JSON is protobuf's JSON mapping: null is a field's default, so the schema says
+    # null; an empty export is written as nothing.
+    export = {"resourceLogs": None}
+    assert request_schema(doc, "POST", "/v1/logs").is_valid(export)
+    ok(doc, api.post("/v1/logs", json=export))
+    removal = {
+        "switch": f"oa-del-{uuid.uuid4().hex[:8]}",
+        "from": FROM[:10],
+        "to": TO[:10],
+        "flows": [
+            {"src_ip": "2001:db8::1", "dst_ip": "2001:db8::2", "src_port": 1.0, "dst_port": 2},
+            {"src_ip": "0.0.0.0", "dst_ip": "10.0.0.2", "src_port": 1, "dst_port": 2, "proto": 6},
+        ],
+    }
+    assert request_schema(doc, "DELETE", "/v1/flows").is_valid(removal)
+    assert ok(doc, api.request("DELETE", "/v1/flows", json=removal)) == {"removed": 0}
+    for value in ("", "10.0.0", "nope", "::g"):
+        assert not request_schema(doc, "DELETE", "/v1/flows").is_valid(
+            {**removal, "flows": [{**removal["flows"][1], "src_ip": value}]}
+        )
+
+
+def test_a_string_where_otlp_has_a_message_is_refused_not_dropped(api, doc) -> None:
+    # json_format took "body": "text" for an empty body: a row with no content, answered 200.
+    owner = f"oa-otlp-{uuid.uuid4().hex[:8]}"
+    resource = {"attributes": [{"key": "service.name", "value": {"stringValue": owner}}]}
+    record = {"timeUnixNano": str(int(NOW.timestamp()) * 10**9), "body": "text"}
+    export = {"resourceLogs": [{"resource": resource, "scopeLogs": [{"logRecords": [record]}]}]}
+    response = api.post("/v1/logs", json=export)
+    assert response.status_code == 400, response.text
+    assert "logRecords[0].body is not an object" in response.json()["message"]
+    conforms(doc, response)
+    page = api.get("/v1/audit/search", params={"owner": owner, "from": FROM, "to": TO})
+    assert ok(doc, page)["items"] == []
+
+
+def string_schemas(schema: dict[str, Any]) -> Any:
+    if "anyOf" in schema:
+        for choice in schema["anyOf"]:
+            yield from string_schemas(choice)
+    elif schema.get("type") == "array":
+        yield from string_schemas(schema.get("items", {}))
+    elif schema.get("type") == "string":
+        yield schema
+
+
+NUL_FREE = {"date", "date-time", "ipv4", "ipv6"}
+
+
+def test_no_query_or_path_parameter_schema_takes_a_nul(doc) -> None:
+    # The router answers 422 for any (router.api.params.reject_nul): the schema says so.
+    checked = 0
+    for path, item in doc["paths"].items():
+        for method, operation in item.items():
+            for parameter in operation.get("parameters", []):
+                if parameter["in"] not in ("query", "path"):
+                    continue
+                for schema in string_schemas(parameter["schema"]):
+                    where = (method, path, parameter["name"], schema)
+                    if "pattern" in schema:
+                        assert not re.search(schema["pattern"], "a\x00b"), where
+                    else:
+                        # The formats' grammars (RFC 3339, addresses) hold no NUL.
+                        assert "enum" in schema or schema.get("format") in NUL_FREE, where
+                    checked += 1
+    assert checked > 50
