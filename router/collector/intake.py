@@ -154,7 +154,7 @@ class Intake:
             metrics.dropped.labels(label, "in the future").inc(len(decoded.records) - len(flows))
         if not flows:
             return 0
-        dropped = self._queue.offer(exporter, flows)
+        dropped = self._queue.offer(flows)
         if dropped:
             metrics.dropped.labels(label, "queue full").inc(dropped)
         metrics.flows.labels(label).inc(len(flows) - dropped)

@@ -1,6 +1,7 @@
 """The bounded queue between the collector's sockets and the database. UDP cannot push back:
 when the database is slower than the exporters (or a shard group is down), the flows that do
-not fit are dropped at once and counted per exporter, never buffered without bound. The
+not fit are dropped at once and counted (the caller counts them per bounded exporter label),
+never buffered without bound. The
 writer takes batches of at most ``batch`` flows, the oldest first, as soon as a batch is full
 or the oldest flow waited ``flush_s``."""
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Sequence
 from typing import Generic, TypeVar
 
@@ -24,18 +25,17 @@ class FlowQueue(Generic[T]):
         self._items: deque[T] = deque()
         self._oldest: float | None = None
         self._ready = asyncio.Event()
-        self.dropped: Counter[str] = Counter()
+        self.dropped = 0
 
     def __len__(self) -> int:
         return len(self._items)
 
-    def offer(self, exporter: str, items: Sequence[T]) -> int:
-        """Enqueue what fits of ``items``; the number dropped (counted for ``exporter``)."""
+    def offer(self, items: Sequence[T]) -> int:
+        """Enqueue what fits of ``items``; the number dropped."""
         room = self._capacity - len(self._items)
         taken = items if len(items) <= room else items[: max(room, 0)]
         dropped = len(items) - len(taken)
-        if dropped:
-            self.dropped[exporter] += dropped
+        self.dropped += dropped
         if taken:
             if not self._items:
                 # A waiting writer starts the flush interval's clock now.

@@ -26,7 +26,7 @@ class SyslogQueue(FlowQueue[Pending]):
         self.capacity = capacity
         self._room = asyncio.Event()
 
-    async def put(self, sender: str, items: Sequence[Pending]) -> None:
+    async def put(self, items: Sequence[Pending]) -> None:
         """Every item queued, waiting for room as long as it takes."""
         while items:
             room = self.capacity - len(self)
@@ -34,7 +34,7 @@ class SyslogQueue(FlowQueue[Pending]):
                 self._room.clear()
                 await self._room.wait()
                 continue
-            self.offer(sender, items[:room])
+            self.offer(items[:room])
             items = items[room:]
 
     def _pop(self) -> list[Pending]:

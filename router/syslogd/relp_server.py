@@ -59,7 +59,7 @@ def relp_session(intake: Intake, queue: SyslogQueue) -> Session:
                     else:
                         ticket = asyncio.get_running_loop().create_future()
                         reader.owe(ticket)
-                        await queue.put(sender, [item._replace(ticket=ticket)])
+                        await queue.put([item._replace(ticket=ticket)])
                         answers.put_nowait((frame.txnr, ticket, OK))
                 if framer.broken is not None:
                     intake.refuse(sender, "unframeable", f"RELP: {framer.broken}")

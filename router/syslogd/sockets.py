@@ -42,7 +42,7 @@ class _Datagrams(asyncio.DatagramProtocol):
             if not self._intake.admits(Peer(sender), "a datagram"):
                 return
             item = self._intake.pending(data, Peer(sender))
-            if item is not None and self._queue.offer(sender, [item]):
+            if item is not None and self._queue.offer([item]):
                 self._intake.metrics.count("dropped")
                 self._intake.throttled.warning("queue full", f"a datagram from {sender} dropped")
         except Exception:
@@ -255,7 +255,7 @@ def stream_session(intake: Intake, queue: SyslogQueue) -> Session:
             if framer.oversize > oversize:
                 intake.refuse(sender, "oversize", "a frame dropped", framer.oversize - oversize)
             if items:
-                await queue.put(sender, items)
+                await queue.put(items)
             if framer.broken is not None:
                 intake.refuse(sender, "unframeable", f"{framer.broken}: connection closed")
                 return

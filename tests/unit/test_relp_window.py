@@ -32,7 +32,9 @@ def commands() -> bytes:
 
 async def test_a_session_stops_reading_while_too_many_answers_wait() -> None:
     limits = Limits(1000, 1000, 64, timedelta(minutes=5))
-    intake = Intake(SyslogSettings(), lambda: limits, SyslogMetrics(Metrics()))
+    # A socket pair's peer has no address to map: the quarantine tenant takes its messages.
+    settings = SyslogSettings(quarantine_tenant="relp-window")
+    intake = Intake(settings, lambda: limits, SyslogMetrics(Metrics()))
     queue = SyslogQueue(capacity=2 * COMMANDS, batch=MAX_UNANSWERED, flush_s=0.01)
     server, client = socket.socketpair()
     loop = asyncio.get_running_loop()

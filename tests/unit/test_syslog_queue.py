@@ -23,7 +23,7 @@ def pending(n: int) -> Pending:
 
 async def test_a_stream_waits_for_room_and_loses_nothing() -> None:
     queue = SyslogQueue(capacity=3, batch=2, flush_s=0.05)
-    put = asyncio.create_task(queue.put("s", [pending(n) for n in range(5)]))
+    put = asyncio.create_task(queue.put([pending(n) for n in range(5)]))
     await asyncio.sleep(0.05)
     assert not put.done() and len(queue) == 3
     first = await queue.take()
@@ -31,7 +31,7 @@ async def test_a_stream_waits_for_room_and_loses_nothing() -> None:
     assert put.done() and len(queue) == 3
     rest = (await queue.take()) + (await queue.take())
     assert [p.row.content for p in first + rest] == [f"m{n}" for n in range(5)]
-    assert not queue.dropped
+    assert queue.dropped == 0
 
 
 async def test_a_datagram_finding_the_queue_full_is_dropped_and_counted() -> None:
