@@ -10,7 +10,6 @@ the live rows with no gap and no repeat at the seam.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import functools
 import logging
@@ -46,6 +45,9 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 REPLAY_PAGE_ROWS = 1000
+# The most rows one turn of a live stream moves into its buffer, or renders (router/tail/pacing.py):
+# about half a millisecond of the event loop.
+TURN_ROWS = 16
 _CATCH_UP_PAUSE_S = 1.0
 
 
@@ -127,7 +129,7 @@ class TailService:
         # marks of the shards the hub has read since (its first cursor may predate a shard's
         # first read). A replay or a resume goes live when it has caught up.
         buffer.live = position is None and replay_from is None
-        subscription = Subscription(spec, buffer)
+        subscription = Subscription(spec, buffer, self.hub.pacer.turn())
         starts = await self.hub.subscribe(subscription)
         stream = Stream(self, subscription, digest, starts)
         stream.resume_id = after
@@ -211,6 +213,7 @@ class TailService:
                 position = TailPosition(position.base, {}, stream.last, position.since)
             async for frames in stream.catch_up(position):
                 yield frames
+        stream.subscription.take_in(None)
         stream.subscription.buffer.go_live(stream.last)
         async for frames in stream.live():
             yield frames
@@ -450,32 +453,42 @@ class Stream:
         return chunks
 
     async def live(self) -> AsyncIterator[list[bytes]]:
+        """Live rows, a turn's worth at a time (router/tail/pacing.py): the rows that came
+        move into the buffer, then those due leave it, at most TURN_ROWS per turn."""
         settings = self.service.settings
         subscription = self.subscription
         buffer = subscription.buffer
+        turn = subscription.turn
         loop = asyncio.get_running_loop()
         heartbeat_at = loop.time() + settings.heartbeat_s
         while True:
-            subscription.wake.clear()
-            if subscription.overflowed:
-                yield [self._overflowed(subscription.overflow)]
-                return
-            released = buffer.release(time.time(), self.service.hub.seen())
-            if released:
-                yield self._frames(released)
-                continue
+            wake_at = heartbeat_at
             due = buffer.next_due()
-            wait = heartbeat_at - loop.time()
             if due is not None:
-                wait = min(wait, due - time.time())
+                wake_at = min(wake_at, loop.time() + max(0.0, due - time.time()))
             if self.deadline is not None:
-                if loop.time() >= self.deadline:
-                    return
-                wait = min(wait, self.deadline - loop.time())
-            if wait > 0:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(wait):
-                        await subscription.wake.wait()
+                wake_at = min(wake_at, self.deadline)
+            await turn.wait(wake_at)
+            ended = subscription.overflowed
+            try:
+                if ended:
+                    frames = [self._overflowed(subscription.overflow)]
+                else:
+                    more = subscription.take_in(TURN_ROWS)
+                    seen = self.service.hub.seen()
+                    released = [] if more else buffer.release(time.time(), seen, TURN_ROWS)
+                    frames = self._frames(released) if released else []
+                    if more or len(released) >= TURN_ROWS:
+                        turn.want()
+            finally:
+                turn.done()
+            if ended:
+                yield frames
+                return
+            if frames:
+                yield frames
+            if self.deadline is not None and loop.time() >= self.deadline:
+                return
             if loop.time() >= heartbeat_at:
                 heartbeat_at = loop.time() + settings.heartbeat_s
                 yield [b": keep-alive\n\n"]

@@ -42,9 +42,10 @@ def claimed(marks: Marks, start: dict[str, ShardSnapshot], row: Row) -> bool:
     return any(s.sees(row.xid) and row.key <= k for s, k in marks.claims.get(row.shard, ()))
 
 
-def simulate(seed: int, capacity: int = 10_000) -> int:
-    """Random commits, reads and releases; after every row sent, the position it carries must
-    name exactly the rows sent so far. Returns how many rows were sent."""
+def simulate(seed: int, capacity: int = 10_000, most: int | None = None) -> int:
+    """Random commits, reads and releases (of at most ``most`` rows each, as a stream's turn
+    takes); after every row sent, the position it carries must name exactly the rows sent so
+    far. Returns how many rows were sent."""
     rng = random.Random(seed)
     shards = ["s1", "s2", "s3"]
     next_xid = {s: 100 for s in shards}
@@ -81,7 +82,7 @@ def simulate(seed: int, capacity: int = 10_000) -> int:
             seen[shard] = next_xid[shard]
         else:
             hub = {s: snap(n) for s, n in seen.items()}
-            for event, marks in buffer.release(now, hub):
+            for event, marks in buffer.release(now, hub, most):
                 row = event.row["row"]
                 assert row not in sent
                 sent.add(row)
@@ -101,6 +102,11 @@ def test_every_position_names_exactly_the_rows_sent(seed: int) -> None:
     assert simulate(seed) > 0
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_releases_cut_short_name_exactly_the_rows_sent(seed: int) -> None:
+    assert simulate(seed, most=2) > 0
+
+
 @pytest.mark.parametrize("seed", range(10))
 def test_an_overflow_position_names_exactly_the_rows_sent(seed: int) -> None:
     simulate(seed, capacity=8)
@@ -116,6 +122,21 @@ def test_rows_leave_in_key_order_a_watermark_after_their_ts() -> None:
     assert [e.key[3] for e, _ in first] == [1]
     rest = buffer.release(now + 1.6, {})
     assert [e.key[3] for e, _ in rest] == [2, 0]
+    assert buffer.next_due() is None
+
+
+def test_a_release_cut_short_leaves_the_rest_due() -> None:
+    """Rows due because a row ahead of the clock (sorting after them) came due stay due when
+    a release stops early."""
+    buffer = Buffer(watermark_s=1.0, capacity=100)
+    now = EPOCH.timestamp()
+    ahead = (EPOCH + timedelta(hours=1), "s1", 1, 9, 5)
+    buffer.add(Batch("s1", snap(5), now), [Event(ahead, {}, False)], {})
+    behind = [(EPOCH + timedelta(seconds=0.8), "s1", 1, n, 6) for n in range(3)]
+    buffer.add(Batch("s1", snap(6), now + 0.9), [Event(k, {}, False) for k in behind], {})
+    assert [e.key[3] for e, _ in buffer.release(now + 1.01, {}, 2)] == [0, 1]
+    assert buffer.next_due() == now + 1.01
+    assert [e.key[3] for e, _ in buffer.release(now + 1.02, {}, 2)] == [2, 9]
     assert buffer.next_due() is None
 
 
