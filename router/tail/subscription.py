@@ -135,6 +135,11 @@ class Subscription:
             self.buffer.add(batch, _copies(parts), seen)
         return bool(self.inbox)
 
+    def seen_before_inbox(self, seen: Mapping[str, ShardSnapshot]) -> Mapping[str, ShardSnapshot]:
+        """What the hub had read when the inbox's oldest rows came (else ``seen``, the hub's
+        now): the marks of rows released meanwhile must not claim the inbox's as sent."""
+        return self.inbox[0][2] if self.inbox else seen
+
 
 def _copies(parts: list[list[Event]]) -> Iterator[Event]:
     return (event.copy() for part in parts for event in part)
