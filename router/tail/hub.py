@@ -36,7 +36,7 @@ from router.errors import BUG_MARKER, Unavailable
 from router.metrics import Metrics
 from router.search.snapshot import ShardSnapshot
 from router.settings import PoolSettings, TailSettings
-from router.tail import sql
+from router.tail import memory, sql
 from router.tail.events import Batch, Event
 from router.tail.pacing import Pacer
 from router.tail.subscription import Filter, Subscription
@@ -277,6 +277,8 @@ class TailHub:
         for reader in readers.values():
             reader.halt()
         await asyncio.shield(asyncio.gather(*(r.stop() for r in readers.values())))
+        if not self.subscriptions:
+            memory.give_back()
 
     async def on_catalog(self, _snapshot: object) -> None:
         """Shards that joined the catalog get a reader (their rows are all new); those that
