@@ -49,6 +49,7 @@ LISTENER_APPLICATION_NAME = "shardlog-tail-listener"
 MAX_FILTERS_PER_STATEMENT = 64
 _RETRY_PAUSES_S = (0.2, 0.5, 1.0, 2.0)
 _FIRST_READ_DEADLINE_S = 5.0
+_GIVE_BACK_AFTER_S = 1.0
 _NOT_ROW = ("xid", "merged")
 
 
@@ -276,7 +277,11 @@ class TailHub:
         readers, self._readers = self._readers, {}
         for reader in readers.values():
             reader.halt()
+        # Once the last streams' connections are gone too (a second later).
+        asyncio.get_running_loop().call_later(_GIVE_BACK_AFTER_S, self._give_back)
         await asyncio.shield(asyncio.gather(*(r.stop() for r in readers.values())))
+
+    def _give_back(self) -> None:
         if not self.subscriptions:
             memory.give_back()
 
