@@ -249,7 +249,7 @@ def main() -> int:
         left.set_ylabel("seconds")
         left.set_title(f"{ROWS}-row write latency at {args.rate}/s (target: p99 line)")
         left.legend()
-        middle.bar(list(rss), list(rss.values()))
+        middle.bar([name.replace("_", "\n") for name in rss], list(rss.values()))
         middle.set_ylabel("router RSS, MB")
         middle.set_title("router memory")
         right.bar(["3 s after", "in the end"], [at_3s * 100, delivered * 100])
