@@ -21,6 +21,7 @@ MODULES = (
     "search.mixed",
     "search.export",
     "hostile.decoders",
+    "tail.writes",
 )
 
 

@@ -33,7 +33,7 @@ from router.ingest.records import Limits, Location
 from router.settings import Settings
 from services.cluster import LocalCluster
 from services.collector_process import CollectorProcess
-from services.process import port_in_use
+from services.process import free_port, port_in_use
 from services.router_process import RouterProcess
 
 T = TypeVar("T")
@@ -157,6 +157,14 @@ def settings_env(settings: Settings) -> dict[str, str]:
     }
     env.update({key: str(value) for key, value in optional.items() if value is not None})
     return env
+
+
+def another_router(settings: Settings, home: Path, env: dict[str, str]) -> RouterProcess:
+    """A router of its own (its home, a free port) on the session's catalog and shards, with
+    ``env`` over the session's settings; start it with ``running_router``."""
+    port = free_port()
+    full = {**settings_env(settings), "SHARDLOG_SERVER__PORT": str(port), **env}
+    return RouterProcess(home, settings.server.host, port, env=full)
 
 
 def run_cli(

@@ -4,6 +4,7 @@ __main__, so that they can import it)."""
 from __future__ import annotations
 
 import asyncio
+import resource
 import time
 import urllib.parse
 from datetime import datetime
@@ -101,3 +102,52 @@ def subscribers_process(
         out.put({"rows": counts[0], "lags": lags})
 
     asyncio.run(run())
+
+
+def one_owner_process(
+    url: str, header: str, owner_key: str, count: int, ready: Any, stop: Any, rows: Any
+) -> None:
+    """``count`` tail streams of one owner on raw sockets; ``rows`` (a shared integer) counts
+    the rows they received, all together, as they come."""
+    raise_open_files_limit()
+    parsed = urllib.parse.urlsplit(url)
+    request = (
+        f"GET /v1/audit/tail?owner={owner_key} HTTP/1.1\r\nHost: x\r\nAuthorization: {header}"
+        "\r\nAccept: text/event-stream\r\n\r\n"
+    ).encode()
+    subscribed = [0]
+    everyone = asyncio.Event()
+
+    async def one() -> None:
+        reader, writer = await asyncio.open_connection(parsed.hostname, parsed.port)
+        writer.write(request)
+        carry = b""
+        while chunk := await reader.read(1 << 16):
+            text = carry + chunk
+            if b"event: subscribed" in text and b"event: subscribed" not in carry:
+                subscribed[0] += 1
+                if subscribed[0] == count:
+                    everyone.set()
+            # A row marker split across two reads is counted once, in the next.
+            cut = max(len(text) - len(_ROW) + 1, 0)
+            counted_to = text.rfind(_ROW) + len(_ROW) if _ROW in text else 0
+            rows.value += text[: max(cut, counted_to)].count(_ROW)
+            carry = text[max(cut, counted_to) :]
+
+    async def run() -> None:
+        tasks = [asyncio.create_task(one()) for _ in range(count)]
+        await everyone.wait()
+        ready.set()
+        await asyncio.to_thread(stop.wait)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    asyncio.run(run())
+
+
+def raise_open_files_limit() -> None:
+    """A socket per stream: the soft limit of open files up to the hard one."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))

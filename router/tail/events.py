@@ -34,7 +34,7 @@ class Batch:
     seq: int = 0
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Event:
     key: EventKey
     row: dict[str, Any]

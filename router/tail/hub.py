@@ -36,8 +36,9 @@ from router.errors import BUG_MARKER, Unavailable
 from router.metrics import Metrics
 from router.search.snapshot import ShardSnapshot
 from router.settings import PoolSettings, TailSettings
-from router.tail import sql
+from router.tail import memory, sql
 from router.tail.events import Batch, Event
+from router.tail.pacing import Pacer
 from router.tail.subscription import Filter, Subscription
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,7 @@ LISTENER_APPLICATION_NAME = "shardlog-tail-listener"
 MAX_FILTERS_PER_STATEMENT = 64
 _RETRY_PAUSES_S = (0.2, 0.5, 1.0, 2.0)
 _FIRST_READ_DEADLINE_S = 5.0
+_GIVE_BACK_AFTER_S = 1.0
 _NOT_ROW = ("xid", "merged")
 
 
@@ -236,6 +238,7 @@ class TailHub:
         self._interest: dict[tuple[str, int], Interest] = {}
         self._owners: dict[tuple[str, int], OwnerMapping | None] = {}
         self._lock = asyncio.Lock()
+        self.pacer = Pacer()
 
     # --- subscriptions -----------------------------------------------------------------
 
@@ -263,6 +266,7 @@ class TailHub:
         """Everything but the readers' clean-up happens before the first await: a stream's
         task is often cancelled already when it unsubscribes."""
         self.subscriptions.discard(subscription)
+        subscription.turn.close()
         self._interest.clear()
         for reader in self._readers.values():
             if subscription in reader.joining:
@@ -273,7 +277,13 @@ class TailHub:
         readers, self._readers = self._readers, {}
         for reader in readers.values():
             reader.halt()
+        # Once the last streams' connections are gone too (a second later).
+        asyncio.get_running_loop().call_later(_GIVE_BACK_AFTER_S, self._give_back)
         await asyncio.shield(asyncio.gather(*(r.stop() for r in readers.values())))
+
+    def _give_back(self) -> None:
+        if not self.subscriptions:
+            memory.give_back()
 
     async def on_catalog(self, _snapshot: object) -> None:
         """Shards that joined the catalog get a reader (their rows are all new); those that
@@ -385,32 +395,31 @@ class TailHub:
             )
         return out
 
-    def batches_for(
-        self, shard: str, start: ShardSnapshot, read: Read
-    ) -> dict[Subscription, list[Event]]:
-        """Each subscription's events of one read; a row several subscriptions want is read,
-        built and rendered once."""
-        per: dict[Subscription, list[Event]] = defaultdict(list)
+    def batches_for(self, shard: str, read: Read) -> dict[Subscription, list[list[Event]]]:
+        """Each subscription's events of one read, as lists shared by the subscriptions of
+        the same filter: a row is read, built and filtered once whoever wants it."""
+        per: dict[Subscription, list[list[Event]]] = defaultdict(list)
         for interest, mapping, records in read.rows:
             shared = self.rows(shard, read, records, mapping)
+            matching = [
+                [e for e, r in zip(shared, records, strict=True) if r.get(f"m{number}")]
+                for number in range(len(interest.filters))
+            ]
             for subscription, number in interest.wanted:
-                flag = None if number is None else f"m{number}"
-                per[subscription].extend(
-                    event.copy()
-                    for event, record in zip(shared, records, strict=True)
-                    if flag is None or record.get(flag)
-                )
+                if matching[number]:
+                    per[subscription].append(matching[number])
         return per
 
     def dispatch(self, shard: str, start: ShardSnapshot, end: ShardSnapshot, read: Read) -> None:
         """Hands every subscription its events of one read (no await: none comes or goes
-        meanwhile)."""
+        meanwhile). A constant cost per subscription: the work per row and subscription is
+        its stream's, in its turn (router/tail/pacing.py)."""
         seen = self.seen()
-        for subscription, events in self.batches_for(shard, start, read).items():
-            if subscription not in self.subscriptions or not events:
+        for subscription, parts in self.batches_for(shard, read).items():
+            if subscription not in self.subscriptions:
                 continue
             batch = Batch(shard, start, read.read_at, end)
-            if not subscription.deliver(batch, events, seen):
+            if not subscription.deliver(batch, parts, seen):
                 self.metrics.tail_overflows.inc()
 
 

@@ -152,14 +152,18 @@ class Buffer:
             times.append(self._ahead[0][0])
         return min(times) if times else None
 
-    def release(self, now: float, seen: Mapping[str, ShardSnapshot]) -> list[tuple[Event, Marks]]:
-        """The events that leave now, each with the marks a client holds once it has it.
-        ``seen``: what the hub has read of every shard."""
+    def release(
+        self, now: float, seen: Mapping[str, ShardSnapshot], most: int | None = None
+    ) -> list[tuple[Event, Marks]]:
+        """The events that leave now (the first ``most`` of them; the rest at the next
+        release), each with the marks a client holds once it has it. ``seen``: what the hub
+        has read of every shard."""
         if not self.live:
             return []
         out: list[tuple[Event, Marks]] = []
+        room = len(self) if most is None else most
         base = self._base(seen)
-        while self._late:
+        while self._late and len(out) < room:
             event = self._late.popleft()
             self._sent(event)
             out.append((event, self._marks_with(base, seen)))
@@ -167,13 +171,18 @@ class Buffer:
         while self._ahead and self._ahead[0][0] <= now:
             key = heapq.heappop(self._ahead)[1]
             limit = key if limit is None or key > limit else limit
-        while self._heap and (
-            self._heap[0].due_at <= now or (limit is not None and self._heap[0].key <= limit)
+        while (
+            self._heap
+            and len(out) < room
+            and (self._heap[0].due_at <= now or (limit is not None and self._heap[0].key <= limit))
         ):
             event = heapq.heappop(self._heap)
             self.last = event.key
             self._sent(event)
             out.append((event, self._marks_with(base, seen)))
+        if limit is not None and self._heap and self._heap[0].key <= limit:
+            # Cut short: the events up to ``limit`` are due at the next release.
+            heapq.heappush(self._ahead, (now, limit))
         return out
 
     def marks(self, seen: Mapping[str, ShardSnapshot]) -> Marks:

@@ -68,8 +68,9 @@ def _snapshots(value: Any) -> dict[str, ShardSnapshot]:
 
 class TailCursorCodec:
     def __init__(self, secret: bytes, keep_s: float) -> None:
-        self._secret = secret
         self._keep_s = keep_s
+        # Keyed once: a copy per cursor skips the key's setup (a tail signs one per row sent).
+        self._mac = hmac.new(secret, digestmod=hashlib.sha256)
         # Keys as JSON, by key: a cursor repeats most shards' keys event after event.
         self._keys: dict[EventKey, list[Any]] = {}
 
@@ -82,18 +83,26 @@ class TailCursorCodec:
         return found
 
     def _sign(self, payload: bytes) -> bytes:
-        return hmac.new(self._secret, payload, hashlib.sha256).digest()[:_SIGNATURE_BYTES]
+        mac = self._mac.copy()
+        mac.update(payload)
+        return mac.digest()[:_SIGNATURE_BYTES]
 
-    def shard_part(self, position: TailPosition) -> dict[str, Any]:
+    @staticmethod
+    def base_part(base: Mapping[str, ShardSnapshot]) -> dict[str, list[int]]:
+        return {shard: snap.compact() for shard, snap in sorted(base.items())}
+
+    def shard_part(
+        self, position: TailPosition, base: dict[str, list[int]] | None = None
+    ) -> dict[str, Any]:
         """The part of a cursor that only changes between releases (encoded once for all the
-        events of one)."""
+        events of one); ``base``: ``base_part`` of the position's base, if made already."""
         claims = {
             shard: [[snap.compact(), self._key(key)] for snap, key in found]
             for shard, found in sorted(position.claims.items())
             if found
         }
         part: dict[str, Any] = {
-            "b": {shard: snap.compact() for shard, snap in sorted(position.base.items())},
+            "b": self.base_part(position.base) if base is None else base,
             "s": claims,
             "a": int(position.since),
         }

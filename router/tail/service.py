@@ -10,7 +10,6 @@ the live rows with no gap and no repeat at the seam.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import functools
 import logging
@@ -46,6 +45,10 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 REPLAY_PAGE_ROWS = 1000
+# A turn of a live stream (router/tail/pacing.py): steps of at most TURN_ROWS rows moved into
+# its buffer or sent, while it has taken less than TURN_S of the event loop.
+TURN_ROWS = 16
+TURN_S = 0.0005
 _CATCH_UP_PAUSE_S = 1.0
 
 
@@ -127,7 +130,7 @@ class TailService:
         # marks of the shards the hub has read since (its first cursor may predate a shard's
         # first read). A replay or a resume goes live when it has caught up.
         buffer.live = position is None and replay_from is None
-        subscription = Subscription(spec, buffer)
+        subscription = Subscription(spec, buffer, self.hub.pacer.turn())
         starts = await self.hub.subscribe(subscription)
         stream = Stream(self, subscription, digest, starts)
         stream.resume_id = after
@@ -211,6 +214,7 @@ class TailService:
                 position = TailPosition(position.base, {}, stream.last, position.since)
             async for frames in stream.catch_up(position):
                 yield frames
+        stream.subscription.take_in(None)
         stream.subscription.buffer.go_live(stream.last)
         async for frames in stream.live():
             yield frames
@@ -424,15 +428,21 @@ class Stream:
 
     # --- live --------------------------------------------------------------------------
 
-    def _part(self, marks: Marks) -> dict[str, Any]:
+    def _part(self, marks: Marks, base: dict[str, list[int]] | None = None) -> dict[str, Any]:
         since = marks.oldest_read_at if marks.oldest_read_at is not None else time.time()
-        return self.service.codec.shard_part(TailPosition(marks.base, marks.claims, None, since))
+        position = TailPosition(marks.base, marks.claims, None, since)
+        return self.service.codec.shard_part(position, base)
 
     def _frames(self, released: list[tuple[Event, Marks]]) -> list[bytes]:
         metrics = self.service.metrics
         now = time.time()
         chunks = []
+        # The events of one release share their marks' base (encoded once).
+        base_of: Mapping[str, ShardSnapshot] | None = None
+        base: dict[str, list[int]] | None = None
         for event, marks in released:
+            if marks.base is not base_of:
+                base_of, base = marks.base, self.service.codec.base_part(marks.base)
             rendered = event.rendered
             if rendered:
                 item = rendered[0]
@@ -443,39 +453,68 @@ class Stream:
             flags = b',"late":true' if event.late else b',"late":false'
             if self.kind == "flow":
                 flags += b',"merged":true' if event.merged else b',"merged":false'
-            self.resume_id = self.encode(self._part(marks), marks.last)
+            self.resume_id = self.encode(self._part(marks, base), marks.last)
             chunks.append(raw_frame(item[:-1] + flags + b"}", self.resume_id))
             metrics.tail_lag.observe(max(0.0, now - event.committed_at))
         metrics.tail_events.labels(self.kind).inc(len(chunks))
         return chunks
 
+    def _turn(self) -> tuple[list[bytes], bool]:
+        """One turn's frames (TURN_ROWS at a time, for about TURN_S), and whether more
+        work waits."""
+        subscription = self.subscription
+        buffer = subscription.buffer
+        started = time.perf_counter()
+        frames: list[bytes] = []
+        while True:
+            now = time.time()
+            due = buffer.next_due()
+            if due is None or due > now:
+                subscription.take_in(TURN_ROWS)
+            seen = subscription.seen_before_inbox(self.service.hub.seen())
+            released = buffer.release(now, seen, TURN_ROWS)
+            if released:
+                frames.extend(self._frames(released))
+            more = bool(subscription.inbox) or len(released) >= TURN_ROWS
+            if not more or time.perf_counter() - started >= TURN_S:
+                return frames, more
+
     async def live(self) -> AsyncIterator[list[bytes]]:
+        """Live rows, a turn's worth at a time (router/tail/pacing.py): at most TURN_ROWS due
+        rows leave the buffer; when none is due, the inbox's next rows move into it. A stream
+        behind keeps its backlog in the inbox, as the hub's shared lists, not as rows of its
+        own."""
         settings = self.service.settings
         subscription = self.subscription
         buffer = subscription.buffer
+        turn = subscription.turn
         loop = asyncio.get_running_loop()
         heartbeat_at = loop.time() + settings.heartbeat_s
         while True:
-            subscription.wake.clear()
-            if subscription.overflowed:
-                yield [self._overflowed(subscription.overflow)]
-                return
-            released = buffer.release(time.time(), self.service.hub.seen())
-            if released:
-                yield self._frames(released)
-                continue
+            wake_at = heartbeat_at
             due = buffer.next_due()
-            wait = heartbeat_at - loop.time()
             if due is not None:
-                wait = min(wait, due - time.time())
+                wake_at = min(wake_at, loop.time() + max(0.0, due - time.time()))
             if self.deadline is not None:
-                if loop.time() >= self.deadline:
-                    return
-                wait = min(wait, self.deadline - loop.time())
-            if wait > 0:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(wait):
-                        await subscription.wake.wait()
+                wake_at = min(wake_at, self.deadline)
+            await turn.wait(wake_at)
+            ended = subscription.overflowed
+            try:
+                if ended:
+                    frames = [self._overflowed(subscription.overflow)]
+                else:
+                    frames, more = self._turn()
+                    if more:
+                        turn.want()
+            finally:
+                turn.done()
+            if ended:
+                yield frames
+                return
+            if frames:
+                yield frames
+            if self.deadline is not None and loop.time() >= self.deadline:
+                return
             if loop.time() >= heartbeat_at:
                 heartbeat_at = loop.time() + settings.heartbeat_s
                 yield [b": keep-alive\n\n"]

@@ -17,15 +17,14 @@ import pytest
 from router.auth.scopes import DATA_SCOPES, SCOPES, SYSTEM_TENANT
 from router.settings import Settings
 from services.cluster import LocalCluster
-from services.process import free_port
 from services.router_process import RouterProcess
 from tests.support import (
+    another_router,
     bearer,
     eventually,
     issue_token,
     run_cli,
     running_router,
-    settings_env,
 )
 from tests.tail_client import TailClient
 
@@ -76,18 +75,12 @@ def second_router(
     settings: Settings, cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RouterProcess]:
     """Another router on the same catalog and shards, with a short watermark."""
-    env = settings_env(settings)
-    port = free_port()
-    env.update(
-        {
-            "SHARDLOG_SERVER__PORT": str(port),
-            "SHARDLOG_TAIL__WATERMARK_S": "0.3",
-            "SHARDLOG_TAIL__MAX_BUFFERED_EVENTS": "200",
-            "SHARDLOG_TAIL__MAX_SUBSCRIPTIONS": "3",
-        }
-    )
-    router = RouterProcess(tmp_path_factory.mktemp("tail-b"), settings.server.host, port, env=env)
-    with running_router(router):
+    env = {
+        "SHARDLOG_TAIL__WATERMARK_S": "0.3",
+        "SHARDLOG_TAIL__MAX_BUFFERED_EVENTS": "200",
+        "SHARDLOG_TAIL__MAX_SUBSCRIPTIONS": "3",
+    }
+    with running_router(another_router(settings, tmp_path_factory.mktemp("tail-b"), env)) as router:
         yield router
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 import pytest
 
@@ -16,7 +17,9 @@ from router.errors import BadRequest
 from router.search.snapshot import ShardSnapshot
 from router.tail.events import Batch, Event, EventKey
 from router.tail.ordering import Buffer, Marks, Overflow
+from router.tail.pacing import Pacer
 from router.tail.position import TailCursorCodec, TailPosition
+from router.tail.subscription import Subscription, TailSpec
 
 EPOCH = datetime(2026, 11, 25, tzinfo=UTC)
 SECRET = b"0123456789abcdef0123456789abcdef"
@@ -42,9 +45,21 @@ def claimed(marks: Marks, start: dict[str, ShardSnapshot], row: Row) -> bool:
     return any(s.sees(row.xid) and row.key <= k for s, k in marks.claims.get(row.shard, ()))
 
 
-def simulate(seed: int, capacity: int = 10_000) -> int:
-    """Random commits, reads and releases; after every row sent, the position it carries must
-    name exactly the rows sent so far. Returns how many rows were sent."""
+class _Spec:
+    """What a Subscription asks of its spec here: its filter (none)."""
+
+    def condition(self) -> None:
+        return None
+
+
+def simulate(
+    seed: int, capacity: int = 10_000, most: int | None = None, via_inbox: bool = False
+) -> int:
+    """Random commits, reads and releases (of at most ``most`` rows each, as a stream's turn
+    takes); after every row sent, the position it carries must name exactly the rows sent so
+    far. Returns how many rows were sent. ``via_inbox``: reads go to a Subscription's inbox
+    and a release moves rows in only when none is due, as a stream's turn does
+    (router/tail/service.py), so rows leave while later reads wait in the inbox."""
     rng = random.Random(seed)
     shards = ["s1", "s2", "s3"]
     next_xid = {s: 100 for s in shards}
@@ -52,6 +67,7 @@ def simulate(seed: int, capacity: int = 10_000) -> int:
     committed: dict[str, list[Row]] = {s: [] for s in shards}
     start = {s: snap(100) for s in shards}
     buffer = Buffer(watermark_s=1.0, capacity=capacity)
+    subscription = Subscription(cast(TailSpec, _Spec()), buffer, Pacer().turn())
     sent: set[Row] = set()
     every: list[Row] = []
     now = EPOCH.timestamp()
@@ -73,15 +89,27 @@ def simulate(seed: int, capacity: int = 10_000) -> int:
             fresh = [r for r in committed[shard] if seen[shard] <= r.xid < next_xid[shard]]
             batch = Batch(shard, snap(seen[shard]), now, snap(next_xid[shard]))
             events = [Event(r.key, {"row": r}, False) for r in fresh]
-            try:
-                buffer.add(batch, events, {s: snap(n) for s, n in seen.items()})
-            except Overflow as overflow:
-                check(overflow.marks, start, every, sent)
-                return len(sent)
+            seen_then = {s: snap(n) for s, n in seen.items()}
+            if via_inbox:
+                if not subscription.deliver(batch, [events], seen_then):
+                    assert subscription.overflow is not None
+                    check(subscription.overflow, start, every, sent)
+                    return len(sent)
+            else:
+                try:
+                    buffer.add(batch, events, seen_then)
+                except Overflow as overflow:
+                    check(overflow.marks, start, every, sent)
+                    return len(sent)
             seen[shard] = next_xid[shard]
         else:
-            hub = {s: snap(n) for s, n in seen.items()}
-            for event, marks in buffer.release(now, hub):
+            hub: dict[str, ShardSnapshot] = {s: snap(n) for s, n in seen.items()}
+            if via_inbox:
+                due = buffer.next_due()
+                if due is None or due > now:
+                    subscription.take_in(most)
+                hub = dict(subscription.seen_before_inbox(hub))
+            for event, marks in buffer.release(now, hub, most):
                 row = event.row["row"]
                 assert row not in sent
                 sent.add(row)
@@ -101,6 +129,23 @@ def test_every_position_names_exactly_the_rows_sent(seed: int) -> None:
     assert simulate(seed) > 0
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_releases_cut_short_name_exactly_the_rows_sent(seed: int) -> None:
+    assert simulate(seed, most=2) > 0
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_rows_sent_while_later_reads_wait_in_the_inbox_name_exactly_the_rows_sent(
+    seed: int,
+) -> None:
+    assert simulate(seed, most=2, via_inbox=True) > 0
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_an_overflow_through_the_inbox_names_exactly_the_rows_sent(seed: int) -> None:
+    simulate(seed, capacity=8, most=2, via_inbox=True)
+
+
 @pytest.mark.parametrize("seed", range(10))
 def test_an_overflow_position_names_exactly_the_rows_sent(seed: int) -> None:
     simulate(seed, capacity=8)
@@ -116,6 +161,21 @@ def test_rows_leave_in_key_order_a_watermark_after_their_ts() -> None:
     assert [e.key[3] for e, _ in first] == [1]
     rest = buffer.release(now + 1.6, {})
     assert [e.key[3] for e, _ in rest] == [2, 0]
+    assert buffer.next_due() is None
+
+
+def test_a_release_cut_short_leaves_the_rest_due() -> None:
+    """Rows due because a row ahead of the clock (sorting after them) came due stay due when
+    a release stops early."""
+    buffer = Buffer(watermark_s=1.0, capacity=100)
+    now = EPOCH.timestamp()
+    ahead = (EPOCH + timedelta(hours=1), "s1", 1, 9, 5)
+    buffer.add(Batch("s1", snap(5), now), [Event(ahead, {}, False)], {})
+    behind = [(EPOCH + timedelta(seconds=0.8), "s1", 1, n, 6) for n in range(3)]
+    buffer.add(Batch("s1", snap(6), now + 0.9), [Event(k, {}, False) for k in behind], {})
+    assert [e.key[3] for e, _ in buffer.release(now + 1.01, {}, 2)] == [0, 1]
+    assert buffer.next_due() == now + 1.01
+    assert [e.key[3] for e, _ in buffer.release(now + 1.02, {}, 2)] == [2, 9]
     assert buffer.next_due() is None
 
 
