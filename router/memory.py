@@ -1,4 +1,5 @@
-"""The C allocator told to give large blocks back to the system as soon as they are freed.
+"""Memory handed back to the system: the C allocator told to give large blocks back as soon as
+they are freed, and what closed streams held given back when the last one ends.
 
 glibc raises its mmap threshold each time a mapped block is freed (up to 32 MiB), so after one
 large request body the next ones of that size come from the heap, whose freed pages it keeps:
@@ -8,8 +9,13 @@ mapped, returned whole when freed. Another C library (musl) has no mallopt: noth
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import ctypes.util
+import functools
+import gc
 import logging
+from collections.abc import Callable
 
 log = logging.getLogger("router.memory")
 
@@ -28,3 +34,27 @@ def hand_back_large_blocks() -> bool:
     if not taken:
         log.warning("the C allocator refused a fixed mmap threshold; freed bodies may stay held")
     return taken
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    with contextlib.suppress(OSError, AttributeError):
+        trim: Callable[[int], int] = ctypes.CDLL(name).malloc_trim
+        return trim
+    return None
+
+
+def give_back() -> bool:
+    """Frees what only reference cycles hold (a tail stream's connection, task and generator
+    are such cycles), then returns the allocator's free pages to the system (glibc keeps them
+    for reuse: after 1,000 tail streams the router stayed 160 MB above where it began); False
+    where it cannot return them (no glibc)."""
+    gc.collect()
+    trim = _malloc_trim()
+    if trim is None:
+        return False
+    trim(0)
+    return True

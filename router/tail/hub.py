@@ -23,6 +23,7 @@ from typing import Any
 
 import asyncpg
 
+from router import memory
 from router.auth.scopes import KEY_NAME
 from router.catalog import store
 from router.catalog.cache import CatalogCache
@@ -36,7 +37,7 @@ from router.errors import BUG_MARKER, Unavailable
 from router.metrics import Metrics
 from router.search.snapshot import ShardSnapshot
 from router.settings import PoolSettings, TailSettings
-from router.tail import memory, sql
+from router.tail import sql
 from router.tail.events import Batch, Event
 from router.tail.pacing import Pacer
 from router.tail.subscription import Filter, Subscription
