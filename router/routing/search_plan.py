@@ -4,7 +4,8 @@ owner's day tables are (the registry) and the shards' states (the catalog)."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import date
 
@@ -40,6 +41,22 @@ class SearchPlan:
     @property
     def empty(self) -> bool:
         return not self.targets
+
+    def only(self, tables: AbstractSet[tuple[str, str]]) -> SearchPlan:
+        """The plan of the (shard, table name) pairs named alone (shards left without a table
+        dropped); the shards unavailable stay, so that the plan's answers say so too."""
+        return self._kept(lambda shard, table: (shard, table.name) in tables)
+
+    def without(self, tables: AbstractSet[tuple[str, str]]) -> SearchPlan:
+        """The plan of every table but the (shard, table name) pairs named."""
+        return self._kept(lambda shard, table: (shard, table.name) not in tables)
+
+    def _kept(self, keep: Callable[[str, DayTable], bool]) -> SearchPlan:
+        targets = (
+            ShardTarget(t.shard, tuple(table for table in t.tables if keep(t.shard, table)))
+            for t in self.targets
+        )
+        return SearchPlan(tuple(t for t in targets if t.tables), self.unavailable)
 
 
 def plan_search(

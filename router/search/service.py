@@ -482,42 +482,26 @@ class SearchService:
     async def _estimate(
         self, query: Query, plan: SearchPlan, pinning: Pinning | None
     ) -> tuple[int, str, list[ShardFailure]]:
-        """The planner's estimate for a time range alone, unless a table in it has no
-        statistics yet or outdated ones; otherwise a sample of the range, a larger one when the
-        first was not sure enough, or a count when sampling would not pay
-        (router/search/estimate.py). Samples ignore a consistent search's snapshots."""
-        failures: list[ShardFailure] = []
-        stale = 0
+        """A time range alone: the planner's estimate (``_range_estimate``); otherwise a
+        sample of the range, a larger one when the first was not sure enough, or a count when
+        sampling would not pay (router/search/estimate.py). Samples ignore a consistent
+        search's snapshots."""
         if sql.filter_parts(query, sql.Params())[1] == "true":
-            (stale, failures), (value, planned) = await asyncio.gather(
-                self._stale_statistics(plan, pinning),
-                self._planner_rows(
-                    plan, lambda _shard, tables: sql.estimate_sql(query, tables), pinning
-                ),
-            )
-            failures += _new_failures(failures, planned)
-            if not stale:
-                return value, "planner", failures
+            return await self._range_estimate(query, plan, pinning)
         limits = estimate.Limits.of(self._settings)
         planner_range: int | None = None
-        if isinstance(query, AuditQuery) and stale:
+        if isinstance(query, AuditQuery):
             first, ceiling = limits.first_fraction, 1.0
-            found, more = await self._sample(query, plan, first, pinning)
-            failures += _new_failures(failures, more)
-        elif isinstance(query, AuditQuery):
-            first, ceiling = limits.first_fraction, 1.0
-            (planner_range, planned), (found, more) = await asyncio.gather(
+            (planner_range, failures), (found, more) = await asyncio.gather(
                 self._planner_rows(
                     plan, lambda _s, tables: sql.range_estimate_sql(query, tables), pinning
                 ),
                 self._sample(query, plan, first, pinning),
             )
-            failures += _new_failures(failures, planned)
             failures += _new_failures(failures, more)
         else:
             ceiling = estimate.FLOW_FRACTIONS[1]
-            found, more = await self._sample(query, plan, estimate.FLOW_FRACTIONS[0], pinning)
-            failures += _new_failures(failures, more)
+            found, failures = await self._sample(query, plan, estimate.FLOW_FRACTIONS[0], pinning)
         guess = estimate.estimate(found, planner_range)
         step = estimate.next_step(found, guess, ceiling, limits)
         if step.action == "count":
@@ -532,15 +516,38 @@ class SearchService:
         method = "count" if found.fraction >= 1 and pinning is None else "sample"
         return round(guess.value), method, failures
 
-    async def _stale_statistics(
+    async def _range_estimate(
+        self, query: Query, plan: SearchPlan, pinning: Pinning | None
+    ) -> tuple[int, str, list[ShardFailure]]:
+        """A time range alone: the planner's rows, but for the tables it has no statistics of
+        yet or outdated ones (a table written a moment ago), whose rows in the range are
+        counted (such a table holds at most what came since its last analysis)."""
+        (stale, failures), (value, planned) = await asyncio.gather(
+            self._stale_tables(plan, pinning),
+            self._planner_rows(plan, lambda _s, tables: sql.estimate_sql(query, tables), pinning),
+        )
+        failures += _new_failures(failures, planned)
+        if not stale:
+            return value, "planner", failures
+        analysed = plan.without(stale)
+        (counted, more), (value, planned) = await asyncio.gather(
+            self._exact_count(query, plan.only(stale), pinning),
+            self._planner_rows(
+                analysed, lambda _s, tables: sql.estimate_sql(query, tables), pinning
+            ),
+        )
+        failures += _new_failures(failures, more) + _new_failures(failures, planned)
+        return counted + value, "planner" if analysed.targets else "count", failures
+
+    async def _stale_tables(
         self, plan: SearchPlan, pinning: Pinning | None
-    ) -> tuple[int, list[ShardFailure]]:
-        """How many of the plan's tables the planner has no statistics of yet, or outdated
-        ones: their rows are sampled or counted, never taken from the planner."""
+    ) -> tuple[set[tuple[str, str]], list[ShardFailure]]:
+        """The (shard, table name) of the plan's tables whose statistics the planner cannot
+        go by (router/search/sql.py, stale_statistics_sql)."""
         answers, outcome = await self.fan_out(
             plan, lambda _shard, tables: sql.stale_statistics_sql(tables), pinning=pinning
         )
-        return sum(int(r[0]) for _, records in answers for r in records), outcome.failures
+        return {(shard, r[0]) for shard, records in answers for r in records}, outcome.failures
 
     async def _sample(
         self, query: Query, plan: SearchPlan, fraction: float, pinning: Pinning | None

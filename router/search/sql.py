@@ -236,13 +236,13 @@ def estimate_sql(query: AuditQuery | FlowQuery, tables: list[DayTable]) -> tuple
 
 
 def stale_statistics_sql(tables: list[DayTable]) -> tuple[str, list[Any]]:
-    """How many of the tables have statistics the planner cannot go by: never analyzed (a
+    """The names of the tables whose statistics the planner cannot go by: never analyzed (a
     table written a moment ago: its range selectivity is a fixed guess), or written since by
     more rows than it held when it was (router/search/estimate.py)."""
     params = Params()
     names = params.add([table.quoted for table in tables])
     return (
-        "SELECT count(*) FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid "
+        "SELECT c.relname FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid "
         f"WHERE c.oid = ANY (SELECT to_regclass(n) FROM unnest({names}::text[]) AS n) "
         "AND (c.reltuples < 0 OR s.n_mod_since_analyze > c.reltuples)",
         params.values,

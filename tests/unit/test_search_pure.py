@@ -216,6 +216,19 @@ def test_plan_keeps_days_in_range_and_usable_shards() -> None:
     assert plan.unavailable == ("s3", "s4")
 
 
+def test_a_plan_splits_into_named_tables_and_the_rest() -> None:
+    d1, d2 = date(2026, 1, 1), date(2026, 1, 2)
+    a1, a2, b1 = day_table("audit", 1, d1), day_table("audit", 1, d2), day_table("audit", 2, d1)
+    located = [("s1", a1), ("s1", a2), ("s2", a1), ("s2", b1), ("s3", a1)]
+    plan = plan_search(located, [d1, d2], {"s1": "active", "s2": "active", "s3": "down"})
+    named = {("s1", a2.name), ("s2", a1.name)}
+    only, rest = plan.only(named), plan.without(named)
+    assert [(t.shard, t.tables) for t in only.targets] == [("s1", (a2,)), ("s2", (a1,))]
+    assert [(t.shard, t.tables) for t in rest.targets] == [("s1", (a1,)), ("s2", (b1,))]
+    assert only.unavailable == rest.unavailable == ("s3",)
+    assert plan.only(set()).empty and plan.without(set()) == plan
+
+
 def test_window_days_are_utc_and_end_exclusive() -> None:
     w = Window(datetime(2026, 11, 22, 23, tzinfo=UTC), datetime(2026, 11, 24, tzinfo=UTC))
     assert w.days() == [date(2026, 11, 22), date(2026, 11, 23)]
