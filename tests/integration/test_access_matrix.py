@@ -459,7 +459,7 @@ def exporter_survives(w: World, caller: str, response: httpx.Response) -> None:
 
 def a_syslog_network(_caller: str) -> str:
     """A network of the matrix's own for each call, spelt as the catalog spells it."""
-    return f"2001:db8:5:{uuid.uuid4().hex[:4]}::/64"
+    return str(ipaddress.ip_network(f"2001:db8:5:{uuid.uuid4().hex[:4]}::/64"))
 
 
 def syslog_sender_of(w: World, sender: str) -> list[dict[str, Any]]:

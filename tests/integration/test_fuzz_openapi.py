@@ -211,6 +211,13 @@ SEMANTIC_REFUSALS: tuple[tuple[str, tuple[int, ...], str], ...] = (
         PRINTABLE,
     ),
     (
+        "^/v1/admin/syslog-senders/.+$",
+        (422,),
+        "a sender is a network (an address of either family, a prefix length within the "
+        "family's, no host bits set) or cert:<common name>: JSON Schema can state its "
+        "characters, not an address's arithmetic",
+    ),
+    (
         "^/v1/admin/tokens$",
         (422,),
         "expires_at in the future (the router's clock); admin for the system tenant only; "

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 from starlette.requests import Request
 
+from router.api.openapi import without_nul
 from router.api.query_model import documented, query_model
 from router.api.search import AuditPageQuery, FlowPageQuery
 from router.app import create_app
@@ -135,7 +136,12 @@ def test_the_routes_document_their_model_once_and_every_reference_resolves() -> 
     doc = create_app(Settings()).openapi()
     for path, model in MODELS.items():
         parameters = doc["paths"][path]["get"]["parameters"]
-        assert parameters == documented(model)["parameters"]
+        # The schema's last pass says of every query string that it holds no NUL.
+        expected = [
+            {**parameter, "schema": without_nul(parameter["schema"])}
+            for parameter in documented(model)["parameters"]
+        ]
+        assert parameters == expected
         assert [p["name"] for p in parameters] == names(model)
         for reference in _references(parameters):
             assert reference.removeprefix("#/components/schemas/") in doc["components"]["schemas"]
