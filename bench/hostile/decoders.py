@@ -11,9 +11,11 @@ and the process's resident memory is sampled:
   each (objects several times its size); ``rounds`` times after one round unmeasured (a
   route's first request pays for imports). Target: the router's RSS grows by no more than its
   in-flight budget (what it keeps afterwards is reported); /health/live p99 < 100 ms.
-- syslog: ``connections`` idle TCP connections opened to `shardlog syslog` and held. Target:
-  the listener's /health and the router's /health/live p99 < 100 ms, the listener's RSS growth
-  at most 64 MiB (under 7 KiB a connection).
+- syslog: ``connections`` idle TCP connections opened to `shardlog syslog` and held, each from
+  a loopback address of its own (all mapped senders), so that the listener's cap in all
+  (`SHARDLOG_SYSLOG__MAX_CONNECTIONS`, 4,096) is what holds them back: those over it are
+  closed at once (counted). Target: the listener's /health and the router's /health/live
+  p99 < 100 ms, the listener's RSS growth at most 64 MiB (under 7 KiB a connection).
 
 --quick (what CI and a shared machine run): 24 MiB bodies under a 64 MiB budget and a 32 MiB
 body limit, 3 rounds, 2,000 connections. Ports: --base-port, --router-port, --syslog-port.
@@ -50,6 +52,7 @@ from bench.harness import (
     write_results,
 )
 from bench.hostile import started_poster
+from router.auth.scopes import SYSTEM_TENANT
 from router.protocols import loki
 from services.syslog_process import SyslogProcess
 
@@ -212,15 +215,38 @@ def decoders_phase(url: str, pid: int, mib: int, rounds: int, work_dir: Path) ->
     }
 
 
+# Idle senders come from addresses of their own (127.1.0.1 and up, mapped to the system tenant
+# with the rest of 127.0.0.0/8), so that the listener's cap in all is met, not one source's.
+IDLE_SOURCES = "127.0.0.0/8"
+
+
+def idle_source(n: int) -> str:
+    return f"127.1.{n // 250}.{n % 250 + 1}"
+
+
 def open_idle(port: int, count: int) -> list[socket.socket]:
-    """Up to ``count`` connections that send nothing (fewer if the listener refuses some)."""
+    """Up to ``count`` connections that send nothing, each from an address of its own (the
+    listener closes those over its cap: they are counted by ``still_open``)."""
     held = []
-    for _ in range(count):
+    for n in range(count):
         try:
-            held.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+            held.append(
+                socket.create_connection(
+                    ("127.0.0.1", port), timeout=5, source_address=(idle_source(n), 0)
+                )
+            )
         except OSError:
             break
     return held
+
+
+def refused_connections(listener: SyslogProcess) -> int:
+    """Connections the listener closed as soon as accepted, over its caps (its metric)."""
+    text = httpx.get(f"{listener.metrics_url}/metrics", timeout=10).text
+    prefix = "shardlog_syslog_refused_connections_total{"
+    return round(
+        sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(prefix))
+    )
 
 
 def still_open(held: list[socket.socket]) -> int:
@@ -249,6 +275,7 @@ def syslog_phase(url: str, listener: SyslogProcess, port: int, count: int) -> di
     loaded = Probe(health, pid)
     loaded.for_seconds(5.0)
     open_after = still_open(held)
+    refused = refused_connections(listener)
     for sock in held:
         sock.close()
     before_mib = statistics.median(idle.rss)
@@ -257,6 +284,7 @@ def syslog_phase(url: str, listener: SyslogProcess, port: int, count: int) -> di
         "opened": len(held),
         "open_seconds": round(opened_s, 2),
         "still_open_after_5s": open_after,
+        "refused_by_the_caps": refused,
         "listener_rss_idle_mib": round(before_mib, 1),
         "listener_rss_growth_mib": round(max(loaded.rss) - before_mib, 1),
         "health_idle": {name: percentiles(v) for name, v in idle.latencies.items()},
@@ -304,6 +332,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         decoders = decoders_phase(router.url, pid, args.mib, args.rounds, args.data_dir)
         print(f"decoders: {decoders}")
         home = args.data_dir.absolute() / "syslog-idle"
+        mapped = httpx.put(
+            f"{router.url}/v1/admin/syslog-senders/{IDLE_SOURCES}",
+            json={"tenant": SYSTEM_TENANT},
+            headers=auth_for(router.url),
+            timeout=30,
+        )
+        mapped.raise_for_status()
         with syslog_listener(settings, home, args.syslog_port, router.url) as listener:
             syslog = syslog_phase(router.url, listener, args.syslog_port, args.connections)
         print(f"syslog: {syslog}")
