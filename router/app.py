@@ -87,6 +87,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             # Everything built so far lives as long as the process: keep it out of the cyclic
             # collector's full passes, which would otherwise walk it between requests' turns.
             gc.freeze()
+            memory.collect_less_often()
             memory.hand_back_large_blocks()
             yield
         finally:

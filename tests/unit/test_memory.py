@@ -4,9 +4,11 @@ the same blocks stay held by the process. Each case in a fresh interpreter."""
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 
+from router import memory
 from tests.support import REPO
 
 PROBE = """
@@ -38,3 +40,13 @@ def kept_mib(mode: str) -> int:
 def test_large_blocks_freed_are_handed_back() -> None:
     assert kept_mib("dynamic") >= 90  # the four bodies' memory, still held
     assert kept_mib("fixed") <= 8
+
+
+def test_the_collector_runs_full_passes_less_often() -> None:
+    before = gc.get_threshold()
+    try:
+        memory.collect_less_often()
+        assert gc.get_threshold() == memory.COLLECTOR_THRESHOLDS
+        assert all(a >= b for a, b in zip(memory.COLLECTOR_THRESHOLDS, (700, 10, 10), strict=True))
+    finally:
+        gc.set_threshold(*before)
