@@ -7,20 +7,19 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import platform
 import signal
 import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from bench import stamps
 from router import bootstrap
 from router.auth import store as auth_store
 from router.auth.scopes import SCOPES, SYSTEM_TENANT
@@ -262,9 +261,17 @@ def machine_busy_seconds() -> float:
 
 def verdict(value: float, target: float, *, at_most: bool = True) -> dict[str, Any]:
     """One target of a benchmark as every result file states it (bench/overview reads these):
-    the measured value, the limit, and whether it was met."""
+    the measured value, the limit, its direction, and whether it was met. The one place a
+    verdict is computed: bench/overview and the tests recompute stored ones with it."""
     met = value <= target if at_most else value >= target
     return {"value": value, "target": target, "met": met, "at_most": at_most}
+
+
+def context(value: float, compared_with: str) -> dict[str, Any]:
+    """A figure shown beside the targets, not judged: a comparison that cannot miss (with a
+    path slow by design) or a figure of other code. ``compared_with`` says what it measures
+    against and why it is not a target."""
+    return {"value": value, "compared_with": compared_with}
 
 
 class Progress:
@@ -309,33 +316,47 @@ def grouped_bars(axes: Any, labels: list[str], series: dict[str, list[float]]) -
 
 
 def write_results(
-    name: str, payload: dict[str, Any], plot: Callable[[Any], None]
+    name: str,
+    payload: dict[str, Any],
+    plot: Callable[[Any], None],
+    *,
+    mode: Mapping[str, Any],
+    parts: Mapping[str, bool] | None = None,
 ) -> tuple[Path, Path]:
+    """bench/results/NAME.json (``payload`` under this run's stamp: time, commit, machine and
+    ``mode``, see bench/stamps.py) and NAME.png. A benchmark measured in parts names them all
+    in ``parts`` with whether this run measured each; its payload already holds the stored
+    figures of the parts it did not measure."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    json_path = RESULTS / f"{name}.json"
+    earlier = json.loads(json_path.read_text()) if parts and json_path.exists() else None
+    result = stamps.stamped(payload, stamps.stamp(name, mode), parts, earlier)
+    json_path.write_text(json.dumps(result, indent=2) + "\n")
+    return json_path, draw(name, plot, stamps.caption(result))
+
+
+def redraw(name: str, plot: Callable[[dict[str, Any]], Callable[[Any], None]]) -> Path:
+    """NAME.png drawn again from the stored NAME.json, which stays as it is (its figures and
+    their stamp): nothing is measured."""
+    stored: dict[str, Any] = json.loads((RESULTS / f"{name}.json").read_text())
+    return draw(name, plot(stored), stamps.caption(stored))
+
+
+def draw(name: str, plot: Callable[[Any], None], caption: str) -> Path:
+    """NAME.png: the benchmark's plot with its stamp (commit, time, mode) along the bottom."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    payload = {
-        "benchmark": name,
-        "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-        },
-        **payload,
-    }
-    json_path = RESULTS / f"{name}.json"
-    json_path.write_text(json.dumps(payload, indent=2) + "\n")
     figure = plt.figure(figsize=(11, 6))
     plot(figure)
-    figure.tight_layout()
+    figure.text(0.005, 0.005, caption, fontsize=7, color="dimgrey")
+    figure.tight_layout(rect=(0, 0.03, 1, 1))
     png_path = RESULTS / f"{name}.png"
     figure.savefig(png_path, dpi=110)
     plt.close(figure)
-    return json_path, png_path
+    return png_path
 
 
 async def register_loaded(

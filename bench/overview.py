@@ -1,8 +1,10 @@
 """One page for every benchmark: bench/results/index.html rendered from the JSON results alone
-(nothing is re-run). Per benchmark: when and on what machine it ran, its targets met or
-missed, its plot, the published reference figures it is compared with, and its figures as
-tables. Self-contained (no script, no style sheet or font from elsewhere); plots and artifacts
-are linked relative to the page.
+(nothing is re-run). Per benchmark: when, at which commit, in which mode and on what machine
+it ran (per part, for a benchmark measured in parts), its targets met or missed (each verdict
+recomputed from its value, target and direction: a stored one that disagrees is flagged), the
+figures it shows as context rather than targets, its plot, the published reference figures
+it is compared with, and its figures as tables. Self-contained (no script, no style sheet or
+font from elsewhere); plots and artifacts are linked relative to the page.
 
     python -m bench.overview [--results bench/results]
 """
@@ -16,11 +18,12 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
-from bench.harness import RESULTS
+from bench import stamps
+from bench.harness import RESULTS, verdict
 
-_SKIPPED = ("benchmark", "when", "machine", "reference")
+_SKIPPED = (*stamps.KEYS, "reference", "context")
 _MAX_ROWS = 60
 _MAX_ITEMS = 24
 
@@ -41,12 +44,36 @@ details { margin: .2em 0 .6em 1em; } summary { cursor: pointer; font-weight: 600
 @dataclass(frozen=True)
 class Verdict:
     """A target of a benchmark, found anywhere in its result as a mapping with ``target``
-    and ``met``."""
+    and ``met``: its stored verdict, and the one harness.verdict gives for its value, target
+    and direction (None when the direction or value is missing)."""
 
     name: str
     value: Any
     target: Any
-    met: bool
+    at_most: bool | None
+    stored: bool
+    recomputed: bool | None
+
+    @property
+    def met(self) -> bool:
+        return self.stored if self.recomputed is None else self.recomputed
+
+    @property
+    def agrees(self) -> bool:
+        return self.recomputed is not None and self.recomputed == self.stored
+
+
+def judge(name: str, stated: Mapping[str, Any]) -> Verdict:
+    value, at_most = stated.get("value"), stated.get("at_most")
+    recomputed = None
+    if isinstance(at_most, bool) and _number(value) and _number(stated["target"]):
+        recomputed = verdict(value, stated["target"], at_most=at_most)["met"]
+    direction = at_most if isinstance(at_most, bool) else None
+    return Verdict(name, value, stated["target"], direction, stated["met"], recomputed)
+
+
+def _number(value: Any) -> TypeGuard[float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def verdicts(result: Mapping[str, Any]) -> list[Verdict]:
@@ -55,10 +82,7 @@ def verdicts(result: Mapping[str, Any]) -> list[Verdict]:
     def walk(value: Any, path: list[str]) -> None:
         if isinstance(value, Mapping):
             if "target" in value and isinstance(value.get("met"), bool):
-                measured = next(
-                    (value[k] for k in ("value", "measured", "ratio") if k in value), None
-                )
-                found.append(Verdict(".".join(path), measured, value["target"], value["met"]))
+                found.append(judge(".".join(path), value))
                 return
             for key, item in value.items():
                 if key not in _SKIPPED:
@@ -66,6 +90,12 @@ def verdicts(result: Mapping[str, Any]) -> list[Verdict]:
 
     walk(result, [])
     return found
+
+
+def contexts(result: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """The figures a result shows beside its targets but does not judge (harness.context)."""
+    found = result.get("context", {})
+    return {str(k): v for k, v in found.items() if isinstance(v, Mapping)}
 
 
 def _cell(value: Any) -> str:
@@ -153,16 +183,62 @@ def _verdict_table(found: list[Verdict]) -> str:
         [
             html.escape(v.name),
             _cell(v.value),
-            _cell(v.target),
-            '<span class="met">met</span>' if v.met else '<span class="missed">MISSED</span>',
+            {True: "&le; ", False: "&ge; ", None: "? "}[v.at_most] + _cell(v.target),
+            ('<span class="met">met</span>' if v.met else '<span class="missed">MISSED</span>')
+            + ("" if v.agrees else _disagreement(v)),
         ]
         for v in found
     ]
     return _table(["target", "measured", "limit", ""], rows)
 
 
+def _disagreement(found: Verdict) -> str:
+    if found.recomputed is None:
+        return ' <span class="missed">(no direction stated: not recomputed)</span>'
+    stored = "met" if found.stored else "missed"
+    return f' <span class="missed">(the result says {stored}: it disagrees)</span>'
+
+
+def _context_table(found: dict[str, Mapping[str, Any]]) -> str:
+    if not found:
+        return ""
+    rows = [
+        [html.escape(name), _cell(item.get("value")), html.escape(str(item.get("compared_with")))]
+        for name, item in found.items()
+    ]
+    return "<h3>Context, not targets</h3>" + _table(["figure", "value", "compared with"], rows)
+
+
 def _machine(machine: Mapping[str, Any]) -> str:
     return ", ".join(f"{html.escape(str(k))} {_cell(v)}" for k, v in machine.items())
+
+
+def _stamp(result: Mapping[str, Any]) -> str:
+    """When, at which commit and in which mode the figures were measured: per part where the
+    result holds parts (of one run or several), an unknown commit or mode said so."""
+    parts = result.get("parts")
+    if isinstance(parts, Mapping) and parts:
+        runs = "several runs" if result.get("several_runs") else "one run"
+        each = "; ".join(
+            f"part <code>{html.escape(str(name))}</code> {html.escape(_run(part))}"
+            for name, part in parts.items()
+            if isinstance(part, Mapping)
+        )
+        return f"Figures of {runs}: {each}"
+    return f"Run {html.escape(_run(result))}"
+
+
+def _run(stamp: Mapping[str, Any]) -> str:
+    commit, changed = stamp.get("commit", stamps.UNKNOWN), stamp.get("dirty")
+    at = (
+        f"commit {commit[:10]}" + (" with uncommitted changes" if changed is True else "")
+        if isinstance(commit, str) and commit != stamps.UNKNOWN
+        else "commit unknown (measured before results carried their commit)"
+    )
+    when = stamp.get("when", stamps.UNKNOWN)
+    when = "time unknown" if when == stamps.UNKNOWN else str(when)
+    note = f" ({stamp['note']})" if "note" in stamp else ""
+    return f"{when}, {at}, {stamps.mode_text(stamp.get('mode', stamps.UNKNOWN))}{note}"
 
 
 def _artifacts(results: Path, name: str) -> str:
@@ -195,7 +271,7 @@ def render(results: Path) -> str:
     sections = []
     for name, result in loaded:
         found = verdicts(result)
-        missed = sum(not v.met for v in found)
+        missed = sum(not v.met or not v.agrees for v in found)
         anchor = html.escape(name)
         state = (
             "&ndash;"
@@ -215,9 +291,10 @@ def render(results: Path) -> str:
             )
         sections.append(
             f'<h2 id="{anchor}">{anchor}</h2>'
-            f'<p class="note">Run {html.escape(str(result.get("when", "?")))} on '
+            f'<p class="note">{_stamp(result)}; on '
             f"{_machine(result.get('machine', {}))}; figures in <code>{anchor}.json</code>.</p>"
-            f"<h3>Targets</h3>{_verdict_table(found)}{image}{reference}"
+            f"<h3>Targets</h3>{_verdict_table(found)}{_context_table(contexts(result))}"
+            f"{image}{reference}"
             f"<h3>Figures</h3>"
             f"{render_value({k: v for k, v in result.items() if k not in _SKIPPED})}"
             f"{_artifacts(results, name)}"
@@ -229,8 +306,11 @@ def render(results: Path) -> str:
         f"<style>{_STYLE}</style></head><body>"
         "<h1>shardlog benchmarks</h1>"
         '<p class="note">Rendered from bench/results/*.json by <code>make bench-report</code>; '
-        "each benchmark's section states the machine and time of its own run. Speeds are "
-        "ratios measured side by side in one run; medians of several runs.</p>"
+        "each benchmark's section states the machine, time, commit and mode of its own run "
+        "(per part where a benchmark was measured in parts). Every verdict is recomputed from "
+        "its value, target and direction; figures compared with a path slow by design or with "
+        "other code are context, not targets. Speeds are ratios measured side by side in one "
+        "run; medians of several runs.</p>"
         f"{summary}{''.join(sections)}</body></html>\n"
     )
 

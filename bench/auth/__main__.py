@@ -53,6 +53,7 @@ from bench.harness import (
     verdict,
     write_results,
 )
+from bench.stamps import mode_of
 from router.auth import store as auth_store
 from router.auth.registry import TokenRegistry
 from router.auth.scopes import AUDIT_WRITE, SCOPES, SYSTEM_TENANT, check_scope
@@ -373,7 +374,7 @@ def main() -> int:
         "machine_note": "2 cores shared with other work; routers + PostgreSQL + client on one host",
         "workloads": results,
     }
-    json_path, png_path = write_results("auth", payload, plot(payload))
+    json_path, png_path = write_results("auth", payload, plot(payload), mode=mode_of(parser, args))
     print(f"wrote {json_path} and {png_path}")
     return 0
 

@@ -42,6 +42,7 @@ from bench.harness import (
     verdict,
     write_results,
 )
+from bench.stamps import mode_of
 from router.settings import CollectorSettings
 from services.collector_process import CollectorProcess
 
@@ -233,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
         # The target is out of reach of any collector that merges into these shards.
         "target_within_ceiling": merge_rate >= TARGET * reference,
     }
-    params = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    # No directory of this machine in the result: the data directory is left out.
+    params = {k: v for k, v in vars(args).items() if not isinstance(v, Path)}
     payload = {
         "params": params | {"flows_per_packet": FLOWS_PER_MESSAGE},
         "summary": summary,
@@ -265,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if ratio < TARGET:
         print(f"  SHORTFALL: shardlog / nfcapd {ratio} < {TARGET}", flush=True)
-    json_path, png_path = write_results(NAME, payload, plot(payload))
+    json_path, png_path = write_results(NAME, payload, plot(payload), mode=mode_of(parser, args))
     print(f"  wrote {json_path} and {png_path}")
     return 0
 

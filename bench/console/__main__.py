@@ -34,6 +34,7 @@ from bench.console.assets import BUDGET_GZIP_BYTES, files, gzip_sizes, sent_size
 from bench.console.browser import console_login, first_page_ms, start_browser
 from bench.harness import bench_settings, verdict, write_results
 from bench.search.shards import Rows, map_keys, shard_connections
+from bench.stamps import mode_of
 from router.db.names import day_table
 from router.settings import Settings
 
@@ -224,7 +225,9 @@ def main(argv: list[str] | None = None) -> int:
         "first_page": pages,
         "verdicts": verdicts,
     }
-    json_path, png_path = write_results("console", payload, plot(payload))
+    json_path, png_path = write_results(
+        "console", payload, plot(payload), mode=mode_of(parser, args)
+    )
     print()
     for name, outcome in verdicts.items():
         if outcome["met"]:

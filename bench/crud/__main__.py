@@ -21,6 +21,7 @@ from typing import Any
 from bench.crud import flows, results
 from bench.crud.sweep import Checks, Plan, run
 from bench.harness import auth_for, bench_cluster, bench_settings
+from bench.stamps import mode_of
 
 BATCHES = (100, 1_000, 10_000, 100_000)
 SWITCHES = 8
@@ -88,7 +89,7 @@ def main() -> int:
     print("\n".join(results.table(document)))
     for name, target in document["targets"].items():
         print(f"  {name}: {target['value']} ({'met' if target['met'] else 'MISSED'})")
-    json_path, png_path = results.write(document)
+    json_path, png_path = results.write(document, mode_of(parser, args))
     print(f"wrote {json_path} and {png_path}")
     return 0 if all(t["met"] for t in document["targets"].values()) else 1
 

@@ -164,5 +164,5 @@ def payload(
     }
 
 
-def write(payload: dict[str, Any]) -> tuple[Path, Path]:
-    return write_results("crud", payload, plot(payload))
+def write(payload: dict[str, Any], mode: dict[str, Any]) -> tuple[Path, Path]:
+    return write_results("crud", payload, plot(payload), mode=mode)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import sys
 import time
@@ -29,15 +28,17 @@ import httpx
 from bench.harness import (
     BENCH_BASE_PORT,
     BENCH_ROUTER_PORT,
-    RESULTS,
     auth_for,
     bench_cluster,
     bench_settings,
+    redraw,
     send,
+    verdict,
     write_results,
 )
 from bench.ingest import generate
 from bench.load import FlowLoad, IngestLoad, auth_of
+from bench.stamps import mode_of
 from services import faults
 from services.ha_cluster import HaCluster
 
@@ -261,14 +262,17 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="throughput rounds")
     parser.add_argument("--rows", type=int, default=80_000, help="audit rows per throughput run")
     parser.add_argument("--data-dir", type=Path, default=Path("var/bench-failover"))
-    parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument(
+        "--skip-throughput",
+        action="store_true",
+        help="the faults alone: the stored throughput figures stay, with their own stamp",
+    )
     parser.add_argument(
         "--replot", action="store_true", help="redraw the PNG from bench/results/failover.json"
     )
     args = parser.parse_args()
     if args.replot:
-        saved = json.loads((RESULTS / "failover.json").read_text())
-        write_results("failover", {k: v for k, v in saved.items() if k != "benchmark"}, plot(saved))
+        redraw("failover", plot)
         return 0
     plain = bench_settings(args.data_dir / "plain", SHARDS, 1)
     ha = bench_settings(
@@ -307,16 +311,14 @@ def main() -> int:
         "samples": samples,
         "throughput": speeds,
         "targets": {
-            "rows_lost_synchronous": {"measured": lost_sync, "target": 0, "met": lost_sync == 0},
-            "rows_duplicated": {"measured": twice, "target": 0, "met": twice == 0},
-            "audit_client_errors": {
-                "measured": audit_errors,
-                "target": 0,
-                "met": audit_errors == 0,
-            },
+            "rows_lost_synchronous": verdict(lost_sync, 0),
+            "rows_duplicated": verdict(twice, 0),
+            "audit_client_errors": verdict(audit_errors, 0),
         },
     }
-    json_path, png_path = write_results("failover", payload, plot(payload))
+    json_path, png_path = write_results(
+        "failover", payload, plot(payload), mode=mode_of(parser, args)
+    )
     for row in summary:
         setting = "on " if row["synchronous"] else "off"
         print(f"{row['fault']:20} sync={setting} {describe(row)}")

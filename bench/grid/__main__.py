@@ -24,6 +24,7 @@ import httpx
 from bench import cluster_run, traffic
 from bench.grid import cells, time_index
 from bench.harness import Progress, bench_settings, verdict, write_results
+from bench.stamps import mode_of
 from services.postgres import PostgresInstance
 
 NAME = "grid"
@@ -174,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     payload = cluster_run.run(
         settings, args.keep, lambda http, cluster: measure(http, cluster.shards[0], args)
     )
-    json_path, png_path = write_results(NAME, payload, plot(payload))
+    json_path, png_path = write_results(NAME, payload, plot(payload), mode=mode_of(parser, args))
     print(f"  wrote {json_path} and {png_path}")
     return 0
 

@@ -41,6 +41,7 @@ from bench.harness import (
     write_results,
 )
 from bench.hostile import started_poster
+from bench.stamps import mode_of
 
 MIB = 2**20
 RECORD = orjson.dumps(
@@ -260,7 +261,10 @@ def main() -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     results = run(sizes, args.repeats, args.data_dir)
     json_path, png_path = write_results(
-        "hostile", {"sizes_mib": sizes, "repeats": args.repeats, **results}, plot(results)
+        "hostile",
+        {"sizes_mib": sizes, "repeats": args.repeats, **results},
+        plot(results),
+        mode=mode_of(parser, args),
     )
     print(f"wrote {json_path} and {png_path}")
     return 0

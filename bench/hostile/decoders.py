@@ -29,12 +29,10 @@ import json
 import resource
 import socket
 import statistics
-import subprocess
 import sys
 import time
 import zlib
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +50,7 @@ from bench.harness import (
     write_results,
 )
 from bench.hostile import started_poster
+from bench.stamps import mode_of
 from router.auth.scopes import SYSTEM_TENANT
 from router.protocols import loki
 from services.syslog_process import SyslogProcess
@@ -347,7 +346,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
-def plot(results: dict[str, Any], stamp: str) -> Callable[[Any], None]:
+def plot(results: dict[str, Any]) -> Callable[[Any], None]:
     def draw(figure: Any) -> None:
         left, right = figure.subplots(1, 2)
         decoders, syslog = results["decoders"], results["syslog"]
@@ -378,17 +377,8 @@ def plot(results: dict[str, Any], stamp: str) -> Callable[[Any], None]:
             f"+{syslog['listener_rss_growth_mib']} MiB"
         )
         right.legend()
-        figure.suptitle(stamp)
 
     return draw
-
-
-def commit() -> str:
-    here = Path(__file__).parent
-    answer = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True
-    )
-    return answer.stdout.strip() or "unknown"
 
 
 def main() -> int:
@@ -409,10 +399,7 @@ def main() -> int:
         args.rounds = 3
     args.data_dir.mkdir(parents=True, exist_ok=True)
     results = run(args)
-    mode = "quick" if args.quick else "full"
-    when = datetime.now(UTC).isoformat(timespec="seconds")
-    stamp = f"commit {commit()} · {when} · mode {mode}"
-    payload = {"mode": mode, "commit": commit(), "budget_mib": args.budget_mib, **results}
+    payload = {"budget_mib": args.budget_mib, **results}
     results["budget_mib"] = args.budget_mib
     shortfalls = [
         f"{name} {judged_['value']} > {judged_['target']}"
@@ -421,7 +408,9 @@ def main() -> int:
     ]
     payload["shortfalls"] = shortfalls
     print("targets met" if not shortfalls else f"SHORTFALL: {'; '.join(shortfalls)}")
-    json_path, png_path = write_results("hostile-decoders", payload, plot(results, stamp))
+    json_path, png_path = write_results(
+        "hostile-decoders", payload, plot(results), mode=mode_of(parser, args)
+    )
     print(f"wrote {json_path} and {png_path}")
     return 0
 

@@ -17,8 +17,18 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from bench.harness import Result, bench_cluster, bench_settings, send, timed, write_results
+from bench.harness import (
+    Result,
+    bench_cluster,
+    bench_settings,
+    redraw,
+    send,
+    timed,
+    verdict,
+    write_results,
+)
 from bench.ingest import generate, merge, peers, storage
+from bench.stamps import mode_of
 
 BATCHES = (100, 1_000, 10_000, 100_000)
 CLIENTS = (1, 2, 4, 8)
@@ -198,16 +208,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     if args.replot:
-        import json
-
-        from bench.harness import RESULTS
-
-        saved = json.loads((RESULTS / "ingest.json").read_text())
-        write_results(
-            "ingest",
-            {k: v for k, v in saved.items() if k != "benchmark"},
-            plot(saved),
-        )
+        redraw("ingest", plot)
         return 0
     batches = (1_000, 10_000) if args.quick else BATCHES
     clients_list = (1, 4) if args.quick else CLIENTS
@@ -276,23 +277,17 @@ def main() -> int:
         "flows_vs_merge_peer": duel_merge["median_ratio"],
     }
     verdicts = {
-        name: {
-            "ratio": round(value, 3),
-            "target": TARGETS[name],
-            "met": value >= TARGETS[name],
-            "shortfall": None
-            if value >= TARGETS[name]
-            else f"{(1 - value / TARGETS[name]) * 100:.0f}% below target",
-        }
+        name: verdict(round(value, 3), TARGETS[name], at_most=False)
         for name, value in ratios.items()
     }
     print("\nbest REST audit:", best_audit.params, f"{best_audit.rows_per_s:,.0f} rows/s")
     print("best REST flows:", best_flows.params, f"{best_flows.rows_per_s:,.0f} rows/s")
-    for name, verdict in verdicts.items():
-        state = "met" if verdict["met"] else f"MISSED ({verdict['shortfall']})"
-        print(f"  {name:19} {verdict['ratio']:8.3f} (target >= {verdict['target']}): {state}")
-        if not verdict["met"]:
-            print(f"  SHORTFALL: {name} {verdict['ratio']:.3f} < {verdict['target']}")
+    for name, judged in verdicts.items():
+        below = f"{(1 - judged['value'] / judged['target']) * 100:.0f}% below target"
+        state = "met" if judged["met"] else f"MISSED ({below})"
+        print(f"  {name:19} {judged['value']:8.3f} (target >= {judged['target']}): {state}")
+        if not judged["met"]:
+            print(f"  SHORTFALL: {name} {judged['value']:.3f} < {judged['target']}")
     print("bytes per row on disk (heap + indexes + TOAST, all shards):", sizes)
     payload = {
         "repeats": args.repeats,
@@ -306,7 +301,9 @@ def main() -> int:
         "bytes_per_row": sizes,
         "ratios": verdicts,
     }
-    json_path, png_path = write_results("ingest", payload, plot(payload))
+    json_path, png_path = write_results(
+        "ingest", payload, plot(payload), mode=mode_of(parser, args)
+    )
     print(f"wrote {json_path} and {png_path}")
     return 0
 

@@ -25,6 +25,7 @@ from typing import Any
 from bench.harness import grouped_bars, verdict, write_results
 from bench.ingest import generate, merge, storage
 from bench.merge_peer import MergePeer, Staged
+from bench.stamps import mode_of
 from router.db import ddl
 from router.db.names import DayTable
 
@@ -135,7 +136,9 @@ def main() -> int:
         state = "met" if value["met"] else "SHORTFALL"
         print(f"  {name:45} {value['value']:6.3f} (target <= {KEEP_TARGET}): {state}")
     payload = {"rows": args.rows, "repeats": args.repeats, "results": results, "targets": found}
-    json_path, png_path = write_results("ingest-merge", payload, plot(results))
+    json_path, png_path = write_results(
+        "ingest-merge", payload, plot(results), mode=mode_of(parser, args)
+    )
     print(f"wrote {json_path} and {png_path}")
     return 0
 

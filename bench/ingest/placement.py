@@ -37,6 +37,7 @@ from bench.harness import (
 )
 from bench.search.shards import shard_connections
 from bench.shard_view import owner_id
+from bench.stamps import mode_of
 from router.catalog import store, tables
 from router.db import catalog_login
 from router.routing import placement
@@ -199,7 +200,9 @@ def main(argv: list[str] | None = None) -> int:
         "largest_bound": max(row["bound"] for row in measured),
         "targets": {"owner_day_deviation_from_equal_share": verdict(worst, TARGET_DEVIATION)},
     }
-    write_results("placement", payload, lambda figure: plot(figure, rows))
+    write_results(
+        "placement", payload, lambda figure: plot(figure, rows), mode=mode_of(parser, args)
+    )
     print(
         f"{'owner':<34} {'spread':>6} {'reqs':>5} {'rows':>8} "
         f"{'worst before':>13} {'worst after':>12}"

@@ -36,6 +36,7 @@ from bench import harness
 from bench.harness import bench_cluster, bench_settings, cpu_seconds, verdict, write_results
 from bench.http_client import LeanClient
 from bench.ingest import generate
+from bench.stamps import mode_of
 from services.router_process import RouterProcess
 
 CLIENTS = 8
@@ -333,7 +334,9 @@ def main(argv: list[str] | None = None) -> int:
         "results": results,
         "verdicts": verdicts,
     }
-    json_path, png_path = write_results("ingest-small", payload, plot(payload))
+    json_path, png_path = write_results(
+        "ingest-small", payload, plot(payload), mode=mode_of(parser, args)
+    )
     print()
     for config, by_load in results.items():
         for name, summary in by_load.items():

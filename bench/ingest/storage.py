@@ -42,6 +42,7 @@ import asyncpg
 
 from bench.harness import bench_cluster, bench_settings, grouped_bars, verdict, write_results
 from bench.ingest import generate
+from bench.stamps import mode_of
 from router.db import ddl
 from router.db.names import DayTable, day_table
 
@@ -322,7 +323,9 @@ def main() -> int:
         "results": results,
         "targets": found,
     }
-    json_path, png_path = write_results("ingest-storage", payload, plot(results))
+    json_path, png_path = write_results(
+        "ingest-storage", payload, plot(results), mode=mode_of(parser, args)
+    )
     print(f"wrote {json_path} and {png_path}")
     return 0
 

@@ -24,6 +24,7 @@ from typing import Any
 from bench import cluster_run, harness
 from bench.harness import bench_settings, write_results
 from bench.pgbadger import statement_pass
+from bench.stamps import mode_of
 
 NAME = "pgbadger"
 
@@ -90,9 +91,9 @@ def main(argv: list[str] | None = None) -> int:
         args.keep,
         lambda http, cluster: statement_pass.run(http, cluster.shards, plan, out_dir),
     )
-    json_path, _ = write_results(NAME, payload, plot(payload))
+    json_path, _ = write_results(NAME, payload, plot(payload), mode=mode_of(parser, args))
     print(f"  counts {payload['counts']} of sent {payload['sent']}")
-    print(f"  wrote {json_path} and {payload['pgbadger_report']}")
+    print(f"  wrote {json_path} and {out_dir / 'index.html'}")
     return 0
 
 

@@ -85,7 +85,8 @@ async def run(
             name: [e.summary() for e in statements.by_time(s.folded)[: statements.TOP]]
             for name, s in shards.items()
         },
-        "pgbadger_report": str(out_dir / "index.html"),
+        # Relative to bench/results (the overview links it), never a path of this machine.
+        "pgbadger_report": f"{out_dir.name}/index.html",
         "targets": {
             f"{source}_{kind}_count_error_pct": verdict(
                 error_pct(counts[f"{source}_{kind}"], sent[kind]), COUNT_ERROR_PCT

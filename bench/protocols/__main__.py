@@ -42,6 +42,7 @@ from bench.harness import (
 )
 from bench.ingest.generate import audit_records
 from bench.protocols.bodies import ENCODERS, HTTP, Record, batches
+from bench.stamps import mode_of
 from services.syslog_process import SyslogProcess
 
 NAME = "protocols"
@@ -254,7 +255,8 @@ def main(argv: list[str] | None = None) -> int:
         for p, s in summary.items()
         if p != "ndjson"
     }
-    params = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    # No directory of this machine in the result: the data directory is left out.
+    params = {k: v for k, v in vars(args).items() if not isinstance(v, Path)}
     payload = {
         "params": params,
         "summary": summary,
@@ -272,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, target in targets.items():
         if not target["met"]:
             print(f"  SHORTFALL: {name} {target['value']} < {TARGET}", flush=True)
-    json_path, png_path = write_results(NAME, payload, plot(payload))
+    json_path, png_path = write_results(NAME, payload, plot(payload), mode=mode_of(parser, args))
     print(f"  wrote {json_path} and {png_path}")
     if missing:
         print(f"  FAILED: accepted counts differ from {expected:,}: {missing}", flush=True)

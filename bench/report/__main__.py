@@ -39,10 +39,13 @@ from bench.harness import (
     auth_for,
     bench_cluster,
     bench_settings,
+    context,
     register_loaded,
     timed,
+    verdict,
     write_results,
 )
+from bench.stamps import mode_of
 from router.catalog import store
 from router.catalog import tables as day_tables
 from router.db import catalog_login, ddl
@@ -53,7 +56,14 @@ from router.search.query import FlowQuery, Keys, Window
 from router.settings import Settings
 from services.router_process import RouterProcess
 
-TARGETS = {"fdw_vs_shardlog": 5.0, "shardlog_vs_floor": 1.3, "rss_growth_mb": 50.0}
+TARGETS = {"shardlog_vs_floor": 1.3, "rss_growth_mb": 50.0}
+# How much slower the same report is through the postgres_fdw coordinator: context, not a
+# target. That path is slow by design (no LIMIT or aggregate pushed through an inheritance
+# parent of foreign tables, docs/benchmarks.md), so "at least 5x slower" could not miss.
+FDW_COMPARED_WITH = (
+    "the same reports through the postgres_fdw coordinator (backend=fdw), a path slow by "
+    "design: fdw seconds / shardlog seconds, median over the 1x reports"
+)
 PORTS = [22, 25, 53, 80, 123, 443, 993, 3306, 5432, 8080, 8443, 9000]
 TARGETS_PER_SOURCE = 1000
 COPY_BATCH = 50_000
@@ -382,28 +392,26 @@ def main() -> int:
     )
     overhead = max(results[k]["shardlog_s"] / results[k]["floor_s"] for k in results if ":" in k)
     growth = results["rss_after_10x_mb"] - results["rss_after_1x_mb"]
-    verdicts = {"fdw_vs_shardlog": fdw, "shardlog_vs_floor": overhead, "rss_growth_mb": growth}
-    met = {
-        "fdw_vs_shardlog": fdw >= TARGETS["fdw_vs_shardlog"],
-        "shardlog_vs_floor": overhead <= TARGETS["shardlog_vs_floor"],
-        "rss_growth_mb": growth <= TARGETS["rss_growth_mb"],
+    targets = {
+        "shardlog_vs_floor": verdict(round(overhead, 3), TARGETS["shardlog_vs_floor"]),
+        "rss_growth_mb": verdict(round(growth, 3), TARGETS["rss_growth_mb"]),
     }
-    for name, value in verdicts.items():
-        print(
-            f"  {name:20} {value:10.3f} target {TARGETS[name]}: {'met' if met[name] else 'MISSED'}"
-        )
+    for name, judged in targets.items():
+        state = "met" if judged["met"] else "MISSED"
+        print(f"  {name:20} {judged['value']:10.3f} target {judged['target']}: {state}")
+    print(f"  fdw_vs_shardlog      {fdw:10.3f} (context: {FDW_COMPARED_WITH})")
     payload = {
         "rows": args.rows,
         "days": args.days,
         "sources": args.sources,
         "quick": args.quick,
         "results": results,
-        "targets": {
-            n: {"value": round(v, 3), "target": TARGETS[n], "met": met[n]}
-            for n, v in verdicts.items()
-        },
+        "targets": targets,
+        "context": {"fdw_vs_shardlog": context(round(fdw, 3), FDW_COMPARED_WITH)},
     }
-    json_path, png_path = write_results("report", payload, plot(payload))
+    json_path, png_path = write_results(
+        "report", payload, plot(payload), mode=mode_of(parser, args)
+    )
     print(f"wrote {json_path} and {png_path}")
     return 0
 

@@ -26,7 +26,8 @@ from typing import Any
 
 import asyncpg
 
-from bench.harness import bench_cluster, bench_settings, write_results
+from bench.harness import bench_cluster, bench_settings, verdict, write_results
+from bench.stamps import mode_of
 from router.catalog import store
 from router.catalog import tables as day_tables
 from router.catalog.snapshot import CatalogSnapshot
@@ -259,13 +260,8 @@ def targets(results: dict[str, Any], sizes: list[int]) -> dict[str, Any]:
     largest = max(drop[str(s)]["median_s"] for s in sizes)
     growth = drop[str(sizes[-1])]["median_s"] / drop[str(sizes[0])]["median_s"]
     return {
-        "drop_max_seconds": {"value": round(largest, 3), "target": 1.0, "met": largest <= 1.0},
-        "drop_growth_10x_rows": {
-            "value": round(growth, 2),
-            "target": 2.0,
-            "met": growth <= 2.0,
-            "sizes": [sizes[0], sizes[-1]],
-        },
+        "drop_max_seconds": verdict(round(largest, 3), 1.0),
+        "drop_growth_10x_rows": verdict(round(growth, 2), 2.0) | {"sizes": [sizes[0], sizes[-1]]},
         # What is left of the drop once the kernel's release of the same bytes on the same
         # filesystem (measured beside it) is taken away: shardlog's and PostgreSQL's share.
         "drop_beyond_file_release_ms": {
@@ -326,6 +322,7 @@ def main() -> int:
             "targets": found,
         },
         plot(results, sizes),
+        mode=mode_of(parser, args),
     )
     return 0
 

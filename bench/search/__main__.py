@@ -39,6 +39,7 @@ from bench.harness import (
     auth_for,
     bench_cluster,
     bench_settings,
+    context,
     grouped_bars,
     timed_get,
     verdict,
@@ -46,6 +47,7 @@ from bench.harness import (
 )
 from bench.search import estimates
 from bench.search.shards import map_keys, shard_connections
+from bench.stamps import mode_of
 from router.db import ddl, roles
 from router.db.names import day_table
 from router.search import sql
@@ -63,12 +65,18 @@ TARGETS = {
     "first_page_2_patterns_p95_ms": 40.0,
     "first_page_limit1000_p50_ms": 25.0,
     "page1000_vs_page1": 1.5,
-    "fanout_vs_fdw": 1.0,
     # count=estimate on results of at least LARGE_RESULT rows: the largest error, in per cent,
     # and the largest share of the exact count's time.
     "estimate_error_pct": 5.0,
     "estimate_time_share": 0.01,
 }
+# Fan-out's p50 against the postgres_fdw path's on the same windows: context, not a target. The
+# fdw path is slow by design (a LIMIT does not push down through an inheritance parent of
+# foreign tables, docs/benchmarks.md), so "fan-out no slower than fdw" could not miss.
+FANOUT_COMPARED_WITH = (
+    "the same first pages through the postgres_fdw coordinator (backend=fdw), a path slow by "
+    "design: fan-out p50 / fdw p50"
+)
 LARGE_RESULT = 1_000_000
 STALE_RESULTS = ("count_estimate_ms", "count_exact_ms", "estimate_error")
 
@@ -303,7 +311,6 @@ def verdicts(results: dict[str, Any]) -> dict[str, float]:
         found["first_page_2_patterns_p95_ms"] = results["first_page_2_patterns_limit100"]["p95"]
         found["first_page_limit1000_p50_ms"] = results["first_page_range_limit1000"]["p50"]
         found["page1000_vs_page1"] = results["page_1000"]["p50"] / results["page_1"]["p50"]
-        found["fanout_vs_fdw"] = results["backend_fanout"]["p50"] / results["backend_fdw"]["p50"]
     large = [r for r in results.get("estimates", []) if r["exact"] >= LARGE_RESULT]
     if large:
         found["estimate_error_pct"] = max(abs(r["error_pct"]) for r in large)
@@ -369,15 +376,22 @@ def main() -> int:
             "audit": args.estimate_text_rows,
             "flows": args.estimate_flow_rows,
         }
-        payload["estimates_when"] = datetime.now(UTC).isoformat(timespec="seconds")
     targets = dict(payload.get("targets", {}))
     for name, value in verdicts(results).items():
         targets[name] = verdict(round(value, 4), TARGETS[name])
         print(f"  {name:30} {value:10.4f} target {TARGETS[name]}", flush=True)
         if not targets[name]["met"]:
             print(f"  SHORTFALL: {name} {value:.4f} misses its target {TARGETS[name]}")
-    payload |= {"results": results, "targets": targets}
-    json_path, png_path = write_results("search", payload, plot(payload))
+    contexts = dict(payload.get("context", {}))
+    if "backend_fanout" in results:
+        fanout = results["backend_fanout"]["p50"] / results["backend_fdw"]["p50"]
+        contexts["fanout_vs_fdw"] = context(round(fanout, 4), FANOUT_COMPARED_WITH)
+    payload |= {"results": results, "targets": targets, "context": contexts}
+    # Each part carries the stamp of the run that measured it.
+    parts = {"pages": args.part != "estimate", "estimate": args.part != "pages"}
+    json_path, png_path = write_results(
+        "search", payload, plot(payload), mode=mode_of(parser, args), parts=parts
+    )
     print(f"wrote {json_path} and {png_path}")
     return 0
 

@@ -38,6 +38,7 @@ import httpx
 from bench import cluster_run, traffic
 from bench.grid.__main__ import mixed
 from bench.harness import bench_settings, verdict, write_results
+from bench.stamps import mode_of
 
 NAME = "search_mixed"
 # Rows per page of the paging clients, in turn.
@@ -227,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         lambda http, _cluster: measure(http, args),
         router_env={"SHARDLOG_SERVER__WORKERS": str(args.workers)},
     )
-    json_path, png_path = write_results(NAME, payload, plot(payload))
+    json_path, png_path = write_results(NAME, payload, plot(payload), mode=mode_of(parser, args))
     print(f"  wrote {json_path} and {png_path}")
     return 0
 

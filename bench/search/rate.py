@@ -52,6 +52,7 @@ from bench.harness import (
 from bench.http_client import LeanClient
 from bench.search.__main__ import random_batches
 from bench.search.shards import shard_connections
+from bench.stamps import mode_of
 from router.catalog import store
 from router.db import catalog_login
 from router.db.names import day_table
@@ -307,7 +308,9 @@ def main(argv: list[str] | None = None) -> int:
             "errors": verdict(errors, 0),
         },
     }
-    write_results("search_rate", payload, lambda figure: plot(figure, medians))
+    write_results(
+        "search_rate", payload, lambda figure: plot(figure, medians), mode=mode_of(parser, args)
+    )
     for name, figures in medians.items():
         print(
             f"{name:<12} ({shards_asked[name]} shards asked): {figures['requests_per_s']:.0f} "

@@ -39,6 +39,7 @@ from bench.harness import (
     verdict,
     write_results,
 )
+from bench.stamps import mode_of
 from bench.tail.subscribers import OWNERS, owner, subscribers_process
 
 TARGETS = {"p50_s": 0.2, "p99_s": 1.0, "ingest_kept": 0.9}
@@ -291,7 +292,7 @@ def main() -> int:
         right.set_ylabel("seconds")
         right.set_title(f"commit to delivery (watermark {args.watermark} s)")
 
-    paths = write_results("tail", payload, plot)
+    paths = write_results("tail", payload, plot, mode=mode_of(parser, args))
     print(f"  wrote {paths[0]} and {paths[1]}")
     return 0
 

@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import multiprocessing
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,6 +38,7 @@ from bench.harness import (
     verdict,
     write_results,
 )
+from bench.stamps import mode_of
 from bench.tail.__main__ import lag_quantiles, router_rss_mb
 from bench.tail.subscribers import one_owner_process
 
@@ -109,14 +109,6 @@ def until(check: Any, deadline_s: float, interval: float = 0.1) -> float | None:
             return round(time.monotonic() - started, 2)
         time.sleep(interval)
     return None
-
-
-def commit() -> str:
-    done = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    )
-    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "router"], check=False)
-    return done.stdout.strip() + ("+" if dirty.returncode else "")
 
 
 class Subscribers:
@@ -236,7 +228,6 @@ def main() -> int:
     target = verdict(round(ratio, 2), TARGET_P99_RATIO)
     payload = {
         "params": vars(args) | {"rows_per_write": ROWS, "mode": mode},
-        "commit": commit(),
         "targets": {"write_p99_ratio": target},
         "writes_alone": alone,
         "writes_with_subscribers": watched,
@@ -285,12 +276,9 @@ def main() -> int:
         right.set_ylim(0, 105)
         right.set_ylabel("% of rows x streams received")
         right.set_title(f"delivery ({int(overflows)} streams cut)")
-        figure.suptitle(
-            f"bench/tail.writes, commit {payload['commit']}, "
-            f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {mode} mode, {args.shards} shards"
-        )
+        figure.suptitle(f"bench/tail.writes, {args.shards} shards")
 
-    paths = write_results("tail-writes", payload, plot)
+    paths = write_results("tail-writes", payload, plot, mode=mode_of(parser, args))
     print(f"  wrote {paths[0]} and {paths[1]}")
     return 0
 

@@ -30,6 +30,7 @@ from bench.harness import (
     bench_cluster,
     bench_settings,
 )
+from bench.stamps import mode_of
 from bench.ycsb.properties import PropertyError, Workload, load_properties, workload_from
 from bench.ycsb.suite import DEFAULT_SLOT_US, Session, run_session, write_outputs
 
@@ -37,7 +38,7 @@ WORKLOADS = Path(__file__).parent / "workloads"
 STANDARD = [WORKLOADS / f"workload{letter}" for letter in "abcdef"]
 
 
-def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+def arguments_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench.ycsb", description=__doc__)
     parser.add_argument(
         "-P",
@@ -66,7 +67,11 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--base-port", type=int, default=BENCH_BASE_PORT)
     parser.add_argument("--router-port", type=int, default=BENCH_ROUTER_PORT)
-    return parser.parse_args(argv)
+    return parser
+
+
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    return arguments_parser().parse_args(argv)
 
 
 def workloads_of(args: argparse.Namespace) -> list[Workload]:
@@ -122,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
         finally:
             shutil.rmtree(data_dir, ignore_errors=True)
-    paths = write_outputs(session)
+    paths = write_outputs(session, mode_of(arguments_parser(), args))
     print(f"wrote {', '.join(str(path) for path in paths)}")
     for problem in session.problems:
         print(f"  CHECK FAILED: {problem}", file=sys.stderr)

@@ -103,7 +103,7 @@ async def run_session(
     return session
 
 
-def write_outputs(session: Session) -> list[Path]:
+def write_outputs(session: Session, mode: dict[str, Any]) -> list[Path]:
     """YCSB's text of every phase, and the JSON and plot of the whole session."""
     directory = harness.RESULTS / "ycsb"
     directory.mkdir(parents=True, exist_ok=True)
@@ -126,7 +126,9 @@ def write_outputs(session: Session) -> list[Path]:
         "problems": session.problems,
         "targets": {"failed_operations": harness.verdict(session.failed, 0)},
     }
-    written.extend(harness.write_results("ycsb", payload, lambda figure: plot(figure, payload)))
+    written.extend(
+        harness.write_results("ycsb", payload, lambda figure: plot(figure, payload), mode=mode)
+    )
     return written
 
 

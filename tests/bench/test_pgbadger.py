@@ -4,6 +4,7 @@ statement as one entry each, within 5 % of the requests sent."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,12 @@ def test_a_tiny_pass_counts_each_kind_as_one_entry(results: Path, tmp_path: Path
 
     payload = json.loads((results / "pgbadger.json").read_text())
     assert (results / "pgbadger.png").stat().st_size > 0
-    html = (results / "pgbadger" / "index.html").read_text()
+    # The report is linked relative to bench/results; the run's own stamp and mode.
+    assert payload["pgbadger_report"] == "pgbadger/index.html"
+    html = (results / payload["pgbadger_report"]).read_text()
+    assert re.fullmatch(r"[0-9a-f]{40}", payload["commit"]), payload["commit"]
+    assert payload["mode"]["full"] is False and payload["mode"]["arguments"]["writes"] == WRITES
+    assert "data_dir" not in payload["mode"]["arguments"]
     assert "pgBadger" in html
     assert payload["statistics_missing"] == []
     for source in ("pg_stat_statements", "pgbadger"):

@@ -62,6 +62,7 @@ def test_a_tiny_protocols_bench_counts_every_row(results: Path, tmp_path: Path) 
 
     payload = json.loads((results / "protocols.json").read_text())
     assert (results / "protocols.png").stat().st_size > 0
+    assert "data_dir" not in payload["params"] and str(tmp_path) not in json.dumps(payload)
     assert set(payload["summary"]) == set(bodies.ENCODERS)
     for summary in payload["summary"].values():
         assert len(summary["rows_per_s_runs"]) == 2 and summary["rows_per_s"] > 0

@@ -43,8 +43,10 @@ async def test_crud_sweep_measures_every_cell_and_leaves_nothing(
 
     monkeypatch.setattr(harness, "RESULTS", tmp_path)
     document = results.payload(len(flowset.records), 5, 4, plan, flowset, {"64MB": (cells, checks)})
-    json_path, png_path = results.write(document)
+    mode = {"quick": True, "full": False, "arguments": {"rows": 240}}
+    json_path, png_path = results.write(document, mode)
     saved = json.loads(json_path.read_text())
+    assert saved["mode"] == mode and saved["benchmark"] == "crud"
     assert png_path.stat().st_size > 0
     assert {(c["operation"], c["batch"]) for c in saved["cells"]} == {
         (operation, batch) for operation in OPERATIONS for batch in BATCHES

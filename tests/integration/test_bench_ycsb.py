@@ -7,14 +7,15 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
 import pytest
 
 from bench import harness
-from bench.ycsb.__main__ import arguments, workloads_of
+from bench.stamps import mode_of
+from bench.ycsb.__main__ import arguments, arguments_parser, workloads_of
 from bench.ycsb.measurements import NOT_FOUND, OK, UNEXPECTED_STATE
 from bench.ycsb.store import ShardlogStore
 from bench.ycsb.suite import plan_layout, run_session, write_outputs
@@ -35,7 +36,7 @@ async def test_tiny_session_writes_ycsb_output(
     assert session.problems == [] and session.failed == 0
     # D and E inserted records beyond the 60 loaded, and every one was acknowledged.
     assert session.records > 60
-    paths = write_outputs(session)
+    paths = write_outputs(session, mode_of(arguments_parser(), arguments(TINY)))
     names = ["load"] + [f"workload{letter}" for letter in "abcdef"]
     assert sorted(p.name for p in paths) == sorted(
         [f"{name}.txt" for name in names] + ["ycsb.json", "ycsb.png"]
@@ -67,6 +68,12 @@ async def test_tiny_session_writes_ycsb_output(
         "at_most": True,
     }
     assert result["phases"]["load"]["by_operation"]["INSERT"]["operations"] == 60
+    # The run's own stamp: this checkout's commit, and a mode that is neither quick nor full.
+    assert re.fullmatch(r"[0-9a-f]{40}", result["commit"]) and isinstance(result["dirty"], bool)
+    assert datetime.fromisoformat(result["when"]) > datetime.now(UTC) - timedelta(hours=1)
+    assert result["mode"]["quick"] is False and result["mode"]["full"] is False
+    assert result["mode"]["arguments"]["recordcount"] == 60
+    assert "base_port" not in result["mode"]["arguments"]
     assert (tmp_path / "ycsb.png").stat().st_size > 0
 
 

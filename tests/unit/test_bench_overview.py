@@ -17,16 +17,16 @@ def _result(tmp_path: Path, name: str, payload: dict[str, object]) -> None:
 def test_targets_anywhere_in_a_result_are_verdicts() -> None:
     result = {
         "targets": {"p50_s": verdict(0.25, 0.2)},
-        "ratios": {"audit_vs_copy": {"ratio": 0.37, "target": 0.5, "met": False}},
-        "target": {"value": 0.41, "target": 0.5, "met": False},
-        "failover": {"lost": {"measured": 0, "target": 0, "met": True}},
+        "ratios": {"audit_vs_copy": verdict(0.37, 0.5, at_most=False)},
+        "target": verdict(0.41, 0.5, at_most=False),
+        "failover": {"lost": verdict(0, 0)},
     }
-    found = {v.name: (v.value, v.target, v.met) for v in overview.verdicts(result)}
+    found = {v.name: (v.value, v.target, v.at_most, v.met) for v in overview.verdicts(result)}
     assert found == {
-        "targets.p50_s": (0.25, 0.2, False),
-        "ratios.audit_vs_copy": (0.37, 0.5, False),
-        "target": (0.41, 0.5, False),
-        "failover.lost": (0, 0, True),
+        "targets.p50_s": (0.25, 0.2, True, False),
+        "ratios.audit_vs_copy": (0.37, 0.5, False, False),
+        "target": (0.41, 0.5, False, False),
+        "failover.lost": (0, 0, True, True),
     }
 
 
