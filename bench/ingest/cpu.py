@@ -106,7 +106,8 @@ def plot(payload: dict[str, Any]) -> Any:
             target = TARGET_US[kind]
             axes.hlines(target, index - 0.4, index + 0.4, colors="red", linestyles="dashed")
         axes.set_ylabel("CPU µs per row (red: this router's target)")
-        axes.set_title(f"CPU per row, {payload['rows_per_body']:,}-row NDJSON bodies")
+        sizes = ", ".join(f"{k} {v:,}" for k, v in payload["rows_per_body"].items())
+        axes.set_title(f"CPU per row of NDJSON bodies (rows per body: {sizes})")
         axes.legend()
 
     return draw
@@ -177,6 +178,9 @@ def main() -> int:
                     # The first body creates the day tables: a warm-up, not measured.
                     measure(routers, kind, bodies[:1], args.rows)
                     kinds[kind] = measure(routers, kind, bodies, args.rows)
+                    if args.baseline is not None:
+                        # The other checkout by its commit (never a path of this machine).
+                        kinds[kind]["baseline"]["commit"] = commit_of(args.baseline)
                     for name, result in kinds[kind].items():
                         median = result["median"]
                         state = (
@@ -199,17 +203,14 @@ def main() -> int:
     finally:
         if not args.keep:
             shutil.rmtree(args.data_dir, ignore_errors=True)
+    rows_per_body = dict.fromkeys(kinds, args.rows)
     earlier = RESULTS / f"{args.name}.json"
     if set(args.kinds) != set(TARGET_US) and earlier.exists():
         # A run of some kinds: the stored figures of the others stay, with their own stamp.
         stored = json.loads(earlier.read_text())
         kinds = {**stored.get("kinds", {}), **kinds}
-    payload = {
-        "rows_per_body": args.rows,
-        # The router a baseline run measured beside this one, by its commit (never a path).
-        "baseline_commit": None if args.baseline is None else commit_of(args.baseline),
-        "kinds": kinds,
-    }
+        rows_per_body = {**stored.get("rows_per_body", {}), **rows_per_body}
+    payload = {"rows_per_body": rows_per_body, "kinds": kinds}
     parts = {kind: kind in args.kinds for kind in TARGET_US}
     write_results(args.name, payload, plot(payload), mode=mode_of(parser, args), parts=parts)
     return 0 if all(kinds[k]["this"]["target"]["met"] for k in args.kinds) else 1

@@ -102,6 +102,7 @@ def test_a_baselines_figures_are_no_targets_of_this_code() -> None:
     for kind, routers in cpu["kinds"].items():
         assert "target" in routers["this"], kind
         assert "target" not in routers.get("baseline", {}), kind
+        assert re.fullmatch(r"[0-9a-f]{40}", routers.get("baseline", {}).get("commit", "0" * 40))
 
 
 def test_the_checks_catch_what_they_are_for() -> None:
