@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import sys
 import time
@@ -28,6 +29,7 @@ import httpx
 from bench.harness import (
     BENCH_BASE_PORT,
     BENCH_ROUTER_PORT,
+    RESULTS,
     auth_for,
     bench_cluster,
     bench_settings,
@@ -316,8 +318,15 @@ def main() -> int:
             "audit_client_errors": verdict(audit_errors, 0),
         },
     }
+    stored = RESULTS / "failover.json"
+    if args.skip_throughput and stored.exists():
+        payload["throughput"] = json.loads(stored.read_text()).get("throughput", {})
     json_path, png_path = write_results(
-        "failover", payload, plot(payload), mode=mode_of(parser, args)
+        "failover",
+        payload,
+        plot(payload),
+        mode=mode_of(parser, args),
+        parts={"faults": True, "throughput": not args.skip_throughput},
     )
     for row in summary:
         setting = "on " if row["synchronous"] else "off"
