@@ -1,8 +1,8 @@
 """One page for every benchmark: bench/results/index.html rendered from the JSON results alone
 (nothing is re-run). Per benchmark: when and on what machine it ran, its targets met or
 missed, its plot, the founding reports' figures beside it (bench/crud/reference.json: context,
-not targets), and its figures as tables. Self-contained (no script, no style sheet or font from elsewhere); plots and artifacts
-are linked relative to the page.
+not targets), and its figures as tables. Self-contained (no script, no style sheet or font
+from elsewhere); plots and artifacts are linked relative to the page.
 
     python -m bench.overview [--results bench/results]
 """
