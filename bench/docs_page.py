@@ -184,13 +184,16 @@ class Stamp:
 
 
 def _stamped_levels(result: Mapping[str, Any], path: str) -> Iterator[Mapping[str, Any]]:
-    """The result, then every mapping down ``path``, and the part stamps naming a key on it."""
+    """The result, then every mapping down ``path``, and the part stamps naming a key on it
+    (under ``parts``, or an older run's ``<key>_when`` beside the result's own)."""
     yield result
     parts = result.get("parts") if isinstance(result.get("parts"), Mapping) else {}
     value: Any = result
     for key in path.split(".") if path else ():
         if isinstance(parts, Mapping) and isinstance(parts.get(key), Mapping):
             yield parts[key]
+        if isinstance(result.get(f"{key}_when"), str):
+            yield {"when": result[f"{key}_when"]}
         value = value.get(key) if isinstance(value, Mapping) else None
         if not isinstance(value, Mapping):
             return

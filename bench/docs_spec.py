@@ -210,6 +210,14 @@ def _search() -> dict[str, tuple[Part, ...]]:
                 (C("query", "@key"), *LATENCY),
                 entries=tuple((label, f"results.{key}") for label, key in pages),
             ),
+            Table(
+                "search",
+                (C("count mode", "@key"), *LATENCY),
+                entries=(
+                    ("count=estimate ms", "results.count_estimate_ms"),
+                    ("count=exact ms", "results.count_exact_ms"),
+                ),
+            ),
             Verdicts("search"),
         ),
         "search.estimates": (
@@ -228,14 +236,6 @@ def _search() -> dict[str, tuple[Part, ...]]:
                     C("estimate ÷ exact time", "time_share"),
                 ),
                 rows="results.estimates",
-            ),
-            Table(
-                "search",
-                (C("count mode", "@key"), *LATENCY),
-                entries=(
-                    ("count=estimate ms", "results.count_estimate_ms"),
-                    ("count=exact ms", "results.count_exact_ms"),
-                ),
             ),
         ),
         "search.reference": (Reference("search"),),
