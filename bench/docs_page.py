@@ -279,7 +279,7 @@ def _is_verdict(value: Mapping[str, Any]) -> bool:
 
 
 def _measured(value: Mapping[str, Any]) -> Any:
-    return next((value[k] for k in ("value", "measured", "ratio") if k in value), None)
+    return next((value[k] for k in MEASURED_KEYS if k in value), None)
 
 
 def _limit(verdict: Mapping[str, Any]) -> str:
@@ -307,6 +307,8 @@ def render_verdicts(part: Verdicts, results: Results) -> list[str]:
     ]
     lines: list[str] = []
     if judged:
+        # What a verdict states beside its value (an A/A spread, a shortfall, the baseline).
+        noted = any(_beside(verdict, VERDICT_KEYS) for _, verdict in judged)
         rows = [
             [
                 f"`{name}`",
@@ -314,10 +316,12 @@ def render_verdicts(part: Verdicts, results: Results) -> list[str]:
                 _limit(verdict),
                 "met" if verdict["met"] else "**missed**",
                 stamp(result, name).commit or "unknown",
+                *([cell(_beside(verdict, VERDICT_KEYS) or None)] if noted else []),
             ]
             for name, verdict in judged
         ]
-        lines += [*markdown_table(["target", "measured", "limit", "verdict", "commit"], rows), ""]
+        header = ["target", "measured", "limit", "verdict", "commit", *(["beside"] * noted)]
+        lines += [*markdown_table(header, rows), ""]
     if context:
         rows = [
             [f"`{name}`", cell(_measured(item)), cell(_beside(item))]
@@ -330,11 +334,15 @@ def render_verdicts(part: Verdicts, results: Results) -> list[str]:
     return lines or ["No targets stated in this result.", ""]
 
 
-def _beside(item: Mapping[str, Any]) -> str:
+MEASURED_KEYS = ("value", "measured", "ratio")
+VERDICT_KEYS = (*MEASURED_KEYS, "target", "met", "at_most", "when", "commit", "mode")
+
+
+def _beside(item: Mapping[str, Any], shown: tuple[str, ...] = MEASURED_KEYS) -> str:
     return "; ".join(
         f"{key} {number(value)}"
         for key, value in item.items()
-        if key not in ("value", "measured", "ratio")
+        if key not in shown and value is not None
     )
 
 
