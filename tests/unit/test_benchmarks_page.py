@@ -62,7 +62,13 @@ def test_stamps_directions_and_context_of_the_newer_result_shape(tmp_path: Path)
         "late": {"rows": [{"n": 2}]},
         "targets": {
             "kept": {"value": 0.8, "target": 0.9, "met": False, "at_most": False},
-            "p99_ms": {"value": 12.5, "target": 100, "met": True, "at_most": True},
+            "p99_ms": {
+                "value": 12.5,
+                "target": 100,
+                "met": True,
+                "at_most": True,
+                "aa_spread_pct": 3.3,
+            },
             "old": {"measured": 0, "target": 0, "met": True},
         },
         "context": {"fanout_vs_fdw": {"value": 0.0089, "compared_with": "the fdw path"}},
@@ -77,7 +83,8 @@ def test_stamps_directions_and_context_of_the_newer_result_shape(tmp_path: Path)
     assert "run 2026-11-29T01:00:00+00:00, commit def5678, mode quick" in late
     judged = docs_page.render_block((Verdicts("demo"),), results)
     assert "| `targets.kept` | 0.8 | ≥ 0.9 | **missed** |" in judged
-    assert "| `targets.p99_ms` | 12.5 | ≤ 100 | met |" in judged
+    spread = "| `targets.p99_ms` | 12.5 | ≤ 100 | met | abc1234 (uncommitted changes) |"
+    assert f"{spread} aa_spread_pct 3.3 |" in judged
     assert "0 (direction not stated)" in judged
     assert "Context (shown, not judged)" in judged
     assert "| `context.fanout_vs_fdw` | 0.0089 | compared_with the fdw path |" in judged
