@@ -17,7 +17,7 @@ NATIVE_SOURCES := native/Cargo.toml native/Cargo.lock native/pyproject.toml \
 	native/shardlog_native.pyi $(wildcard native/src/*.rs)
 PYTEST_ARGS ?=
 
-.PHONY: help install up down status clean test lint typecheck native-test pytest bench bench-report \
+.PHONY: help install up down status clean test lint typecheck native-test pytest bench bench-report bench-docs \
 	install-docker wheelhouse image test-compose test-ansible-hosts down-docker
 
 help: ## list the targets
@@ -68,11 +68,16 @@ native-test: install ## the native extension's own Rust tests (its Python side i
 
 test: install lint typecheck native-test pytest ## install, lint, type check and run every test
 
-bench: install ## run every benchmark in bench/, then the report (figures in bench/results/)
+bench: install ## run every benchmark in bench/, then the report and docs/benchmarks.md's figures (bench/results/)
 	$(BIN)/python -m bench
+	$(BIN)/python -m bench.docs_page
 
-bench-report: install ## render bench/results/index.html from the results (nothing re-run)
+bench-report: install ## render bench/results/index.html and docs/benchmarks.md's figures from the results (nothing re-run)
 	$(BIN)/python -m bench.overview
+	$(BIN)/python -m bench.docs_page
+
+bench-docs: install ## regenerate docs/benchmarks.md's figures from bench/results/*.json (CHECK=1: only compare)
+	$(BIN)/python -m bench.docs_page $(if $(CHECK),--check)
 
 install-docker: install ## install Docker (docker.io, docker-compose) and debootstrap (idempotent)
 	@bash services/install-packages.sh $(DOCKER_PACKAGES)

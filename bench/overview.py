@@ -2,9 +2,10 @@
 (nothing is re-run). Per benchmark: when, at which commit, in which mode and on what machine
 it ran (per part, for a benchmark measured in parts), its targets met or missed (each verdict
 recomputed from its value, target and direction: a stored one that disagrees is flagged), the
-figures it shows as context rather than targets, its plot, the published reference figures
-it is compared with, and its figures as tables. Self-contained (no script, no style sheet or
-font from elsewhere); plots and artifacts are linked relative to the page.
+figures it shows as context rather than targets, its plot, the founding reports' figures beside
+it (bench/crud/reference.json: context, not targets), and its figures as tables.
+Self-contained (no script, no style sheet or font from elsewhere); plots and artifacts are
+linked relative to the page.
 
     python -m bench.overview [--results bench/results]
 """
@@ -20,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from bench import stamps
+from bench import founding, stamps
+from bench.docs_page import stamp
 from bench.harness import RESULTS, verdict
 
 _SKIPPED = (*stamps.KEYS, "reference", "context")
@@ -254,6 +256,28 @@ def _artifacts(results: Path, name: str) -> str:
     return f"<p>Artifacts:</p><ul>{''.join(links)}</ul>" if links else ""
 
 
+def founding_section(name: str, result: Mapping[str, Any]) -> str:
+    """The founding reports' tables beside this benchmark (bench/crud/reference.json), with
+    ours next to theirs where we measure the same thing: context, never targets."""
+    tables = founding.tables_beside(name, founding.load())
+    if not tables:
+        return ""
+    own = stamp(result)
+    machine = ", ".join(f"{k} {v}" for k, v in result.get("machine", {}).items())
+    ours = f"ours (commit {own.commit or 'unknown'}, {machine})"
+    parts = [
+        "<h3>The founding reports beside ours (context, not targets)</h3>"
+        f'<p class="note">Theirs: <code>{founding.REFERENCE_NAME}</code>, each table with its '
+        f"source and machine. Ours: run {html.escape(own.when or 'time unknown')}, commit "
+        f"{html.escape(own.commit or 'unknown')}, mode {html.escape(own.mode or 'unknown')}.</p>"
+    ]
+    for table in tables:
+        header, rows = founding.side_by_side(name, table, result, ours)
+        parts.append(f'<p class="note">{html.escape(founding.caption(table))}</p>')
+        parts.append(_table(header, [[html.escape(c) for c in row] for row in rows]))
+    return "".join(parts)
+
+
 def load(results: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     for path in sorted(results.glob("*.json")):
         try:
@@ -284,11 +308,7 @@ def render(results: Path) -> str:
         )
         plot = results / f"{name}.png"
         image = f'<p><img src="{anchor}.png" alt="plot of {anchor}"></p>' if plot.exists() else ""
-        reference = ""
-        if "reference" in result:
-            reference = "<h3>Published reference figures</h3>" + render_value(
-                result["reference"], 1
-            )
+        reference = founding_section(name, result)
         sections.append(
             f'<h2 id="{anchor}">{anchor}</h2>'
             f'<p class="note">{_stamp(result)}; on '

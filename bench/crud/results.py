@@ -1,5 +1,6 @@
-"""What the CRUD sweep writes: bench/results/crud.json (every cell, the checks as targets, the
-reports' figures under "reference"), a table beside those figures, and the plot."""
+"""What the CRUD sweep writes: bench/results/crud.json (every cell, the checks as targets, and
+under "reference" the path of the founding reports' figures, bench/crud/reference.json), a table
+beside those figures, and the plot."""
 
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ from bench.crud.sweep import OPERATIONS, Checks, Plan
 from bench.harness import verdict, write_results
 
 REFERENCE = Path(__file__).parent / "reference.json"
+REFERENCE_NAME = "bench/crud/reference.json"
+# The reports' figures this sweep compares with: seconds per 1M rows by operation, batch and
+# shared_buffers (the other tables of reference.json sit beside other benchmarks).
+PER_MILLION = "s per 1M rows"
 CHECKS = (
     "deleted_rows_left",
     "delete_count_mismatches",
@@ -34,16 +39,27 @@ def targets(checks: dict[str, Checks]) -> dict[str, dict[str, Any]]:
     }
 
 
+def reference_figures() -> list[dict[str, Any]]:
+    """The PostgreSQL figures of the reports in seconds per 1M rows with a shared_buffers."""
+    return [
+        f
+        for f in reference()["figures"]
+        if f.get("unit") == PER_MILLION
+        and f.get("shared_buffers")
+        and f["system"].startswith("PostgreSQL")
+    ]
+
+
 def reference_figure(
     figures: list[dict[str, Any]], operation: str, batch: int, shared_buffers: str
 ) -> float | None:
     for figure in figures:
-        if (figure["operation"], figure["batch"], figure.get("shared_buffers")) == (
+        if (figure["operation"], figure.get("batch"), figure.get("shared_buffers")) == (
             operation,
             batch,
             shared_buffers,
         ):
-            return float(figure["seconds_per_1m_rows"])
+            return float(figure["value"])
     return None
 
 
@@ -51,7 +67,7 @@ def table(payload: dict[str, Any]) -> list[str]:
     """Markdown: per operation and batch, seconds per 1M rows and rows/s under each memory
     setting, and the reports' figure where there is one."""
     settings = payload["memory_settings"]
-    figures = payload["reference"]["figures"]
+    figures = reference_figures()
     head = ["operation", "rows/request"]
     for setting in settings:
         head += [f"s per 1M rows ({setting})", f"rows/s ({setting})", f"reports ({setting})"]
@@ -69,15 +85,16 @@ def table(payload: dict[str, Any]) -> list[str]:
                     "—" if figure is None else f"{figure:,}",
                 ]
             lines.append("| " + " | ".join(row) + " |")
-    if not figures:
-        lines.append("")
-        lines.append("Reports' figures: none (not reachable; see bench/crud/reference.json).")
+    lines.append("")
+    lines.append(
+        f"Reports' figures: {REFERENCE_NAME} (their machine and method; context, not targets)."
+    )
     return lines
 
 
 def plot(payload: dict[str, Any]) -> Any:
     def draw(figure: Any) -> None:
-        figures = payload["reference"]["figures"]
+        figures = reference_figures()
         for position, operation in enumerate(OPERATIONS, start=1):
             axes = figure.add_subplot(2, 3, position)
             for setting in payload["memory_settings"]:
@@ -93,7 +110,7 @@ def plot(payload: dict[str, Any]) -> Any:
                     label=f"shardlog, shared_buffers {setting}",
                 )
                 theirs = sorted(
-                    (f["batch"], f["seconds_per_1m_rows"])
+                    (f["batch"], f["value"])
                     for f in figures
                     if f["operation"] == operation and f.get("shared_buffers") == setting
                 )
@@ -112,7 +129,7 @@ def plot(payload: dict[str, Any]) -> Any:
             axes.set_title(operation, fontsize=9)
             axes.grid(alpha=0.3)
             axes.legend(fontsize=6)
-        note = "" if figures else " (reports' figures not reachable: ours alone)"
+        note = "" if figures else " (no reports' figures: ours alone)"
         figure.suptitle(
             f"CRUD sweep through the API, {payload['rows']:,} flows, "
             f"{payload['shards']} shards{note}",
@@ -158,7 +175,7 @@ def payload(
         ],
         "checks": {setting: asdict(c) for setting, c in checks.items()},
         "targets": targets(checks),
-        "reference": reference(),
+        "reference": REFERENCE_NAME,
         "machine_note": "2 cores shared with other work; router, 13 PostgreSQL and the client "
         "on one host",
     }

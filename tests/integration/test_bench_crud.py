@@ -62,6 +62,7 @@ async def test_crud_sweep_measures_every_cell_and_leaves_nothing(
     for target in saved["targets"].values():
         assert set(target) == {"value", "target", "met", "at_most"}
         assert target["met"] is True
-    assert saved["reference"]["figures"] == json.loads(results.REFERENCE.read_text())["figures"]
+    assert saved["reference"] == results.REFERENCE_NAME
+    assert json.loads(results.REFERENCE.read_text())["figures"]
     table = results.table(saved)
     assert sum(line.startswith("| ") for line in table) == 1 + len(OPERATIONS) * len(BATCHES)
