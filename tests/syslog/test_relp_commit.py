@@ -8,7 +8,8 @@ answer without a commit).
 
 The database is really down: this module's own cluster (the catalog and one shard, so that
 no other shard can take the writes) has its shard stopped by the launcher, and its own
-listener writes to it. Spoken by a raw RELP client, which decides when a session ends."""
+listener writes to it. Spoken by a raw RELP client, which decides when a session ends, and by
+rsyslog's omrelp as docs/operations.md configures it."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from services.cluster import LocalCluster
 from services.postgres import PostgresInstance
 from tests.support import cluster_of_its_own, eventually, run_cli
 from tests.syslog.platform import RunningSyslog
+from tests.syslog.rsyslog import Rsyslog
 
 OFFERS = b"relp_version=0\nrelp_software=shardlog-tests\ncommands=syslog"
 MESSAGES = 20
@@ -89,6 +91,7 @@ class RelpClient:
         self.socket = socket.create_connection(("127.0.0.1", port), timeout=10)
         self._received = b""
         self.answers: dict[int, bytes] = {}
+        self.order: list[int] = []  # the txnrs answered, as they came
 
     def send(self, txnr: int, command: bytes, data: bytes = b"") -> None:
         head = b"%d %s %d" % (txnr, command, len(data))
@@ -114,6 +117,7 @@ class RelpClient:
             if len(self._received) < start + size + 1:
                 break
             self.answers[int(frame["txnr"])] = self._received[start : start + size]
+            self.order.append(int(frame["txnr"]))
             self._received = self._received[start + size + 1 :]
 
     def wait_for(self, *txnrs: int, timeout: float = 30.0) -> None:
@@ -209,6 +213,7 @@ def test_no_answer_while_the_database_is_down_then_each_stored_once_and_answered
     # Answered after the commit: every message is there once the last answer came.
     assert _stored(platform, owner) == _expected()
     assert [client.answers[t] for t in txnrs] == [b"200 OK"] * MESSAGES
+    assert client.order == [1, 2, *txnrs]
     client.send(txnrs[-1] + 1, b"close")
     client.wait_for(txnrs[-1] + 1)
 
@@ -232,3 +237,36 @@ def test_a_session_dropped_before_the_commit_is_never_answered_and_stored_once(
     finally:
         again.close()
     assert _stored(platform, owner) == _expected(MESSAGES + 1)
+
+
+def test_rsyslog_forwards_through_the_outage_and_each_message_is_stored_once(
+    platform: Platform, syslog_ports: Iterator[int], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """omrelp as docs/operations.md configures it: its messages wait for their answers while
+    the shard is down (shorter than omrelp's timeout: nothing is sent again), then each is
+    stored once."""
+    owner, stamp = f"relp-rsyslog-{uuid.uuid4().hex[:8]}", _stamp()
+    home = tmp_path_factory.mktemp("rsyslog-outage")
+    forwarder = Rsyslog(home, {"relp": next(syslog_ports)}, platform.listener)
+    forwarder.start()
+    try:
+        # rsyslog's forward format carries the owner as the tag.
+        forwarded = [
+            f"<38>1 {stamp} web-7 {owner} 77 - - message {n}".encode()
+            for n in range(-1, MESSAGES + 1)
+        ]
+        forwarder.send("relp", forwarded[:1])
+        eventually(lambda: _stored(platform, owner) == _expected(0) or None, 30, 0.2)
+        before = _failed_writes(platform)
+        platform.shard.stop()
+        forwarder.send("relp", forwarded[1:-1])
+        _writes_failing(platform, before)
+        platform.shard.start()
+        # A sentinel after them on the same action: a copy sent again would come before it.
+        forwarder.send("relp", forwarded[-1:])
+        eventually(lambda: _stored(platform, owner)[f"message {MESSAGES}"] or None, 30, 0.2)
+        assert _stored(platform, owner) == _expected(MESSAGES + 1)
+    finally:
+        output = forwarder.stop()
+    unexpected = [line for line in output.splitlines() if "error" in line]
+    assert not unexpected, output
