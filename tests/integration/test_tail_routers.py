@@ -28,6 +28,8 @@ ROWS = 20  # per write
 PARTS = 3  # writes per part of the known set
 PARAM = {"audit": "owner_prefix", "flows": "switch_prefix"}
 SENTINEL_PORT = 65535
+# Where a stream is cut (its ``limit``): inside the first part of ROWS * PARTS rows.
+CUT = ROWS + 5
 
 
 @pytest.fixture(scope="module")
@@ -159,3 +161,56 @@ def test_a_resume_on_another_router_sends_exactly_the_rest(
     assert len(kept) < total, "the first stream had every row: nothing was left to resume"
     # Rows of several shards, so the cursor carried more than one shard's position.
     assert len({row["shard"] for row in kept + resumed}) >= 2
+
+
+def _cut(
+    router: RouterProcess,
+    kind: str,
+    params: dict[str, Any],
+    token: str,
+    cursor: str | None,
+    then: Callable[[], None] = lambda: None,
+) -> tuple[list[dict[str, Any]], str]:
+    """A stream (resumed from ``cursor``, if any) that the router ends after CUT rows, ``then``
+    done once it subscribed: its rows and its last cursor."""
+    limited = {**params, "limit": CUT}
+    with TailClient(router.url, f"/v1/{kind}/tail", limited, token, cursor).start() as tail:
+        tail.subscribed()
+        then()
+        tail.wait(lambda c: c.closed.is_set())
+    assert len(tail.rows()) == CUT
+    assert tail.parser.last_id is not None
+    return tail.rows(), tail.parser.last_id
+
+
+@pytest.mark.parametrize("kind", ["audit", "flows"])
+def test_a_stream_cut_twice_hops_between_routers_without_loss_or_repeat(
+    kind: str,
+    router_process: RouterProcess,
+    router_b: RouterProcess,
+    api: httpx.Client,
+    client_b: httpx.Client,
+    api_token: str,
+) -> None:
+    """Cut at exact rows (``limit``): on router A in the middle of the first part, on router B
+    in the middle of its catch-up (its cursor carries what that catch-up sent), then resumed on
+    A again while the last part is written."""
+    known = KnownSet(kind)
+    params = {PARAM[kind]: known.stem}
+    on_a, cursor = _cut(
+        router_process, kind, params, api_token, None, lambda: known.write([api, client_b])
+    )
+    known.write([client_b, api])
+    on_b, cursor = _cut(router_b, kind, params, api_token, cursor)
+    during = threading.Thread(target=known.write, args=([api, client_b],))
+    during.start()
+    with TailClient(router_process.url, f"/v1/{kind}/tail", params, api_token, cursor) as again:
+        again.subscribed()
+        during.join()
+        total = len(known.expected) - len(on_a) - len(on_b)
+        again.wait(lambda c: len(c.rows()) >= total, 30)
+        back_on_a = settled(again, known.sentinel(client_b), known.is_sentinel)
+    got = Counter(_identity(kind, row) for row in on_a + on_b + back_on_a)
+    twice = [identity for identity, times in got.items() if times > 1]
+    assert not twice, f"sent twice: {twice[:10]}"
+    assert sorted(got) == sorted(known.expected)
