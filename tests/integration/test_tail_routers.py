@@ -11,7 +11,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 import orjson
@@ -122,59 +122,97 @@ class KnownSet:
         return bool(row["src_port"] == SENTINEL_PORT)
 
 
-@pytest.mark.parametrize("kind", ["audit", "flows"])
-def test_a_resume_on_another_router_sends_exactly_the_rest(
-    kind: str,
+class Routers(NamedTuple):
+    a: RouterProcess
+    b: RouterProcess
+    # A client of each, writing with the token the streams read with.
+    client_a: httpx.Client
+    client_b: httpx.Client
+    token: str
+
+
+@pytest.fixture
+def routers(
     router_process: RouterProcess,
     router_b: RouterProcess,
     api: httpx.Client,
     client_b: httpx.Client,
     api_token: str,
+) -> Routers:
+    return Routers(router_process, router_b, api, client_b, api_token)
+
+
+@pytest.fixture(params=["audit", "flows"])
+def known(request: pytest.FixtureRequest) -> KnownSet:
+    return KnownSet(request.param)
+
+
+def _stream(
+    router: RouterProcess, known: KnownSet, token: str, cursor: str | None, limit: int = 0
+) -> TailClient:
+    """A stream of the known set's keys (resumed from ``cursor``, if any; ended by the router
+    after ``limit`` rows, if any)."""
+    params: dict[str, Any] = {PARAM[known.kind]: known.stem}
+    if limit:
+        params["limit"] = limit
+    return TailClient(router.url, f"/v1/{known.kind}/tail", params, token, cursor)
+
+
+def _rest_while_writing(
+    router: RouterProcess, known: KnownSet, routers: Routers, cursor: str, had: int
+) -> list[dict[str, Any]]:
+    """The stream resumed on ``router`` while the last part is written (during its catch-up
+    and after it went live): the rows it sends, ``had`` rows having come before, up to a
+    sentinel written after them."""
+    clients = [routers.client_a, routers.client_b]
+    during = threading.Thread(target=known.write, args=(clients,))
+    during.start()
+    with _stream(router, known, routers.token, cursor).start() as again:
+        again.subscribed()
+        during.join()
+        again.wait(lambda c: had + len(c.rows()) >= len(known.expected), 30)
+        return settled(again, known.sentinel(routers.client_a), known.is_sentinel)
+
+
+def _each_once(known: KnownSet, rows: list[dict[str, Any]]) -> None:
+    got = Counter(_identity(known.kind, row) for row in rows)
+    twice = [identity for identity, times in got.items() if times > 1]
+    assert not twice, f"sent twice: {twice[:10]}"
+    assert sorted(got) == sorted(known.expected)
+
+
+def test_a_resume_on_another_router_sends_exactly_the_rest(
+    known: KnownSet, routers: Routers
 ) -> None:
-    known = KnownSet(kind)
-    path, params = f"/v1/{kind}/tail", {PARAM[kind]: known.stem}
+    clients = [routers.client_a, routers.client_b]
     # Router A: the first part, through both routers; the stream is cut after part of it.
-    with TailClient(router_process.url, path, params, api_token).start() as first:
+    with _stream(routers.a, known, routers.token, None).start() as first:
         first.subscribed()
-        known.write([api, client_b])
+        known.write(clients)
         first.wait(lambda c: len(c.rows()) >= ROWS)
         first.drop()
     kept = first.rows()
     cursor = first.parser.last_id
     assert cursor is not None
     # While no stream is open: the second part.
-    known.write([client_b, api])
-    # The third part is written while the stream resumes on router B (during its catch-up
-    # and after it went live).
-    during = threading.Thread(target=known.write, args=([api, client_b],))
-    during.start()
-    with TailClient(router_b.url, path, params, api_token, cursor).start() as again:
-        again.subscribed()
-        during.join()
-        total = len(known.expected)
-        again.wait(lambda c: len(kept) + len(c.rows()) >= total, 30)
-        resumed = settled(again, known.sentinel(api), known.is_sentinel)
-    got = Counter(_identity(kind, row) for row in kept + resumed)
-    twice = [identity for identity, times in got.items() if times > 1]
-    assert not twice, f"sent twice: {twice[:10]}"
-    assert sorted(got) == sorted(known.expected)
-    assert len(kept) < total, "the first stream had every row: nothing was left to resume"
+    known.write(clients[::-1])
+    resumed = _rest_while_writing(routers.b, known, routers, cursor, len(kept))
+    _each_once(known, kept + resumed)
+    assert len(kept) < len(known.expected), "the first stream had every row: none resumed"
     # Rows of several shards, so the cursor carried more than one shard's position.
     assert len({row["shard"] for row in kept + resumed}) >= 2
 
 
 def _cut(
     router: RouterProcess,
-    kind: str,
-    params: dict[str, Any],
+    known: KnownSet,
     token: str,
     cursor: str | None,
     then: Callable[[], None] = lambda: None,
 ) -> tuple[list[dict[str, Any]], str]:
     """A stream (resumed from ``cursor``, if any) that the router ends after CUT rows, ``then``
     done once it subscribed: its rows and its last cursor."""
-    limited = {**params, "limit": CUT}
-    with TailClient(router.url, f"/v1/{kind}/tail", limited, token, cursor).start() as tail:
+    with _stream(router, known, token, cursor, CUT).start() as tail:
         tail.subscribed()
         then()
         tail.wait(lambda c: c.closed.is_set())
@@ -183,34 +221,15 @@ def _cut(
     return tail.rows(), tail.parser.last_id
 
 
-@pytest.mark.parametrize("kind", ["audit", "flows"])
 def test_a_stream_cut_twice_hops_between_routers_without_loss_or_repeat(
-    kind: str,
-    router_process: RouterProcess,
-    router_b: RouterProcess,
-    api: httpx.Client,
-    client_b: httpx.Client,
-    api_token: str,
+    known: KnownSet, routers: Routers
 ) -> None:
     """Cut at exact rows (``limit``): on router A in the middle of the first part, on router B
     in the middle of its catch-up (its cursor carries what that catch-up sent), then resumed on
     A again while the last part is written."""
-    known = KnownSet(kind)
-    params = {PARAM[kind]: known.stem}
-    on_a, cursor = _cut(
-        router_process, kind, params, api_token, None, lambda: known.write([api, client_b])
-    )
-    known.write([client_b, api])
-    on_b, cursor = _cut(router_b, kind, params, api_token, cursor)
-    during = threading.Thread(target=known.write, args=([api, client_b],))
-    during.start()
-    with TailClient(router_process.url, f"/v1/{kind}/tail", params, api_token, cursor) as again:
-        again.subscribed()
-        during.join()
-        total = len(known.expected) - len(on_a) - len(on_b)
-        again.wait(lambda c: len(c.rows()) >= total, 30)
-        back_on_a = settled(again, known.sentinel(client_b), known.is_sentinel)
-    got = Counter(_identity(kind, row) for row in on_a + on_b + back_on_a)
-    twice = [identity for identity, times in got.items() if times > 1]
-    assert not twice, f"sent twice: {twice[:10]}"
-    assert sorted(got) == sorted(known.expected)
+    clients = [routers.client_a, routers.client_b]
+    on_a, cursor = _cut(routers.a, known, routers.token, None, lambda: known.write(clients))
+    known.write(clients[::-1])
+    on_b, cursor = _cut(routers.b, known, routers.token, cursor)
+    back_on_a = _rest_while_writing(routers.a, known, routers, cursor, len(on_a) + len(on_b))
+    _each_once(known, on_a + on_b + back_on_a)
