@@ -35,6 +35,9 @@ class TailClient:
             f"Host: {self._address[0]}:{self._address[1]}",
             f"Authorization: Bearer {token}",
             "Accept: text/event-stream",
+            # One request per connection: a refusal (4xx) ends with its connection instead of
+            # the server's keep-alive timeout (5 s a refusal before).
+            "Connection: close",
         ]
         if last_event_id is not None:
             headers.append(f"Last-Event-ID: {last_event_id}")
