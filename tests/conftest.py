@@ -24,10 +24,9 @@ from router.settings import (
     Settings,
 )
 from services.cluster import LocalCluster
-from services.process import free_port, server_user
+from services.process import free_port
 from services.router_process import RouterProcess
-from services.topology import build_topology
-from tests.support import bearer, issue_token, running_router, settings_env
+from tests.support import bearer, issue_token, local_cluster, running_router, settings_env
 
 TEST_SHARDS = 4
 TEST_GROUPS = 2
@@ -61,15 +60,7 @@ def settings(cluster_root: Path) -> Settings:
 
 @pytest.fixture(scope="session")
 def cluster(settings: Settings) -> Iterator[LocalCluster]:
-    c = settings.cluster
-    local = LocalCluster(
-        build_topology(c.shards, c.groups, c.base_port, c.host),
-        c.data_dir,
-        server_user(c.server_user),
-        c.bin_dir,
-        # Tests value speed over durability.
-        {"fsync": "off", "synchronous_commit": "off", "shared_buffers": "64MB"},
-    )
+    local = local_cluster(settings, shared_buffers="64MB")
     # Nobody is trusted: psql and direct connections of the tests read the password file the
     # launcher writes (the router and the CLI get it from their settings).
     previous = os.environ.get("PGPASSFILE")

@@ -22,6 +22,7 @@ import orjson
 import pytest
 
 from bench.load import window
+from router import bootstrap
 from router.auth import store as auth_store
 from router.auth.store import TokenLimits
 from router.db import pools
@@ -30,11 +31,18 @@ from router.db.names import DayTable
 from router.errors import BUG_MARKER, ShardlogError
 from router.ingest.body import LineBlock
 from router.ingest.records import Limits, Location
-from router.settings import Settings
+from router.settings import (
+    CatalogSettings,
+    ClusterSettings,
+    RetentionSettings,
+    ServerSettings,
+    Settings,
+)
 from services.cluster import LocalCluster
 from services.collector_process import CollectorProcess
-from services.process import free_port, port_in_use
+from services.process import free_port, port_in_use, server_user
 from services.router_process import RouterProcess
+from services.topology import build_topology
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -355,3 +363,40 @@ def post_distinct_flows(client: httpx.Client, switch: str, ts: str, batches: int
         )
         assert response.status_code == 200, response.text
     return batches * 10_000
+
+
+def local_cluster(settings: Settings, shared_buffers: str) -> LocalCluster:
+    """The local cluster ``settings`` describe, as the tests run it: speed over durability."""
+    c = settings.cluster
+    return LocalCluster(
+        build_topology(c.shards, c.groups, c.base_port, c.host),
+        c.data_dir,
+        server_user(c.server_user),
+        c.bin_dir,
+        {"fsync": "off", "synchronous_commit": "off", "shared_buffers": shared_buffers},
+    )
+
+
+@contextlib.contextmanager
+def cluster_of_its_own(
+    root: Path, shards: int, groups: int
+) -> Iterator[tuple[Settings, LocalCluster]]:
+    """A cluster for one module (the metadata instance, ``shards`` shards in ``groups`` groups
+    under ``root``), started, migrated and registered, with settings naming it (a port for a
+    router of its own); stopped on the way out."""
+    own = Settings(
+        cluster=ClusterSettings(
+            data_dir=root, shards=shards, groups=groups, base_port=free_port_range(shards + 1)
+        ),
+        server=ServerSettings(port=free_port()),
+        catalog=CatalogSettings(poll_interval_s=3.0),
+        retention=RetentionSettings(enabled=False, archive_dir=root / "archive"),
+    )
+    cluster = local_cluster(own, shared_buffers="32MB")
+    try:
+        cluster.start()
+        asyncio.run(bootstrap.migrate_all(own))
+        asyncio.run(bootstrap.register_topology(own, cluster.topology))
+        yield own, cluster
+    finally:
+        cluster.stop()

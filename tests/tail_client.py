@@ -35,6 +35,9 @@ class TailClient:
             f"Host: {self._address[0]}:{self._address[1]}",
             f"Authorization: Bearer {token}",
             "Accept: text/event-stream",
+            # One request per connection: a refusal (4xx) ends with its connection instead of
+            # the server's keep-alive timeout (5 s a refusal before).
+            "Connection: close",
         ]
         if last_event_id is not None:
             headers.append(f"Last-Event-ID: {last_event_id}")
@@ -177,3 +180,22 @@ class TailClient:
     def subscribed(self, timeout: float = 20.0) -> TailClient:
         self.wait(lambda c: bool(c.of("subscribed")) or c.status not in (None, 200), timeout)
         return self
+
+
+def settled(
+    tail: TailClient,
+    write_sentinel: Callable[[], None],
+    is_sentinel: Callable[[dict[str, Any]], bool],
+    timeout: float = 20.0,
+) -> list[dict[str, Any]]:
+    """The stream's rows once a sentinel has come: a row written (``write_sentinel``) after
+    the rows a test waited for, so committed after them, with a later ts. The shards are read
+    in commit order and rows leave in ts order, so a second copy of an earlier row (a late
+    duplicate) comes before the sentinel: a test that stopped at its N-th row would not see
+    it. Asserts the sentinel came once; returns the other rows."""
+    write_sentinel()
+    tail.wait(lambda c: any(is_sentinel(row) for row in c.rows()), timeout)
+    rows = tail.rows()
+    sentinels = [row for row in rows if is_sentinel(row)]
+    assert len(sentinels) == 1, sentinels
+    return [row for row in rows if not is_sentinel(row)]

@@ -5,9 +5,10 @@ client's window of unanswered commands keeps the pipe full), as long as fewer th
 MAX_UNANSWERED answers wait. A full queue stops the reading (flow control). A message that can
 never be stored (it does not parse, has no owner, or the write path refuses it) is counted as
 rejected and answered ``200 OK`` as librelp's own server does: sending it again would fail the
-same way. A session that ends before a commit (the listener stopped, the database failed)
-leaves its commands unanswered, and the client sends them again on its next session: at least
-once, never lost."""
+same way. A session that ends before a commit leaves its commands unanswered, and the client
+sends them again on its next session: at least once, never lost. What a session had queued
+stays queued when its client leaves (one that gave up while the database was down): it is
+written when the database returns, and the client's resend is a second copy."""
 
 from __future__ import annotations
 

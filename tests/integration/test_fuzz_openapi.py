@@ -21,7 +21,6 @@ on every run.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from collections.abc import Iterator
@@ -38,23 +37,13 @@ from jsonschema import Draft202012Validator
 from schemathesis.checks import CHECKS as REGISTERED_CHECKS
 from schemathesis.checks import load_all_checks
 
-from router import bootstrap
 from router.app import create_app
 from router.auth.middleware import guarded
 from router.auth.scopes import SCOPES, SYSTEM_TENANT
 from router.auth.store import TokenLimits
-from router.settings import (
-    CatalogSettings,
-    ClusterSettings,
-    RetentionSettings,
-    ServerSettings,
-    Settings,
-)
-from services.cluster import LocalCluster
-from services.process import free_port, server_user
+from router.settings import Settings
 from services.router_process import RouterProcess
-from services.topology import build_topology
-from tests.support import bearer, free_port_range, issue_token, running_router, settings_env
+from tests.support import bearer, cluster_of_its_own, issue_token, running_router, settings_env
 
 pytestmark = pytest.mark.slow
 
@@ -98,27 +87,8 @@ def constrain(case: schemathesis.Case) -> None:
 def fuzz_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Settings, Path]]:
     """Two shards in two groups and the metadata instance, for this module only."""
     root: Path = tmp_path_factory.mktemp("fuzz")
-    own = Settings(
-        cluster=ClusterSettings(data_dir=root, shards=2, groups=2, base_port=free_port_range(3)),
-        server=ServerSettings(port=free_port()),
-        catalog=CatalogSettings(poll_interval_s=3.0),
-        retention=RetentionSettings(enabled=False, archive_dir=root / "archive"),
-    )
-    c = own.cluster
-    cluster = LocalCluster(
-        build_topology(c.shards, c.groups, c.base_port, c.host),
-        c.data_dir,
-        server_user(c.server_user),
-        c.bin_dir,
-        {"fsync": "off", "synchronous_commit": "off", "shared_buffers": "32MB"},
-    )
-    try:
-        cluster.start()
-        asyncio.run(bootstrap.migrate_all(own))
-        asyncio.run(bootstrap.register_topology(own, cluster.topology))
+    with cluster_of_its_own(root, shards=2, groups=2) as (own, _):
         yield own, root
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ from tests.support import (
     run_cli,
     running_router,
 )
-from tests.tail_client import TailClient
+from tests.tail_client import TailClient, settled
 
 
 def _owner(stem: str = "tail") -> str:
@@ -59,6 +59,18 @@ def _audit(owner: str, count: int, tag: str, ts: datetime | None = None) -> list
         }
         for n in range(count)
     ]
+
+
+def _settled(
+    tail: TailClient, client: httpx.Client, owner: str, tag: str = "sentinel"
+) -> list[dict[str, Any]]:
+    """The stream's rows but the sentinel (``tag 0``, an audit row of ``owner`` written once
+    the expected rows came): what a late duplicate would be among (tests/tail_client.py)."""
+    return settled(
+        tail,
+        lambda: _post_audit(client, _audit(owner, 1, tag)),
+        lambda row: row["content"] == f"{tag} 0",
+    )
 
 
 def _contents(rows: list[dict[str, Any]]) -> list[str]:
@@ -99,7 +111,7 @@ def test_rows_arrive_once_and_in_order(
         for batch in range(5):
             _post_audit(api, _audit(owner, 40, f"b{batch}"))
         tail.wait(lambda c: len(c.rows()) >= 200)
-        rows = tail.rows()
+        rows = _settled(tail, api, owner)
     assert sorted(_contents(rows)) == sorted(f"b{b} {n}" for b in range(5) for n in range(40))
     assert _in_order(rows)
     assert all(r["owner"] == owner and r["ref"] for r in rows)
@@ -123,7 +135,8 @@ def test_filters_apply_as_in_a_search(
         tail.wait(lambda c: len(c.rows()) >= 2)
         _post_audit(api, [{"owner": owner, "content": "end ssh denied"}])
         tail.wait(lambda c: len(c.rows()) >= 3)
-    assert sorted(_contents(tail.rows())) == [
+        rows = _settled(tail, api, owner, "sentinel ssh denied")
+    assert sorted(_contents(rows)) == [
         "denied: ssh key",
         "end ssh denied",
         "ssh login denied for root",
@@ -156,7 +169,11 @@ def test_flows_with_filters_and_merges(
         tail.wait(lambda c: len(c.rows()) >= 1)
         _post_flows(api, [flow("10.1.2.3", 1000, 50, tcp_flags=0x12, sampling_rate=8)])
         tail.wait(lambda c: len(c.rows()) >= 2)
-    first, merge = tail.rows()
+        first, merge = settled(
+            tail,
+            lambda: _post_flows(api, [flow("10.1.9.9", 1009, 1)]),
+            lambda row: row["src_ip"] == "10.1.9.9",
+        )
     assert (first["src_ip"], first["bytes"], first["merged"]) == ("10.1.2.3", 100, False)
     assert (merge["src_ip"], merge["bytes"], merge["merged"]) == ("10.1.2.3", 150, True)
     # What exporters add, as a search shows it: nothing said, then flags and a rate merged in.
@@ -186,7 +203,7 @@ def test_resume_after_a_dropped_connection_has_no_gap_and_no_repeat(
         again.subscribed()
         _post_audit(api, _audit(owner, 30, "after"))
         again.wait(lambda c: len(kept) + len(c.rows()) >= 90)
-        got = kept + again.rows()
+        got = kept + _settled(again, api, owner)
     expected = [f"{tag} {n}" for tag in ("before", "between", "after") for n in range(30)]
     assert sorted(_contents(got)) == sorted(expected)
 
@@ -212,11 +229,12 @@ def test_replay_then_live_seam(
         writer.start()
         writer.join()
         tail.wait(lambda c: len(c.rows()) >= 150)
-    got = _contents(tail.rows())
+        rows = _settled(tail, api, owner)
+    got = _contents(rows)
     assert sorted(got) == sorted(
         [f"old {n}" for n in range(50)] + [f"live{i} {n}" for i in range(20) for n in range(5)]
     )
-    replayed = [r for r in tail.rows() if r.get("replayed")]
+    replayed = [r for r in rows if r.get("replayed")]
     assert [r["content"] for r in replayed[:50]] == [f"old {n}" for n in range(50)]
 
 
@@ -240,7 +258,7 @@ def test_a_row_written_through_one_router_reaches_another(
         for writer in writers:
             writer.join()
         tail.wait(lambda c: len(c.rows()) >= 200)
-        rows = tail.rows()
+        rows = _settled(tail, b, owner)
     expected = [f"{t} {n}" for t in ("a1", "b1", "a2", "b2") for n in range(50)]
     assert sorted(_contents(rows)) == sorted(expected)
 
@@ -268,7 +286,7 @@ def test_a_client_that_stops_reading_gets_an_overflow_and_resumes(
     ).start() as again:
         again.subscribed()
         again.wait(lambda c: len(kept) + len(c.rows()) >= 1000)
-    got = _contents(kept + again.rows())
+        got = _contents(kept + _settled(again, api, owner))
     assert sorted(got) == sorted(f"x{b} {n}" for b in range(20) for n in range(50))
 
 
@@ -297,7 +315,7 @@ def test_a_shard_restart_loses_no_row(
             records = _audit(owner, 20, f"after{batch}")
             eventually(lambda records=records: _try_post(api, records), 30)
         tail.wait(lambda c: len(c.rows()) >= 120, 40)
-    got = _contents(tail.rows())
+        got = _contents(_settled(tail, api, owner))
     assert sorted(got) == sorted(
         [f"first {n}" for n in range(20)] + [f"after{b} {n}" for b in range(5) for n in range(20)]
     )

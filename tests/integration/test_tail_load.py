@@ -24,7 +24,7 @@ from router.settings import Settings
 from services.cluster import LocalCluster
 from services.router_process import RouterProcess
 from tests.support import another_router, eventually, running_router
-from tests.tail_client import TailClient
+from tests.tail_client import TailClient, settled
 
 SUBSCRIBERS = 200
 WRITES = 20
@@ -199,9 +199,13 @@ def test_writes_do_not_wait_for_subscribers_and_a_stalled_one_resumes_exactly_on
             eventually(lambda: subscribers.subscribed.value == SUBSCRIBERS or None, 60)
             watched = _timed_writes(client, owner, "w", subscribers)
             eventually(lambda: subscribers.least() >= WRITES * ROWS or None, 60)
+            # A sentinel row after them: a late duplicate of theirs would come before it.
+            _write(client, owner, "sentinel-a", 1)
+            eventually(lambda: subscribers.least() >= WRITES * ROWS + 1 or None, 60)
             # Nothing more came: every row once.
-            assert list(subscribers.rows) == [WRITES * ROWS] * SUBSCRIBERS
-            assert all(sorted(c) == expected for c in subscribers.contents())
+            assert list(subscribers.rows) == [WRITES * ROWS + 1] * SUBSCRIBERS
+            with_sentinel = sorted([*expected, "sentinel-a 0"])
+            assert all(sorted(c) == with_sentinel for c in subscribers.contents())
         bulk = [f"bulk{b} {n}" for b in range(STALLED_BULK) for n in range(1000)]
         for b in range(STALLED_BULK):
             _write(client, other, f"bulk{b}", 1000)
@@ -215,12 +219,18 @@ def test_writes_do_not_wait_for_subscribers_and_a_stalled_one_resumes_exactly_on
     kept = [r["content"] for r in stalled.rows()]
     cursor = stalled.of("overflow")[0].id
     assert cursor
-    total = WRITES * ROWS + len(bulk)
+    total = WRITES * ROWS + 1 + len(bulk)
     resumed = TailClient(
         tail_router.url, "/v1/audit/tail", {"owner_prefix": stem, "after": cursor}, api_token
     )
-    with resumed.start():
+    with resumed.start(), httpx.Client(base_url=tail_router.url, timeout=60) as client:
+        client.headers["Authorization"] = f"Bearer {api_token}"
         resumed.subscribed()
         resumed.wait(lambda c: len(kept) + len(c.rows()) >= total, 60)
-    got = kept + [r["content"] for r in resumed.rows()]
-    assert sorted(got) == sorted(expected + bulk)
+        rows = settled(
+            resumed,
+            lambda: _write(client, other, "sentinel-b", 1),
+            lambda row: row["content"] == "sentinel-b 0",
+        )
+    got = kept + [r["content"] for r in rows]
+    assert sorted(got) == sorted([*expected, "sentinel-a 0", *bulk])
