@@ -261,6 +261,12 @@ def reading(cost: float, spread: float, met: bool) -> str:
             else "the spread is wider than the target: this run cannot tell"
         )
         return f"no measurable cost: {cost:+.1%} is inside the A/A spread (±{spread:.1%}); {sense}"
+    if cost < 0:
+        return (
+            f"no measurable cost: tokens came out {cost:+.1%} cheaper, beyond the A/A spread "
+            f"(±{spread:.1%}): noise the A/A pairs did not show; the target is met only in "
+            "that sense"
+        )
     if met:
         return f"a measurable cost of {cost:+.1%}, above the A/A spread (±{spread:.1%}), within 3 %"
     return f"a miss: {cost:+.1%} is above the A/A spread (±{spread:.1%}) and above 3 %"

@@ -32,6 +32,11 @@ def test_a_cost_inside_the_spread_is_no_measurable_cost_and_met_only_in_that_sen
     assert below["met"] and below["reading"].startswith("no measurable cost")
 
 
+def test_tokens_cheaper_beyond_the_spread_is_no_measurable_cost_either() -> None:
+    outcome = cost_verdict(result(-0.036, 1.02, 1.034))
+    assert outcome["met"] and outcome["reading"].startswith("no measurable cost: tokens came out")
+
+
 def test_a_cost_above_the_spread_within_the_target_is_measurable_and_met() -> None:
     outcome = cost_verdict(result(0.02, 0.995, 1.01))
     assert outcome["met"] and outcome["reading"].startswith("a measurable cost of +2.0%")
