@@ -2,10 +2,11 @@
 shards; every router's owners mapped to the same group), with a token whose limits are high
 enough never to refuse but are checked on every request:
 
-- **one process, two apps** (`bench/auth/twin.py`): the router served twice by one process,
-  open (SHARDLOG_AUTH__MODE=open) on one port and with tokens on another; the process's CPU is
-  read around each turn. Same interpreter, heap and hash seed: the difference is
-  authentication alone. This is the figure the target is about.
+- **one process, three apps** (`bench/auth/twin.py`): the router served by one process open
+  (SHARDLOG_AUTH__MODE=open) on one port, with tokens on another, and open again on a third
+  (the A/A pair); the process's CPU is read around each turn. Same interpreter, heap and hash
+  seed: the difference is authentication alone, or noise, which the A/A pair shows. This is
+  the figure the target is about.
 - **separate routers** (`shardlog serve`, as deployed): two open and two with tokens, because
   two processes doing the same work differ by a few percent on this machine; each pair shows
   by how much.
@@ -20,9 +21,9 @@ router writing and reading owners of its own:
 
 CPU comes from /proc/PID/task/*/schedstat (nanoseconds); the cost is the tokens total over the
 open total, minus 1 (target: at most 3 %). Beside each cost, the A/A spread of the same run:
-how far apart two separate routers doing the same work came (open vs open, tokens vs tokens,
-the larger). A cost whose magnitude is inside that spread is "no measurable cost": the target
-is then met only in that sense; a cost above the spread and above 3 % is a miss. Beside them,
+how far apart the one process's two open apps came, doing the same work in the same rounds. A
+cost whose magnitude is inside that spread is "no measurable cost": the target is then met
+only in that sense; a cost above the spread and above 3 % is a miss. Beside them,
 the token check alone, timed in process (registry, buckets, scope), against the router's CPU
 per request. Writes bench/results/auth.{json,png}.
 
@@ -158,7 +159,7 @@ async def search_all(url: str, headers: dict[str, str], owner: str, requests: in
 
 
 Workload = Callable[[str, dict[str, str], str], Coroutine[Any, Any, None]]
-MODES = ("twin_open", "twin_tokens", "open", "tokens", "open_b", "tokens_b")
+MODES = ("twin_open", "twin_tokens", "twin_open_b", "open", "tokens", "open_b", "tokens_b")
 OPEN, TOKENS = ("open", "open_b"), ("tokens", "tokens_b")
 
 
@@ -229,6 +230,8 @@ def summarize(samples: dict[str, list[tuple[float, float]]]) -> dict[str, Any]:
             "wall_ratio": ratio(wall, ("twin_tokens",), ("twin_open",)),
             "median_round_cpu_ratio": paired("twin_tokens", "twin_open", 1),
             "median_round_wall_ratio": paired("twin_tokens", "twin_open", 0),
+            "open_b/open cpu": ratio(cpu, ("twin_open_b",), ("twin_open",)),
+            "open_b/open wall": ratio(wall, ("twin_open_b",), ("twin_open",)),
         },
         "separate_routers": {
             "router_cpu_ratio": ratio(cpu, TOKENS, OPEN),
@@ -245,11 +248,9 @@ def summarize(samples: dict[str, list[tuple[float, float]]]) -> dict[str, Any]:
 
 
 def aa_spread(result: dict[str, Any]) -> float:
-    """The run's A/A spread for one workload: the larger difference, in router CPU, between two
-    separate routers doing the same work (open vs open, tokens vs tokens)."""
-    separate = result["separate_routers"]
-    pairs = (separate["open_b/open cpu"], separate["tokens_b/tokens cpu"])
-    return round(max(abs(float(ratio) - 1) for ratio in pairs), 4)
+    """The run's A/A spread for one workload: how far apart, in router CPU, the one process's
+    two open apps came doing the same work (the noise of the cost's own comparison)."""
+    return round(abs(float(result["one_process"]["open_b/open cpu"]) - 1), 4)
 
 
 def reading(cost: float, spread: float, met: bool) -> str:
@@ -288,11 +289,12 @@ def plot(payload: dict[str, Any]) -> Callable[[Any], None]:
         bars = (
             (("one_process", "router_cpu_ratio"), "one process: tokens vs open, CPU"),
             (("one_process", "wall_ratio"), "one process: tokens vs open, wall"),
+            (("one_process", "open_b/open cpu"), "one process: open vs open (A/A), CPU"),
             (("separate_routers", "router_cpu_ratio"), "separate routers: tokens vs open, CPU"),
             (("separate_routers", "open_b/open cpu"), "separate routers: open vs open, CPU"),
             (("separate_routers", "tokens_b/tokens cpu"), "separate: tokens vs tokens, CPU"),
         )
-        width = 0.16
+        width = 0.13
         for offset, (keys, label) in enumerate(bars):
             heights = []
             for name in names:
@@ -310,10 +312,10 @@ def plot(payload: dict[str, Any]) -> Callable[[Any], None]:
                 index + width * (len(bars) - 0.5),
                 colors="grey",
                 linestyles=":",
-                label="A/A spread of the run" if index == 0 else None,
+                label="A/A spread (one process)" if index == 0 else None,
             )
         axis.axhline(0, color="black", linewidth=0.5)
-        axis.set_xticks([i + 2 * width for i in range(len(names))], names)
+        axis.set_xticks([i + width * (len(bars) - 1) / 2 for i in range(len(names))], names)
         axis.set_ylabel("difference (%)")
         axis.set_title("bench/auth: authentication on vs off (totals over interleaved rounds)")
         axis.legend()
@@ -400,7 +402,8 @@ def main() -> int:
         one, separate = result["one_process"], result["separate_routers"]
         print(
             f"{name:18} one process: CPU {one['router_cpu_ratio']:.4f} (median of rounds "
-            f"{one['median_round_cpu_ratio']:.4f}) wall {one['wall_ratio']:.4f}; separate "
+            f"{one['median_round_cpu_ratio']:.4f}) wall {one['wall_ratio']:.4f}, open/open "
+            f"{one['open_b/open cpu']:.4f}; separate "
             f"routers: CPU {separate['router_cpu_ratio']:.4f} (open/open "
             f"{separate['open_b/open cpu']:.4f}, tokens/tokens "
             f"{separate['tokens_b/tokens cpu']:.4f}); router CPU "
@@ -442,12 +445,12 @@ def place_owners(url: str, admin: dict[str, str]) -> None:
 
 
 def start_twin(settings: Settings, home: Path) -> tuple[subprocess.Popen[bytes], dict[str, int]]:
-    """bench/auth/twin.py as a process of its own, once both its apps answer."""
-    ports = {"open": free_port(), "tokens": free_port()}
+    """bench/auth/twin.py as a process of its own, once all its apps answer."""
+    ports = {"open": free_port(), "tokens": free_port(), "open_b": free_port()}
     home.mkdir(parents=True, exist_ok=True)
     with open(home / "twin.log", "ab") as log:
         twin = subprocess.Popen(
-            [sys.executable, "-m", "bench.auth.twin", str(ports["open"]), str(ports["tokens"])],
+            [sys.executable, "-m", "bench.auth.twin", *(str(port) for port in ports.values())],
             env={**os.environ, **router_env(settings)},
             stdout=log,
             stderr=subprocess.STDOUT,
