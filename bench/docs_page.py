@@ -155,10 +155,13 @@ def _mode(holder: Mapping[str, Any]) -> str | None:
         name = next((mode[k] for k in ("name", "kind", "mode") if isinstance(mode.get(k), str)), "")
         if not name and isinstance(mode.get("quick"), bool):
             name = "quick" if mode["quick"] else "full"
+            if name == "full" and mode.get("full") is False:
+                name = "arguments other than the defaults"
         rest = [
             f"{k} {number(v)}"
             for k, v in mode.items()
-            if k not in ("name", "kind", "mode", "quick") and not isinstance(v, Mapping | list)
+            if k not in ("name", "kind", "mode", "quick", "full")
+            and not isinstance(v, Mapping | list)
         ]
         return ", ".join(x for x in (name, *rest) if x) or None
     params = holder.get("params")

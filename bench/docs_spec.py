@@ -150,6 +150,17 @@ def _ingest() -> dict[str, tuple[Part, ...]]:
                     ("flows-100-rows", "100-row flow requests"),
                 )
             ),
+            Table(
+                "ingest-small",
+                VALUE,
+                entries=(
+                    (
+                        "context: one-record audit req/s, after ÷ the baseline commit's router",
+                        "baseline.audit_1_record_after_vs_it",
+                    ),
+                    ("baseline commit", "baseline.commit"),
+                ),
+            ),
             Verdicts("ingest-small"),
         ),
         "ingest-storage.figures": (
@@ -258,13 +269,17 @@ def _search() -> dict[str, tuple[Part, ...]]:
                 "search_rate",
                 VALUE,
                 entries=(
-                    ("spread 2 ÷ today, requests/s", "ratio_spread_vs_today"),
-                    ("each repeat", "ratios_by_repeat"),
                     (
-                        "spread 2 ÷ whole group, same router",
+                        "spread 2 ÷ whole group, same router (the target)",
                         "ratio_spread_vs_whole_group_same_router",
                     ),
                     ("each repeat", "same_router_ratios_by_repeat"),
+                    (
+                        "context: spread 2 ÷ the baseline commit's router on whole-group owners",
+                        "baseline.ratio_spread_vs_its_whole_group",
+                    ),
+                    ("each repeat", "baseline.ratios_by_repeat"),
+                    ("baseline commit", "baseline.commit"),
                     ("CPU per request, whole group ÷ spread 2", "cpu_ratio_whole_group_vs_spread"),
                 ),
             ),

@@ -1,9 +1,12 @@
-"""One process serving the router twice, as `shardlog serve` does (same HTTP protocol, same
-limits, uvloop, access log): the app with SHARDLOG_AUTH__MODE=open on one port and with tokens
-on another. bench/auth runs their requests in turns and reads this one process's CPU per turn:
-the same interpreter, heap and hash seed for both, so what differs is authentication alone.
+"""One process serving the router three times, as `shardlog serve` does (same HTTP protocol,
+same limits, uvloop, access log): the app with SHARDLOG_AUTH__MODE=open on one port, with
+tokens on another, and open again on a third (the A/A pair: what two identical apps of one
+process differ by). bench/auth runs their requests in turns and reads this one process's CPU
+per turn: the same interpreter, heap and hash seed for all, so what differs between open and
+tokens is authentication alone, or the noise the A/A pair shows.
 
-    python -m bench.auth.twin OPEN_PORT TOKENS_PORT   (settings from the SHARDLOG_* environment)
+    python -m bench.auth.twin OPEN_PORT TOKENS_PORT OPEN_B_PORT
+        (settings from the SHARDLOG_* environment)
 """
 
 from __future__ import annotations
@@ -20,10 +23,11 @@ from router.http.protocol import protocol_factory
 from router.settings import AuthSettings, Settings
 
 
-async def serve(settings: Settings, ports: dict[str, int]) -> None:
+async def serve(settings: Settings, apps: list[tuple[str, int]]) -> None:
+    """One app per (auth mode, port)."""
     http = protocol_factory(connection_limits(settings.server))
     servers = []
-    for mode, port in ports.items():
+    for mode, port in apps:
         app = create_app(settings.model_copy(update={"auth": AuthSettings(mode=mode)}))
         config = uvicorn.Config(
             app,
@@ -41,11 +45,12 @@ def main() -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    open_port, tokens_port = (int(a) for a in sys.argv[1:3])
+    open_port, tokens_port, open_b_port = (int(a) for a in sys.argv[1:4])
     settings = Settings()
     import uvloop
 
-    uvloop.run(serve(settings, {"open": open_port, "tokens": tokens_port}))
+    apps = [("open", open_port), ("tokens", tokens_port), ("open", open_b_port)]
+    uvloop.run(serve(settings, apps))
     return 0
 
 

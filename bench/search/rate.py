@@ -9,14 +9,14 @@ The clients send their requests over keep-alive connections of bench/http_client
 client: on two shared cores an httpx client took a third of the machine's CPU per request).
 Prints requests/s and CPU per request: the router process, the cluster's PostgreSQL processes,
 and the whole machine (other work on it included). Target: spread >= 2x the whole group's
-requests/s. With ``--baseline DIR`` a router of another checkout (the one before issue 20:
-``git worktree add --detach DIR d7a2a22``) runs beside this one on the same cluster and asks
-for the whole-group owners' pages too: "today" as a user had it, every owner on the whole
-group and that router's cost per request. The target is then this router's spread owners
-against that. Writes bench/results/search_rate.{json,png}.
+requests/s, both on this router (the headline). Beside it, as context, the router of an older
+commit (``--baseline-commit``, by default d7a2a22, the one before issue 20), checked out in a
+temporary git worktree and run beside this one on the same cluster, asks for the whole-group
+owners' pages too: the whole group as a user had it then; its ratio is recorded with the
+commit. Writes bench/results/search_rate.{json,png}.
 
     python -m bench.search.rate [--owners 16] [--rows-per-owner 40000] [--seconds 10]
-        [--baseline DIR]
+        [--baseline-commit SHA | --no-baseline]
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import statistics
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from typing import Any
 import httpx
 import orjson
 
+from bench import baseline
 from bench.harness import (
     BENCH_BASE_PORT,
     BENCH_ROUTER_PORT,
@@ -63,8 +65,6 @@ from services.router_process import RouterProcess
 CLIENTS = 8
 TARGET_RATIO = 2.0
 GROUPS = ("group1", "group2")
-# The baseline router (--baseline) on the whole-group owners.
-TODAY = "today"
 
 
 async def load(
@@ -191,6 +191,47 @@ async def measure(
     return await run_clients(router.url, owners, day, seconds, pid, data_dir)
 
 
+def take_turns(
+    routers: dict[str, RouterProcess],
+    owners: dict[str, list[str]],
+    day: datetime,
+    seconds: float,
+    repeats: int,
+    data_dir: Path,
+) -> dict[str, list[dict[str, float]]]:
+    """Every router on its owners in turns (the order rotating each repeat), after a warm-up
+    turn each."""
+    runners = list(routers)
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in runners}
+    for name in runners:  # warm-up: plans, pools, caches
+        asyncio.run(measure(routers[name], owners[name], day, 2.0, data_dir))
+    for repeat in range(repeats):
+        order = runners[repeat % len(runners) :] + runners[: repeat % len(runners)]
+        for name in order:
+            run = asyncio.run(measure(routers[name], owners[name], day, seconds, data_dir))
+            runs[name].append(run)
+            print(
+                f"  {name:<14} {run['requests_per_s']:7.0f} requests/s, router "
+                f"CPU {run['router_cpu_ms_per_request']:.2f} ms/request, "
+                f"PostgreSQL {run['postgres_cpu_ms_per_request']:.2f} ms/request, "
+                f"p50 {run['p50_ms']:.1f} ms, errors {run['errors']:.0f}",
+                flush=True,
+            )
+    return runs
+
+
+def ratio_of(
+    runs: dict[str, list[dict[str, float]]], name: str, against: str
+) -> tuple[float, list[float]]:
+    """The ratio of each repeat's turns (run one after the other), then their median: the load
+    of the rest of the machine moves between repeats more than within one."""
+    ratios = [
+        n["requests_per_s"] / w["requests_per_s"]
+        for n, w in zip(runs[name], runs[against], strict=True)
+    ]
+    return round(statistics.median(ratios), 3), [round(r, 3) for r in ratios]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--owners", type=int, default=16, help="owners of each kind")
@@ -200,11 +241,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base-port", type=int, default=BENCH_BASE_PORT)
     parser.add_argument("--router-port", type=int, default=BENCH_ROUTER_PORT)
     parser.add_argument(
-        "--baseline",
-        type=Path,
-        help="a checkout whose router runs beside this one on the whole-group owners: the "
-        "target's 'today'",
+        "--baseline-commit",
+        default=baseline.BEFORE_ISSUE_20,
+        help="the commit whose router runs beside this one on the whole-group owners, as "
+        "context (default: %(default)s, the one before issue 20)",
     )
+    parser.add_argument("--no-baseline", action="store_true", help="no router of another commit")
     args = parser.parse_args(argv)
     spread = IngestSettings().spread_min_shards or None
     kinds: dict[str, int | None] = {"whole group": None, f"spread {spread}": spread}
@@ -216,60 +258,28 @@ def main(argv: list[str] | None = None) -> int:
     day = (datetime.now(UTC) - timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
     data_dir = Path(tempfile.mkdtemp(prefix="shardlog-rate-"))
     settings = bench_settings(data_dir, base_port=args.base_port, router_port=args.router_port)
-    runs: dict[str, list[dict[str, float]]] = {name: [] for name in kinds}
-    runners = list(kinds)
-    if args.baseline is not None:
-        runners.append(TODAY)
-        runs[TODAY] = []
-        owners[TODAY] = owners["whole group"]
-    try:
-        with bench_cluster(settings) as (_, router):
-            assert router is not None
-            wanted = {key: spread for name, spread in kinds.items() for key in owners[name]}
-            placed = asyncio.run(load(settings, router.url, wanted, args.rows_per_owner, day))
-            routers = {name: router for name in kinds}
-            if args.baseline is not None:
-                routers[TODAY] = baseline_router(
-                    settings, data_dir / "baseline", args.baseline.absolute()
-                )
-            try:
-                for name in runners:  # warm-up: plans, pools, caches
-                    asyncio.run(measure(routers[name], owners[name], day, 2.0, data_dir))
-                for repeat in range(args.repeats):
-                    order = runners[repeat % len(runners) :] + runners[: repeat % len(runners)]
-                    for name in order:
-                        run = asyncio.run(
-                            measure(routers[name], owners[name], day, args.seconds, data_dir)
-                        )
-                        runs[name].append(run)
-                        print(
-                            f"  {name:<12} {run['requests_per_s']:7.0f} requests/s, router "
-                            f"CPU {run['router_cpu_ms_per_request']:.2f} ms/request, "
-                            f"PostgreSQL {run['postgres_cpu_ms_per_request']:.2f} ms/request, "
-                            f"p50 {run['p50_ms']:.1f} ms, errors {run['errors']:.0f}",
-                            flush=True,
-                        )
-            finally:
-                if TODAY in routers:
-                    routers[TODAY].stop()
-    finally:
-        shutil.rmtree(data_dir, ignore_errors=True)
+    with ExitStack() as stack:
+        stack.callback(shutil.rmtree, data_dir, ignore_errors=True)
+        old = (
+            None
+            if args.no_baseline
+            else stack.enter_context(baseline.checkout(args.baseline_commit))
+        )
+        _, router = stack.enter_context(bench_cluster(settings))
+        assert router is not None
+        wanted = {key: spread for name, spread in kinds.items() for key in owners[name]}
+        placed = asyncio.run(load(settings, router.url, wanted, args.rows_per_owner, day))
+        routers = {name: router for name in kinds}
+        if old is not None:
+            owners[old.label] = owners["whole group"]
+            routers[old.label] = baseline_router(settings, data_dir / "baseline", old.code)
+            stack.callback(routers[old.label].stop)
+        runs = take_turns(routers, owners, day, args.seconds, args.repeats, data_dir)
     medians = {
         name: {key: round(statistics.median(r[key] for r in results), 3) for key in results[0]}
         for name, results in runs.items()
     }
-
-    # The ratio of each repeat's turns (run one after the other), then their median: the load
-    # of the rest of the machine moves between repeats more than within one.
-    def ratio_of(name: str, against: str) -> tuple[float, list[float]]:
-        ratios = [
-            n["requests_per_s"] / w["requests_per_s"]
-            for n, w in zip(runs[name], runs[against], strict=True)
-        ]
-        return round(statistics.median(ratios), 3), [round(r, 3) for r in ratios]
-
-    same_router, same_router_ratios = ratio_of(f"spread {spread}", "whole group")
-    ratio, ratios = ratio_of(f"spread {spread}", TODAY if TODAY in runs else "whole group")
+    same_router, same_router_ratios = ratio_of(runs, f"spread {spread}", "whole group")
     errors = sum(r["errors"] for results in runs.values() for r in results)
     # Router + PostgreSQL CPU per request: what bounds the rate on an otherwise idle machine
     # (this one is shared: the rates above move with everything else running on it).
@@ -278,7 +288,18 @@ def main(argv: list[str] | None = None) -> int:
         for name, m in medians.items()
     }
     cpu_ratio = round(cpu["whole group"] / cpu[f"spread {spread}"], 3)
-    shards_asked = {name: len(placed[owners[name][0]]) for name in runners}
+    shards_asked = {name: len(placed[owners[name][0]]) for name in routers}
+    context = None
+    if old is not None:
+        ratio, ratios = ratio_of(runs, f"spread {spread}", old.label)
+        context = {
+            **old.record(),
+            "label": old.label,
+            "ratio_spread_vs_its_whole_group": ratio,
+            "ratios_by_repeat": ratios,
+            "note": f"context, not the target: this router's spread {spread} owners against "
+            f"the router of {old.label} on the whole-group owners, beside it on the same cluster",
+        }
     payload = {
         "params": {
             "owners_per_kind": args.owners,
@@ -292,19 +313,20 @@ def main(argv: list[str] | None = None) -> int:
             "limit": 10,
             "window": "1 hour",
         },
+        "machine_note": baseline.MACHINE_NOTE,
         "shards_asked": shards_asked,
         "runs": runs,
         "medians": medians,
-        "baseline": None if args.baseline is None else str(args.baseline),
-        "ratio_spread_vs_today": ratio,
-        "ratios_by_repeat": ratios,
         "ratio_spread_vs_whole_group_same_router": same_router,
         "same_router_ratios_by_repeat": same_router_ratios,
+        "baseline": context,
         "cpu_ms_per_request": {name: round(value, 3) for name, value in cpu.items()},
         "cpu_ratio_whole_group_vs_spread": cpu_ratio,
         "errors": errors,
         "targets": {
-            "spread_vs_today_requests_per_s": verdict(ratio, TARGET_RATIO, at_most=False),
+            "spread_vs_whole_group_requests_per_s": verdict(
+                same_router, TARGET_RATIO, at_most=False
+            ),
             "errors": verdict(errors, 0),
         },
     }
@@ -313,19 +335,28 @@ def main(argv: list[str] | None = None) -> int:
     )
     for name, figures in medians.items():
         print(
-            f"{name:<12} ({shards_asked[name]} shards asked): {figures['requests_per_s']:.0f} "
+            f"{name:<14} ({shards_asked[name]} shards asked): {figures['requests_per_s']:.0f} "
             f"requests/s, router CPU {figures['router_cpu_ms_per_request']:.2f} ms/request, "
             f"PostgreSQL CPU {figures['postgres_cpu_ms_per_request']:.2f} ms/request, "
             f"machine CPU {figures['machine_cpu_ms_per_request']:.2f} ms/request, p50 "
             f"{figures['p50_ms']:.1f} ms"
         )
-    today = "the baseline router's whole group" if TODAY in runs else "the whole group"
-    print(f"spread vs {today}: {ratio:.2f}x requests/s (target >= {TARGET_RATIO}x)")
-    print(f"spread vs whole group, this router: {same_router:.2f}x requests/s")
+    print(
+        f"spread {spread} vs whole group, this router: {same_router:.2f}x requests/s "
+        f"(target >= {TARGET_RATIO}x)"
+    )
+    if context is not None:
+        print(
+            f"context: spread {spread} vs the whole group on {context['label']}'s router: "
+            f"{context['ratio_spread_vs_its_whole_group']:.2f}x requests/s"
+        )
     print(f"router + PostgreSQL CPU per request, whole group / spread: {cpu_ratio:.2f}x")
     failed = False
-    if ratio < TARGET_RATIO:
-        print(f"SHORTFALL: spread {ratio:.2f}x {today}'s requests/s (target {TARGET_RATIO}x)")
+    if same_router < TARGET_RATIO:
+        print(
+            f"SHORTFALL: spread {spread} {same_router:.2f}x the whole group's requests/s on "
+            f"this router (target {TARGET_RATIO}x)"
+        )
         failed = True
     if errors:
         print(f"SHORTFALL: {errors:.0f} searches failed or returned fewer than 10 rows")
