@@ -66,6 +66,12 @@ def window_around(
     }
 
 
+def recent_window() -> dict[str, str]:
+    """A search's ``from``/``to`` an hour either side of now, taken as the search is made: it
+    holds what the test wrote without ``ts`` moments before, however long the session ran."""
+    return window_around(clock_now())
+
+
 @contextlib.contextmanager
 def running_router(router: RouterProcess) -> Iterator[RouterProcess]:
     """The router for a test session; the session fails if its log shows an unexpected error."""
