@@ -12,7 +12,7 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -47,6 +47,37 @@ from services.topology import build_topology
 T = TypeVar("T")
 R = TypeVar("R")
 REPO = Path(__file__).resolve().parent.parent
+
+
+def clock_now() -> datetime:
+    """The tests' one reading of the wall clock (UTC), taken when a test runs, never at import."""
+    return datetime.now(UTC)
+
+
+def past_day(days: int = 2, hour: int = 12) -> datetime:
+    """``hour`` o'clock UTC of the day ``days`` before today: with days >= 1 it is in the past
+    and its day is the same on either side of a midnight the test crosses; the router accepts
+    such a ``ts`` (up to SHARDLOG_INGEST__DEFAULT_KEEP_DAYS back)."""
+    midnight = clock_now().replace(hour=0, minute=0, second=0, microsecond=0)
+    return midnight - timedelta(days=days) + timedelta(hours=hour)
+
+
+def window_around(
+    start: datetime, end: datetime | None = None, margin: timedelta = timedelta(hours=1)
+) -> dict[str, str]:
+    """A search's ``from``/``to`` from ``margin`` before ``start`` to ``margin`` after ``end``
+    (``start`` when not given): take ``start`` before a write without ``ts`` (the router stamps
+    it) and ``end`` after it, whatever the hour and however long the session has run."""
+    return {
+        "from": (start - margin).isoformat(),
+        "to": ((end or start) + margin).isoformat(),
+    }
+
+
+def recent_window() -> dict[str, str]:
+    """A search's ``from``/``to`` an hour either side of now, taken as the search is made: it
+    holds what the test wrote without ``ts`` moments before, however long the session ran."""
+    return window_around(clock_now())
 
 
 @contextlib.contextmanager

@@ -74,10 +74,13 @@ class Capture:
 
 
 def recent_base(now: datetime | None = None) -> datetime:
-    """A base time an hour before the current UTC hour: a capture of up to MAX_SPAN_S seconds
-    from there lies within one UTC day, in the past, and no more than two hours old."""
+    """Noon UTC of the day before ``now``'s: whatever the hour, a capture of up to MAX_SPAN_S
+    seconds from there lies within one UTC day, 11 hours or more from either of its
+    midnights, in the past (12 to 36 hours old) and well within the days the platform keeps.
+    (An hour before the current hour put a run started at 01:xx at 00:00:00, and flows whose
+    exported times round down onto the day before.)"""
     now = (now or datetime.now(UTC)).astimezone(UTC)
-    return now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
+    return now.replace(hour=12, minute=0, second=0, microsecond=0) - timedelta(days=1)
 
 
 def generate(

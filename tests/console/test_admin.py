@@ -4,13 +4,13 @@ The policy is on a scratch owner of the test's own; nothing but a dry run ever r
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from selenium.webdriver.common.by import By
 
 from bench.console.browser import console_login
-from tests.console.page import cells, open_view, recent, submit, until, write_audit
-from tests.support import eventually, map_audit_owner
+from tests.console.page import cells, open_view, submit, until, write_audit
+from tests.support import eventually, map_audit_owner, past_day
 
 POLICIES = "/v1/admin/retention/policies"
 
@@ -37,18 +37,20 @@ def test_retention_dry_run_shows_the_plan_and_drops_nothing(
     # Kept 40 days while the old rows go in (a write older than the retention is refused).
     put = {"kind": "audit", "group": group, "owner": key, "keep_days": 40, "archive": False}
     assert api.put(POLICIES, json=put).status_code == 200
-    today = datetime.now(UTC).date()
-    old = datetime.combine(today - timedelta(days=20), datetime.min.time(), UTC)
+    # Both days fixed before the write: a day written "now" is not the same on both sides of a
+    # midnight, and one of 2 days ago is kept by 10 days (and the old one dropped) either way.
+    old = past_day(20, hour=0)
+    kept = past_day(2)
     write_audit(
         api,
         [
             {"owner": key, "ts": (old + timedelta(seconds=i)).isoformat(), "content": f"old {i}"}
             for i in range(5)
         ]
-        + [{"owner": key, "ts": recent(60), "content": "today"}],
+        + [{"owner": key, "ts": kept.isoformat(), "content": "kept"}],
     )
     held = days_held(api, key)
-    assert held == {old.date().isoformat(): 5, today.isoformat(): 1}
+    assert held == {old.date().isoformat(): 5, kept.date().isoformat(): 1}
     # The dry run's plan shows the statistics' row counts, which the writing backends report
     # within seconds of their commit (PostgreSQL's cumulative statistics), not at once.
     eventually(lambda: days_held(api, key, exact=False).get(old.date().isoformat()) == 5, 30)

@@ -1,5 +1,5 @@
 """One capture for the session: 1,500 conversations (TCP and UDP, IPv4 and IPv6) over three
-minutes of the last hour."""
+minutes from noon UTC of the day before the run's (the same whatever the hour it starts)."""
 
 from __future__ import annotations
 

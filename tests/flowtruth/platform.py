@@ -34,19 +34,31 @@ class RunningCollector(TestedHelper):
         super().__init__(home, "127.0.0.1", metrics, env)
 
 
-def day_window(capture: Capture) -> tuple[str, str]:
-    start = min(p.ts_us for p in capture.packets) // 1_000_000
-    day = time.strftime("%Y-%m-%d", time.gmtime(start))
-    return f"{day}T00:00:00Z", f"{day}T23:59:59.999999Z"
+# How far outside the capture a flow's stored times may lie. A NetFlow v9 header carries its
+# export time in whole seconds, and every switch time (sysUptime milliseconds) of the message
+# is taken relative to it, by the collector as by nfdump (RFC 3954 gives nothing finer): flows
+# come out up to a second early, and one that began just after midnight is stored on the day
+# before.
+WINDOW_MARGIN_S = 3600
+
+
+def capture_window(capture: Capture) -> tuple[str, str]:
+    """From an hour before the capture's first packet to an hour after its last."""
+    start = min(p.ts_us for p in capture.packets) // 1_000_000 - WINDOW_MARGIN_S
+    end = max(p.ts_us for p in capture.packets) // 1_000_000 + WINDOW_MARGIN_S
+    iso = "%Y-%m-%dT%H:%M:%SZ"
+    return time.strftime(iso, time.gmtime(start)), time.strftime(iso, time.gmtime(end))
 
 
 def stored(api: httpx.Client, capture: Capture, switch: str = SWITCH) -> dict[FiveTuple, Totals]:
-    """The switch's flows on the capture's day as the platform holds them, per 5-tuple."""
-    return stored_between(api, switch, *day_window(capture))
+    """The switch's flows around the capture as the platform holds them, per 5-tuple."""
+    return stored_between(api, switch, *capture_window(capture))
 
 
 def stored_between(api: httpx.Client, switch: str, start: str, end: str) -> dict[FiveTuple, Totals]:
-    """The switch's flows from ``start`` to ``end`` as the platform holds them, per 5-tuple."""
+    """The switch's flows from ``start`` to ``end`` as the platform holds them, per 5-tuple:
+    summed over the days the window spans (a 5-tuple has a row in each day table its flows
+    began on)."""
     params = {"switch": switch, "from": start, "to": end}
     response = api.get("/v1/flows/export", params=params)
     if response.status_code == 404:
@@ -62,7 +74,12 @@ def stored_between(api: httpx.Client, switch: str, start: str, end: str) -> dict
             item["dst_port"],
             item["proto"],
         )
-        totals[key] = Totals(item["flow_count"], item["packets"], item["bytes"])
+        held = totals.get(key, Totals(0, 0, 0))
+        totals[key] = Totals(
+            held.flows + item["flow_count"],
+            held.packets + item["packets"],
+            held.bytes + item["bytes"],
+        )
     return totals
 
 

@@ -19,7 +19,7 @@ from services.flowtools import FiveTuple
 from tests.flowtruth.platform import (
     SWITCH,
     RunningCollector,
-    day_window,
+    capture_window,
     eventually_stored,
     probe_sets,
     probe_tuples,
@@ -36,7 +36,7 @@ def _flows(capture: Capture, network: int, count: int) -> tuple[bytes, ...]:
 
 
 def _eventually_stored(api: httpx.Client, capture: Capture, wanted: set[FiveTuple]) -> bool:
-    return eventually_stored(api, SWITCH, *day_window(capture), wanted)
+    return eventually_stored(api, SWITCH, *capture_window(capture), wanted)
 
 
 def test_ipfix_over_tcp(collector: RunningCollector, capture: Capture, api: httpx.Client) -> None:

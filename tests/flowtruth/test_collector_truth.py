@@ -10,6 +10,7 @@ import socket
 import time
 from collections import Counter
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import httpx
 import pytest
 
 from bench.collector import packets
-from bench.collector.pcaps import Capture
+from bench.collector.pcaps import Capture, generate
 from services.flowtools import (
     FiveTuple,
     Nfcapd,
@@ -26,9 +27,13 @@ from services.flowtools import (
     pmacct_replay,
     softflowd_replay,
 )
-from tests.flowtruth.platform import RunningCollector, stored
+from tests.flowtruth.platform import SWITCH, RunningCollector, stored, stored_between
 
 SAMPLING = 10
+
+
+def _iso_span(start: datetime, end: datetime) -> tuple[str, str]:
+    return start.isoformat(), end.isoformat()
 
 
 def added(after: dict[FiveTuple, Totals], before: dict[FiveTuple, Totals]) -> Counter[Any]:
@@ -115,6 +120,29 @@ def test_the_collector_stores_what_nfdump_reports(
     missing = expected - got
     extra = got - expected
     assert not missing and not extra, (list(missing.items())[:5], list(extra.items())[:5])
+
+
+def test_a_capture_from_midnight_is_counted_whole(
+    collector: RunningCollector,
+    nfcapd: Callable[[], Nfcapd],
+    api: httpx.Client,
+    tmp_path: Path,
+) -> None:
+    """A capture starting at 00:00:00 UTC, exported as v9: the header's whole-second export
+    time puts its first flows on the day before (as nfdump does), and the comparison still
+    finds every one of them (the session's capture, at noon, never meets a midnight)."""
+    midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    start = midnight - timedelta(days=2)
+    early = generate(60, base=start, seed=36, span_s=20)
+    pcap = early.write(tmp_path / "midnight.pcap")
+    before = stored(api, early)
+    truth = replay_both(pcap, collector, nfcapd, 9, tmp_path / "softflowd.log")
+    expected = as_counter(truth)
+    assert expected, "nfdump saw no flows"
+    got = wait_for(api, early, before, expected)
+    assert got == expected, (list((expected - got).items())[:5], list((got - expected).items())[:5])
+    day_before = stored_between(api, SWITCH, *_iso_span(start - timedelta(hours=1), start))
+    assert set(day_before) & set(early.expected()), "no flow was stored on the day before"
 
 
 def test_templates_survive_a_restart(

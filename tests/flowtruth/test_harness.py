@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from bench.collector.pcaps import Capture, generate, recent_base
+from bench.collector.pcaps import MAX_SPAN_S, Capture, generate, recent_base
 from services.flowtools import (
     FiveTuple,
     Nfcapd,
@@ -39,6 +39,20 @@ def test_the_capture_is_deterministic_and_within_one_day(capture: Capture) -> No
     assert {":" in key.src for key in expected} == {True, False}
     # Some UDP conversations are one-way: a single direction, a single flow.
     assert len(expected) < 2 * len(capture.conversations)
+
+
+@pytest.mark.parametrize("hour", range(24))
+def test_the_capture_base_is_the_same_at_any_hour(hour: int) -> None:
+    """At any hour (its first and last second too) the base is noon of the day before: a
+    capture of the longest span from there lies in the past, on one day, hours from both of
+    its midnights."""
+    day = datetime(2026, 3, 1, tzinfo=UTC)  # the day after a short month's end
+    for now in (day.replace(hour=hour), day.replace(hour=hour, minute=59, second=59)):
+        base = recent_base(now)
+        end = base + timedelta(seconds=MAX_SPAN_S)
+        assert base == datetime(2026, 2, 28, 12, tzinfo=UTC)
+        assert end < now and end.date() == base.date()
+        assert end - base.replace(hour=0) <= timedelta(hours=13)
 
 
 def test_bytes_are_the_ip_length_unless_the_frame_is_padded() -> None:

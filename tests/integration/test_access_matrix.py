@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -38,14 +38,16 @@ from router.auth.scopes import (
 )
 from router.settings import Settings
 from services.cluster import LocalCluster
-from tests.support import bearer, issue_token, run_cli
+from tests.support import bearer, clock_now, issue_token, run_cli, window_around
 
-NOW = datetime.now(UTC)
-WINDOW = {
-    "from": (NOW - timedelta(hours=1)).isoformat(),
-    "to": (NOW + timedelta(hours=1)).isoformat(),
-}
-TODAY = NOW.date().isoformat()
+
+def window() -> dict[str, str]:
+    """A search's window as the call is made: every row the module wrote without ``ts`` (the
+    router stamps them) lies in it, whatever the hour and however long the session has run
+    (the keys are the module's own, so a wider window finds nothing else)."""
+    return window_around(clock_now() - timedelta(days=1), clock_now())
+
+
 CALLERS = ("none", "wrong_tenant", "missing_scope", "right_scope", "revoked", "expired")
 FLOW = {"src_ip": "10.9.0.1", "dst_ip": "10.9.0.2", "src_port": 1, "dst_port": 2}
 
@@ -78,7 +80,7 @@ class World:
         return httpx.Client(base_url=self.url, timeout=60, headers=headers)
 
     def audit_rows(self, query: str = "") -> list[str]:
-        params = {"owner": self.owner, **WINDOW, "limit": 1000, **({"q": query} if query else {})}
+        params = {"owner": self.owner, **window(), "limit": 1000, **({"q": query} if query else {})}
         page = self.reader.get("/v1/audit/search", params=params)
         assert page.status_code == 200, page.text
         return [item["content"] for item in page.json()["items"]]
@@ -86,13 +88,13 @@ class World:
     def audited(self, caller: str, scope: str) -> int:
         """Rows of the platform's own audit written for this caller's token."""
         token_id = self.tokens[f"{caller}:{scope}"].split("_")[1]
-        params = {"owner": "shardlog.admin", **WINDOW, "q": token_id, "limit": 10_000}
+        params = {"owner": "shardlog.admin", **window(), "q": token_id, "limit": 10_000}
         page = self.api.get("/v1/audit/search", params=params)
         assert page.status_code == 200, page.text
         return len(page.json()["items"])
 
     def flows(self) -> list[dict[str, Any]]:
-        page = self.reader.get("/v1/flows/search", params={"switch": self.switch, **WINDOW})
+        page = self.reader.get("/v1/flows/search", params={"switch": self.switch, **window()})
         assert page.status_code == 200, page.text
         return page.json()["items"]
 
@@ -164,7 +166,7 @@ def world(
         )
         w.tokens[f"wrong_tenant:{scope}"] = issue_token(settings, tenant_b, everything)
         w.tokens[f"expired:{scope}"] = issue_token(
-            settings, home, all_of_home, expires_at=NOW - timedelta(seconds=1)
+            settings, home, all_of_home, expires_at=clock_now() - timedelta(seconds=1)
         )
         revoked = issue_token(settings, home, all_of_home)
         w.tokens[f"revoked:{scope}"] = revoked
@@ -310,7 +312,12 @@ def flows_delete(w: World, caller: str) -> dict[str, Any]:
         flow = {"switch": w.switch, **FLOW, "src_port": port, "bytes": 1}
         assert writer.post("/v1/flows", json=[flow]).status_code == 200
     deleted = {**FLOW, "src_port": port}
-    return {"json": {"switch": w.switch, "from": TODAY, "to": TODAY, "flows": [deleted]}}
+    # The router stamped the flow with its day: the days either side of ours cover it even if
+    # a midnight passed meanwhile.
+    now = clock_now()
+    days = {"from": (now - timedelta(days=1)).date().isoformat()}
+    days["to"] = (now + timedelta(days=1)).date().isoformat()
+    return {"json": {"switch": w.switch, **days, "flows": [deleted]}}
 
 
 def flows_deleted(w: World, caller: str, response: httpx.Response) -> None:
@@ -339,7 +346,7 @@ def audit_found_alone(w: World, caller: str, response: httpx.Response) -> None:
 
 def several(field: str, key: Callable[[World], str]) -> Callable[[World, str], dict[str, Any]]:
     """A's key and one nobody has."""
-    return lambda w, _c: {"params": {field: [key(w), unique("mx-nobody")], **WINDOW}}
+    return lambda w, _c: {"params": {field: [key(w), unique("mx-nobody")], **window()}}
 
 
 def read(
@@ -364,7 +371,7 @@ def read(
 
 
 def audit_row(w: World, _caller: str) -> dict[str, Any]:
-    params = {"owner": w.owner, **WINDOW, "limit": 1}
+    params = {"owner": w.owner, **window(), "limit": 1}
     [item] = w.reader.get("/v1/audit/search", params=params).json()["items"]
     return {"path": {"ref": item["ref"]}}
 
@@ -545,7 +552,7 @@ def report_call(kind: str, field: str, narrowing: Callable[[World], dict[str, st
     tenant's groups."""
 
     def make(w: World, _caller: str) -> dict[str, Any]:
-        return {"params": {**narrowing(w), **WINDOW, "group_by": field}}
+        return {"params": {**narrowing(w), **window(), "group_by": field}}
 
     return Call(
         "GET",
@@ -576,7 +583,7 @@ def tail_call(kind: str, key: str, rows: int) -> Call:
     ``rows`` of them."""
 
     def make(w: World, _caller: str) -> dict[str, Any]:
-        return {"params": {key: getattr(w, key), "from": WINDOW["from"], "limit": rows}}
+        return {"params": {key: getattr(w, key), "from": window()["from"], "limit": rows}}
 
     return Call("GET", f"/v1/{kind}/tail", TAIL, make, key, after=tailed(rows))
 
@@ -609,34 +616,34 @@ CALLS: dict[str, Call] = {
         "DELETE", "/v1/flows", FLOWS_WRITE, flows_delete, "switch", after=flows_deleted
     ),
     "search audit": read(
-        "/v1/audit/search", lambda w, _c: {"params": {"owner": w.owner, **WINDOW}}, "owner"
+        "/v1/audit/search", lambda w, _c: {"params": {"owner": w.owner, **window()}}, "owner"
     ),
     "export audit": read(
-        "/v1/audit/export", lambda w, _c: {"params": {"owner": w.owner, **WINDOW}}, "owner"
+        "/v1/audit/export", lambda w, _c: {"params": {"owner": w.owner, **window()}}, "owner"
     ),
     "search flows": read(
-        "/v1/flows/search", lambda w, _c: {"params": {"switch": w.switch, **WINDOW}}, "switch"
+        "/v1/flows/search", lambda w, _c: {"params": {"switch": w.switch, **window()}}, "switch"
     ),
     "export flows": read(
-        "/v1/flows/export", lambda w, _c: {"params": {"switch": w.switch, **WINDOW}}, "switch"
+        "/v1/flows/export", lambda w, _c: {"params": {"switch": w.switch, **window()}}, "switch"
     ),
     "search audit, several owners": read(
         "/v1/audit/search", several("owner", lambda w: w.owner), "owner"
     ),
-    "search audit, every owner": read("/v1/audit/search", lambda _w, _c: {"params": WINDOW}),
+    "search audit, every owner": read("/v1/audit/search", lambda _w, _c: {"params": window()}),
     "export audit, an owner prefix": read(
         "/v1/audit/export",
-        lambda w, _c: {"params": {"owner_prefix": w.owner[:-3], **WINDOW}},
+        lambda w, _c: {"params": {"owner_prefix": w.owner[:-3], **window()}},
     ),
     "search flows, several switches": read(
         "/v1/flows/search", several("switch", lambda w: w.switch), "switch"
     ),
-    "search flows, every switch": read("/v1/flows/search", lambda _w, _c: {"params": WINDOW}),
+    "search flows, every switch": read("/v1/flows/search", lambda _w, _c: {"params": window()}),
     "search flows, a switch prefix": read(
         "/v1/flows/search",
-        lambda w, _c: {"params": {"switch_prefix": w.switch[:-3], **WINDOW}},
+        lambda w, _c: {"params": {"switch_prefix": w.switch[:-3], **window()}},
     ),
-    "export flows, every switch": read("/v1/flows/export", lambda _w, _c: {"params": WINDOW}),
+    "export flows, every switch": read("/v1/flows/export", lambda _w, _c: {"params": window()}),
     "audit row": Call(
         "GET", "/v1/audit/rows/{ref}", AUDIT_READ, audit_row, "ref", after=audit_found
     ),
@@ -645,7 +652,7 @@ CALLS: dict[str, Call] = {
         "GET",
         "/v1/audit/report",
         REPORTS,
-        lambda w, _c: {"params": {"owner": w.owner, **WINDOW}},
+        lambda w, _c: {"params": {"owner": w.owner, **window()}},
         "owner",
         after=lambda w, c, r: reported(c, r, 3),
     ),
@@ -653,7 +660,7 @@ CALLS: dict[str, Call] = {
         "GET",
         "/v1/flows/report",
         REPORTS,
-        lambda w, _c: {"params": {"switch": w.switch, **WINDOW, "metrics": "rows"}},
+        lambda w, _c: {"params": {"switch": w.switch, **window(), "metrics": "rows"}},
         "switch",
         after=lambda w, c, r: reported(c, r, 1),
     ),
@@ -898,13 +905,13 @@ def test_a_search_naming_no_key_covers_its_own_tenant_only(world: World) -> None
             ("/v1/flows/search", "switch", 1),
         ):
             for narrowing in ({}, {f"{name}_prefix": a_keys[index][:-3]}):
-                page = client.get(path, params={**WINDOW, **narrowing, "limit": 1000})
+                page = client.get(path, params={**window(), **narrowing, "limit": 1000})
                 assert page.status_code == 200, page.text
                 assert {item[name] for item in page.json()["items"]} == {mine[index]}
                 assert theirs[index] not in page.text
                 assert (world.marker in page.text) == (client is world.reader and index == 0)
                 report_path = path.replace("/search", "/report")
-                report = client.get(report_path, params={**WINDOW, **narrowing, "group_by": name})
+                report = client.get(report_path, params={**window(), **narrowing, "group_by": name})
                 assert report.status_code == 200, report.text
                 assert {group[name] for group in report.json()["groups"]} == {mine[index]}
                 assert theirs[index] not in report.text
@@ -923,7 +930,7 @@ def test_a_report_or_tail_also_needs_the_read_scope(
     world: World, settings: Settings, path, key, read, scope
 ) -> None:
     token = issue_token(settings, world.tenant_a, [scope])
-    params = {key: world.owner if key == "owner" else world.switch, **WINDOW}
+    params = {key: world.owner if key == "owner" else world.switch, **window()}
     with httpx.Client(base_url=world.url, timeout=60, headers=bearer(token)) as client:
         response = client.get(path, params=params)
     assert response.status_code == 403, response.text

@@ -9,7 +9,7 @@ import stat
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import httpx
 import orjson
@@ -23,13 +23,16 @@ from router.auth.scopes import DATA_SCOPES
 from router.settings import AuthSettings, Settings
 from services.process import free_port
 from services.router_process import RouterProcess
-from tests.support import bearer, eventually, issue_token, run_cli, running_router, settings_env
-
-NOW = datetime.now(UTC)
-WINDOW = {
-    "from": (NOW - timedelta(hours=1)).isoformat(),
-    "to": (NOW + timedelta(hours=1)).isoformat(),
-}
+from tests.support import (
+    bearer,
+    clock_now,
+    eventually,
+    issue_token,
+    recent_window,
+    run_cli,
+    running_router,
+    settings_env,
+)
 
 
 def unique(prefix: str) -> str:
@@ -104,7 +107,10 @@ def test_tenants_are_added_listed_and_removed(api: httpx.Client, router_process)
     assert api.delete(f"/v1/admin/tenants/{empty}", params={"force": "true"}).status_code == 204
     assert api.get(f"/v1/admin/tokens/{gone['id']}").status_code == 404
     with client_for(router_process.url, gone["token"]) as removed:
-        assert removed.get("/v1/audit/search", params={"owner": "x", **WINDOW}).status_code == 401
+        assert (
+            removed.get("/v1/audit/search", params={"owner": "x", **recent_window()}).status_code
+            == 401
+        )
 
 
 def test_a_token_is_shown_once_and_stored_as_a_hash(
@@ -114,7 +120,7 @@ def test_a_token_is_shown_once_and_stored_as_a_hash(
         api,
         tenant,
         ["audit:read", "owner:eu-"],
-        expires_at=(NOW + timedelta(days=3)).isoformat(),
+        expires_at=(clock_now() + timedelta(days=3)).isoformat(),
         limits={"rate_per_s": 5, "max_searches": 2},
     )
     text = made.pop("token")
@@ -157,7 +163,7 @@ def test_revocation_holds_at_once_on_the_router_that_revoked(
 ) -> None:
     made = new_token(api, tenant, ["audit:read"])
     with client_for(router_process.url, made["token"]) as client:
-        search = {"owner": unique("o"), **WINDOW}
+        search = {"owner": unique("o"), **recent_window()}
         assert client.get("/v1/audit/search", params=search).status_code == 200
         revoked = api.delete(f"/v1/admin/tokens/{made['id']}")
         assert revoked.status_code == 200 and revoked.json()["state"] == "revoked"
@@ -172,16 +178,17 @@ def test_revocation_holds_at_once_on_the_router_that_revoked(
 
 
 def test_last_used_is_written_in_batches(api: httpx.Client, tenant: str, router_process) -> None:
+    started = clock_now()
     made = new_token(api, tenant, ["audit:read"])
     assert made["last_used_at"] is None
     with client_for(router_process.url, made["token"]) as client:
         for _ in range(3):
-            client.get("/v1/audit/search", params={"owner": unique("o"), **WINDOW})
+            client.get("/v1/audit/search", params={"owner": unique("o"), **recent_window()})
 
     def used() -> str | None:
         return api.get(f"/v1/admin/tokens/{made['id']}").json()["last_used_at"]
 
-    assert datetime.fromisoformat(eventually(used, timeout=10)) >= NOW
+    assert datetime.fromisoformat(eventually(used, timeout=10)) >= started
 
 
 def test_last_used_times_do_not_bump_the_catalog_version(
@@ -196,7 +203,7 @@ def test_last_used_times_do_not_bump_the_catalog_version(
 
     before = version()
     with client_for(router_process.url, made["token"]) as client:
-        client.get("/v1/audit/search", params={"owner": unique("o"), **WINDOW})
+        client.get("/v1/audit/search", params={"owner": unique("o"), **recent_window()})
     eventually(lambda: api.get(f"/v1/admin/tokens/{made['id']}").json()["last_used_at"], timeout=10)
     assert version() == before
 
@@ -224,7 +231,7 @@ def test_a_foreign_key_is_a_403_naming_it_and_nothing_is_written_or_claimed(
         assert refused.json()["error"]["field"] == "records[1].owner"
         assert repr(owner) in refused.json()["error"]["message"]
         assert owner_id(api, "audit", fresh) is None  # not claimed either
-        search = {"owner": owner, **WINDOW}
+        search = {"owner": owner, **recent_window()}
         found = b.get("/v1/audit/search", params=search)
         assert (found.status_code, found.json()["error"]["field"]) == (403, "owner")
         assert b.get("/v1/audit/export", params=search).status_code == 403
@@ -247,13 +254,16 @@ def test_a_foreign_key_is_a_403_naming_it_and_nothing_is_written_or_claimed(
             403,
             "lines[1].switch",
         )
-        delete = {"switch": switch, "from": NOW.date().isoformat(), "to": NOW.date().isoformat()}
+        today = clock_now().date().isoformat()
+        delete = {"switch": switch, "from": today, "to": today}
         delete["flows"] = [
             {"src_ip": "10.0.0.1", "dst_ip": "10.0.0.2", "src_port": 1, "dst_port": 2}
         ]
         deleted = b.request("DELETE", "/v1/flows", json=delete)
         assert (deleted.status_code, deleted.json()["error"]["field"]) == (403, "switch")
-        flows = a.get("/v1/flows/search", params={"switch": switch, **WINDOW}).json()["items"]
+        flows = a.get("/v1/flows/search", params={"switch": switch, **recent_window()}).json()[
+            "items"
+        ]
         assert len(flows) == 1 and flows[0]["bytes"] == 0
     mapping = api.get("/v1/admin/owners", params={"kind": "audit", "key": owner}).json()
     assert mapping["tenant"].startswith("acme-")
@@ -270,7 +280,7 @@ def test_prefix_scopes_narrow_a_token_within_its_tenant(router_process, settings
         )
         assert (outside.status_code, outside.json()["error"]["field"]) == (403, "records[1].owner")
         assert "outside this token's owner prefixes" in outside.json()["error"]["message"]
-        search = client.get("/v1/audit/search", params={"owner": "us-1", **WINDOW})
+        search = client.get("/v1/audit/search", params={"owner": "us-1", **recent_window()})
         assert search.status_code == 403
 
 
@@ -325,7 +335,8 @@ def test_cli_tenants_and_tokens(settings: Settings, router_process) -> None:
     def refused() -> bool:
         with client_for(router_process.url, text) as client:
             return (
-                client.get("/v1/audit/search", params={"owner": "x", **WINDOW}).status_code == 401
+                client.get("/v1/audit/search", params={"owner": "x", **recent_window()}).status_code
+                == 401
             )
 
     eventually(refused, timeout=2)
@@ -425,7 +436,7 @@ def test_revocation_reaches_another_router_within_a_second(
 ) -> None:
     assert settings.catalog.poll_interval_s >= 3
     made = new_token(api, tenant, ["audit:read"])
-    params = {"owner": unique("o"), **WINDOW}
+    params = {"owner": unique("o"), **recent_window()}
     with client_for(second_router.url, made["token"]) as elsewhere:
         # A new token reaches the other router the same way.
         eventually(
@@ -445,7 +456,7 @@ def test_revocation_reaches_another_router_within_a_second(
 
 
 def admin_rows(api: httpx.Client, query: str) -> list[dict]:
-    params = {"owner": "shardlog.admin", **WINDOW, "q": query, "limit": 1000}
+    params = {"owner": "shardlog.admin", **recent_window(), "q": query, "limit": 1000}
     page = api.get("/v1/audit/search", params=params)
     assert page.status_code == 200, page.text
     return page.json()["items"]
@@ -474,7 +485,7 @@ def test_admin_actions_are_audit_rows_of_the_system_owner(
     (revoked,) = admin_rows(api, f"token.revoke {made['id']}")
     assert revoked["attrs"]["actor"].startswith("cli (")
     # Searchable and exportable like any other owner, retained by a policy of its own.
-    export = api.get("/v1/audit/export", params={"owner": "shardlog.admin", **WINDOW})
+    export = api.get("/v1/audit/export", params={"owner": "shardlog.admin", **recent_window()})
     assert export.status_code == 200 and made["id"] in export.text
     own = [
         p for p in api.get("/v1/admin/retention/policies").json() if p["owner"] == "shardlog.admin"
@@ -488,7 +499,7 @@ def test_the_platforms_keys_are_reserved(router_process, settings: Settings) -> 
         for key in ("shardlog.admin", "shardlog.anything"):
             written = post_audit(client, [{"owner": key, "content": "forged"}])
             assert written.status_code == 403 and "reserved" in written.json()["error"]["message"]
-            read = client.get("/v1/audit/search", params={"owner": key, **WINDOW})
+            read = client.get("/v1/audit/search", params={"owner": key, **recent_window()})
             assert read.status_code == 403
 
 
@@ -518,5 +529,5 @@ def test_idempotency_keys_are_per_tenant(router_process, settings: Settings) -> 
             body = ndjson([{"owner": owner, "content": name}])
             headers = {"content-type": "application/x-ndjson", "Idempotency-Key": key}
             assert client.post("/v1/audit", content=body, headers=headers).json() == {"accepted": 1}
-            page = client.get("/v1/audit/search", params={"owner": owner, **WINDOW}).json()
+            page = client.get("/v1/audit/search", params={"owner": owner, **recent_window()}).json()
             assert [item["content"] for item in page["items"]] == [name]

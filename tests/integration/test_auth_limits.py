@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from datetime import UTC, datetime, timedelta
 from socket import SO_RCVBUF, SOL_SOCKET
 
 import httpx
@@ -14,13 +13,7 @@ import orjson
 from router.auth.scopes import DATA_SCOPES
 from router.auth.store import TokenLimits
 from router.settings import Settings
-from tests.support import bearer, eventually, issue_token
-
-NOW = datetime.now(UTC)
-WINDOW = {
-    "from": (NOW - timedelta(hours=1)).isoformat(),
-    "to": (NOW + timedelta(hours=1)).isoformat(),
-}
+from tests.support import bearer, eventually, issue_token, recent_window
 
 
 def unique(prefix: str) -> str:
@@ -51,7 +44,7 @@ def test_over_the_request_rate_is_429_with_retry_after(router_process, settings)
         client(router_process, settings, tenant, TokenLimits(rate_per_s=2)) as slow,
         client(router_process, settings, tenant, TokenLimits()) as other,
     ):
-        params = {"owner": unique("o"), **WINDOW}
+        params = {"owner": unique("o"), **recent_window()}
         statuses = [slow.get("/v1/audit/search", params=params).status_code for _ in range(6)]
         assert statuses[:4] == [200] * 4 and statuses[4:] == [429, 429]
         refused = slow.get("/v1/audit/search", params=params)
@@ -76,7 +69,7 @@ def test_write_bytes_over_the_rate_make_the_next_write_wait(router_process, sett
         assert 3 <= int(refused.headers["retry-after"]) <= 4
         assert "1000 bytes per second" in refused.json()["error"]["message"]
         # Reads do not wait for the write debt.
-        page = api.get("/v1/audit/search", params={"owner": owner, **WINDOW})
+        page = api.get("/v1/audit/search", params={"owner": owner, **recent_window()})
         assert page.status_code == 200 and len(page.json()["items"]) == 1
 
 
@@ -91,7 +84,7 @@ def test_a_token_runs_at_most_its_searches_at_once(router_process, settings) -> 
         body = b"".join(orjson.dumps(record) + b"\n" for _ in range(20_000))
         headers = {"content-type": "application/x-ndjson"}
         assert api.post("/v1/audit", content=body, headers=headers).status_code == 200
-        params = {"owner": owner, **WINDOW}
+        params = {"owner": owner, **recent_window()}
         with api.stream("GET", "/v1/audit/export", params=params) as export:
             assert export.status_code == 200
             next(export.iter_bytes())

@@ -28,13 +28,20 @@ from router.auth.scopes import AUDIT_READ, AUDIT_WRITE
 from router.auth.store import TokenLimits
 from router.settings import Settings
 from services.process import free_port
-from tests.support import bearer, eventually, issue_token
+from tests.support import bearer, clock_now, eventually, issue_token
 
 NOW = datetime.now(UTC).replace(microsecond=0)
-WINDOW = {
-    "from": (NOW - timedelta(days=2)).isoformat(),
-    "to": (NOW + timedelta(hours=6)).isoformat(),
-}
+
+
+def window() -> dict[str, str]:
+    """From two days before the module's NOW (the rows' explicit times) to six hours after the
+    search: rows the router stamps (no @timestamp) are in it however long the session ran."""
+    return {
+        "from": (NOW - timedelta(days=2)).isoformat(),
+        "to": (clock_now() + timedelta(hours=6)).isoformat(),
+    }
+
+
 NDJSON = {"content-type": "application/x-ndjson"}
 
 
@@ -49,7 +56,9 @@ class Tenant:
     client: httpx.Client  # Bearer: writes and searches
 
     def rows(self, owner: str) -> list[dict[str, Any]]:
-        page = self.client.get("/v1/audit/search", params={"owner": owner, **WINDOW, "limit": 1000})
+        page = self.client.get(
+            "/v1/audit/search", params={"owner": owner, **window(), "limit": 1000}
+        )
         assert page.status_code == 200, page.text
         return sorted(page.json()["items"], key=lambda row: (row["ts"], row["content"]))
 
@@ -192,7 +201,7 @@ def test_each_item_is_answered_on_its_own_and_the_good_ones_are_stored(
         ("good 2", {"user": "bob"}),
     ]
     with httpx.Client(base_url=router_process.url, headers=bearer(other), timeout=30) as client:
-        theirs = client.get("/v1/audit/search", params={"owner": foreign, **WINDOW}).json()
+        theirs = client.get("/v1/audit/search", params={"owner": foreign, **window()}).json()
     assert [row["content"] for row in theirs["items"]] == ["theirs"]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, timedelta
 
 import httpx
 import orjson
@@ -12,8 +12,11 @@ import pytest
 
 from bench.shard_view import catalog_shards, day_tables, owner_id, query_owner, shard_sql
 from router.ingest.idempotency import tenant_key
+from tests.support import past_day
 
-TODAY = datetime.now(UTC).replace(microsecond=0)
+# Rows carry an explicit ts on this day (noon, two days before the session's start): the day
+# they land on is the same whatever the hour and however long the session runs.
+DAY = past_day(2)
 
 
 def stored(key: str) -> str:
@@ -60,7 +63,7 @@ def flow_rows(api, cluster, switch: str) -> list[list[str]]:
 def test_audit_ndjson_and_json_array(api, cluster) -> None:
     owner = new_key()
     records = [
-        {"owner": owner, "content": f"line {i}", "ts": TODAY.isoformat(), "attrs": {"i": i}}
+        {"owner": owner, "content": f"line {i}", "ts": DAY.isoformat(), "attrs": {"i": i}}
         for i in range(50)
     ]
     assert post_audit(api, records[:25]).json() == {"accepted": 25}
@@ -75,21 +78,21 @@ def test_audit_ndjson_and_json_array(api, cluster) -> None:
 
 def test_audit_rows_land_in_utc_day_tables(api, cluster) -> None:
     owner = new_key()
-    yesterday = TODAY - timedelta(days=1)
+    yesterday = DAY - timedelta(days=1)
     late = yesterday.replace(hour=23, minute=30).astimezone(
         __import__("datetime").timezone(timedelta(hours=-5))
     )
     response = post_audit(
         api,
         [
-            {"owner": owner, "content": "a", "ts": TODAY.isoformat()},
+            {"owner": owner, "content": "a", "ts": DAY.isoformat()},
             {"owner": owner, "content": "b", "ts": late.isoformat()},  # next UTC day? no: same
         ],
     )
     assert response.status_code == 200
     ident = owner_id(api, "audit", owner)
     tables = {t for names in day_tables(api, "audit", ident).values() for t in names}
-    expected_days = {TODAY.strftime("%Y%m%d"), late.astimezone(UTC).strftime("%Y%m%d")}
+    expected_days = {DAY.strftime("%Y%m%d"), late.astimezone(UTC).strftime("%Y%m%d")}
     assert tables == {f"audit_o{ident}_{day}" for day in expected_days}
 
 
@@ -176,7 +179,8 @@ def test_concurrent_first_writes_create_one_table(api, cluster) -> None:
             headers={"authorization": api.headers["authorization"]},
         ) as client:
             return post_audit(
-                client, [{"owner": owner, "content": f"{n}-{i}"} for i in range(20)]
+                client,
+                [{"owner": owner, "content": f"{n}-{i}", "ts": DAY.isoformat()} for i in range(20)],
             ).status_code
 
     with concurrent.futures.ThreadPoolExecutor(16) as pool:
@@ -185,7 +189,7 @@ def test_concurrent_first_writes_create_one_table(api, cluster) -> None:
     assert len(audit_contents(api, cluster, owner)) == 32 * 20
     ident = owner_id(api, "audit", owner)
     for tables in day_tables(api, "audit", ident).values():
-        assert tables == [f"audit_o{ident}_{TODAY:%Y%m%d}"]
+        assert tables == [f"audit_o{ident}_{DAY:%Y%m%d}"]
 
 
 def test_large_requests_spread_over_the_group(api, cluster) -> None:
@@ -331,6 +335,7 @@ def flow(switch: str, n: int, **extra) -> dict:
         "proto": 6,
         "bytes": 100,
         "packets": 2,
+        "ts": DAY.isoformat(),
         **extra,
     }
 
@@ -338,9 +343,7 @@ def flow(switch: str, n: int, **extra) -> dict:
 def test_repeated_flows_merge(api, cluster) -> None:
     switch = new_key("sw")
     # The three writes of flow 1 on one day (flows merge per day), the first ten minutes early.
-    now = datetime.now(UTC)
-    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    late = now if now - midnight > timedelta(minutes=11) else midnight - timedelta(minutes=1)
+    late = DAY
     early = (late - timedelta(minutes=10)).isoformat()
     assert post_flows(api, [flow(switch, 1, ts=early), flow(switch, 2)]).status_code == 200
     again = [flow(switch, 1, ts=late.isoformat()), flow(switch, 1, bytes=50, ts=late.isoformat())]
@@ -370,6 +373,7 @@ def test_flows_without_proto_merge_too(api, cluster) -> None:
         "src_port": 1,
         "dst_port": 2,
         "bytes": 1,
+        "ts": DAY.isoformat(),  # both writes on one day whatever the hour: they merge
     }
     post_flows(api, [record])
     post_flows(api, [record])
@@ -469,7 +473,7 @@ def test_delete_flows(api, cluster) -> None:
         {k: flow(switch, n)[k] for k in ("src_ip", "dst_ip", "src_port", "dst_port", "proto")}
         for n in (1, 3)
     ]
-    day = TODAY.date().isoformat()
+    day = DAY.date().isoformat()
     body = {"switch": switch, "from": day, "to": day, "flows": doomed}
     response = api.request("DELETE", "/v1/flows", json=body)
     assert response.json() == {"removed": 2}

@@ -30,12 +30,17 @@ from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 
 from router.protocols.otlp import Status
+from tests.support import clock_now, window_around
 
 NOW = datetime.now(UTC).replace(microsecond=0)
-WINDOW = {
-    "from": (NOW - timedelta(days=1)).isoformat(),
-    "to": (NOW + timedelta(hours=1)).isoformat(),
-}
+
+
+def window() -> dict[str, str]:
+    """From a day before the module's NOW (the rows' explicit times) to an hour after the
+    search: rows the router stamps (no time sent) are in it however long the session ran."""
+    return window_around(NOW - timedelta(days=1), clock_now(), margin=timedelta(hours=1))
+
+
 PROTOBUF = {"content-type": "application/x-protobuf"}
 
 
@@ -49,7 +54,7 @@ def nanos(when: datetime, extra: int = 789) -> int:
 
 
 def rows(api: httpx.Client, owner: str) -> list[dict[str, Any]]:
-    page = api.get("/v1/audit/search", params={"owner": owner, **WINDOW, "limit": 1000})
+    page = api.get("/v1/audit/search", params={"owner": owner, **window(), "limit": 1000})
     assert page.status_code == 200, page.text
     return [
         {

@@ -4,18 +4,11 @@ read transactions of that report end, and their connections go back to the pools
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
 
 import httpx
 
 from bench.shard_view import catalog_shards, shard_sql
-from tests.support import eventually, post_distinct_flows
-
-NOW = datetime.now(UTC)
-WINDOW = {
-    "from": (NOW - timedelta(hours=2)).isoformat(),
-    "to": (NOW + timedelta(hours=1)).isoformat(),
-}
+from tests.support import eventually, past_day, post_distinct_flows, window_around
 
 
 def _open_reader_transactions(api: httpx.Client) -> int:
@@ -29,10 +22,15 @@ def _open_reader_transactions(api: httpx.Client) -> int:
 
 def test_a_client_leaving_mid_report_leaves_no_transaction_open(api: httpx.Client) -> None:
     switch = f"leave-{uuid.uuid4().hex[:8]}"
-    ts = (NOW - timedelta(minutes=30)).isoformat()
-    post_distinct_flows(api, switch, ts, 6)
+    day = past_day(2)
+    post_distinct_flows(api, switch, day.isoformat(), 6)
     before = _open_reader_transactions(api)
-    params = {"switch": switch, "group_by": ["src_ip", "src_port"], "format": "ndjson", **WINDOW}
+    params = {
+        "switch": switch,
+        "group_by": ["src_ip", "src_port"],
+        "format": "ndjson",
+        **window_around(day),
+    }
     for _ in range(3):
         with api.stream("GET", "/v1/flows/report", params=params) as response:
             assert response.status_code == 200
