@@ -17,11 +17,13 @@ import os
 import shutil
 import statistics
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from bench import baseline
 from bench.harness import (
     RESULTS,
     auth_for,
@@ -34,7 +36,7 @@ from bench.harness import (
     write_results,
 )
 from bench.ingest import generate
-from bench.stamps import commit_of, mode_of
+from bench.stamps import mode_of
 from services.router_process import RouterProcess
 
 TARGET_US = {"audit": 3.5, "flow": 8.0}
@@ -144,10 +146,9 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the cluster's data")
     parser.add_argument("--name", default="ingest-cpu", help="result file name")
     parser.add_argument(
-        "--baseline",
-        type=Path,
-        help="a checkout whose router runs beside this one's, body for body (e.g. a git "
-        "worktree of an earlier commit): its costs are reported too",
+        "--baseline-commit",
+        help="a commit whose router runs beside this one's, body for body (checked out into a "
+        "temporary git worktree, recorded by commit): its costs are reported as context",
     )
     parser.add_argument("--kinds", nargs="+", choices=("audit", "flow"), default=["audit", "flow"])
     args = parser.parse_args()
@@ -163,12 +164,18 @@ def main() -> int:
     settings = bench_settings(args.data_dir.absolute())
     kinds: dict[str, Any] = {}
     try:
-        with bench_cluster(settings) as (_cluster, router):
+        with ExitStack() as stack:
+            router = stack.enter_context(bench_cluster(settings))[1]
             assert router is not None
             routers = {"this": router}
-            if args.baseline is not None:
+            other = (
+                None
+                if args.baseline_commit is None
+                else stack.enter_context(baseline.checkout(args.baseline_commit))
+            )
+            if other is not None:
                 routers["baseline"] = baseline_router(
-                    settings, args.data_dir / "baseline", args.baseline.absolute()
+                    settings, args.data_dir / "baseline", other.code
                 )
             try:
                 for kind, rows in records.items():
@@ -178,9 +185,9 @@ def main() -> int:
                     # The first body creates the day tables: a warm-up, not measured.
                     measure(routers, kind, bodies[:1], args.rows)
                     kinds[kind] = measure(routers, kind, bodies, args.rows)
-                    if args.baseline is not None:
+                    if other is not None:
                         # The other checkout by its commit (never a path of this machine).
-                        kinds[kind]["baseline"]["commit"] = commit_of(args.baseline)
+                        kinds[kind]["baseline"].update(other.record())
                     for name, result in kinds[kind].items():
                         median = result["median"]
                         state = (

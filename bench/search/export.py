@@ -3,13 +3,13 @@ spread over a group's shards) through the router, as NDJSON and as CSV, against 
 the same rows read straight from the shards by psql (COPY of the same query to stdout, all
 shards at once: the sum of their rates), both read by clients in C (curl, psql) into
 /dev/null (one more export of each format is read by httpx to count its lines), and against
-paging through the search with limit=10000. With --baseline, a second router runs another
+paging through the search with limit=10000. With --baseline-commit, a second router runs another
 checkout's code (say a worktree of the commit before a change) on the same cluster, and its
 exports are measured in the same rounds. Same run, alternated, medians. Target: export >=
 0.5x the floor.
 Writes bench/results/search_export.{json,png}.
 
-    python -m bench.search.export [--rows 1000000] [--repeats 3] [--baseline DIR]
+    python -m bench.search.export [--rows 1000000] [--repeats 3] [--baseline-commit SHA]
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import time
+from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from urllib.parse import urlencode
 import asyncpg
 import httpx
 
+from bench import baseline as checked_out
 from bench.harness import (
     TOKENS,
     auth_for,
@@ -40,7 +42,7 @@ from bench.harness import (
     verdict,
     write_results,
 )
-from bench.stamps import commit_of, mode_of
+from bench.stamps import mode_of
 from router.catalog import store
 from router.db import catalog_login, ddl
 from router.db.names import day_table
@@ -188,10 +190,10 @@ def main() -> int:
         "functions as text)",
     )
     parser.add_argument(
-        "--baseline",
-        type=Path,
-        help="a checkout of the code to compare with: its router runs beside this one's and "
-        "its exports are measured in the same rounds (baseline_ndjson, baseline_csv)",
+        "--baseline-commit",
+        help="a commit to compare with (checked out into a temporary git worktree, recorded by "
+        "commit): its router runs beside this one's and its exports are measured in the same "
+        "rounds (baseline_ndjson, baseline_csv)",
     )
     args = parser.parse_args()
     settings = bench_settings(args.data_dir)
@@ -199,19 +201,22 @@ def main() -> int:
     end = day + timedelta(days=1)
     params = {"owner": OWNER, "from": day.isoformat(), "to": end.isoformat()}
     samples: dict[str, list[float]] = {"floor_psql": [], "ndjson": [], "csv": [], "paging": []}
-    if args.baseline:
+    if args.baseline_commit:
         samples = {**samples, "baseline_ndjson": [], "baseline_csv": []}
     baseline: RouterProcess | None = None
+    other: checked_out.Baseline | None = None
     try:
-        with bench_cluster(settings) as (_cluster, router):
+        with ExitStack() as stack:
+            router = stack.enter_context(bench_cluster(settings))[1]
             assert router is not None
-            if args.baseline:
+            if args.baseline_commit:
+                other = stack.enter_context(checked_out.checkout(args.baseline_commit))
                 baseline = RouterProcess(
                     settings.cluster.data_dir / "baseline",
                     settings.server.host,
                     settings.server.port + 1,
                     env={**router_env(settings), "SHARDLOG_SERVER__PORT": str(router.port + 1)},
-                    code=args.baseline.absolute(),
+                    code=other.code,
                 )
                 baseline.start()
                 TOKENS[baseline.url] = auth_for(router.url)
@@ -273,7 +278,7 @@ def main() -> int:
         "vs_floor": ratios,
         "target": target,
         # The other checkout's exports (baseline_*) are figures of other code: context.
-        "baseline_commit": None if args.baseline is None else commit_of(args.baseline),
+        "baseline": None if other is None else other.record(),
     }
     json_path, png_path = write_results(
         "search_export", payload, plot(payload), mode=mode_of(parser, args)
