@@ -22,6 +22,7 @@ import orjson
 import pytest
 
 from bench.load import window
+from router import clock
 from router.auth import store as auth_store
 from router.auth.store import TokenLimits
 from router.db import pools
@@ -74,6 +75,13 @@ def free_port_range(count: int, low: int = 20000, high: int = 32000) -> int:
         if not any(port_in_use("127.0.0.1", base + i) for i in range(count)):
             return base
     raise RuntimeError("no free port range")
+
+
+def clock_env(instant: datetime) -> dict[str, str]:
+    """The settings that set a shardlog process's clock (router/clock.py) running from
+    ``instant`` now; give every process of a test the same one."""
+    offset = (instant - clock.now()).total_seconds() + clock.current().drift_s()
+    return {"SHARDLOG_CLOCK__OFFSET_S": f"{offset:.6f}"}
 
 
 def bearer(token: str) -> dict[str, str]:
