@@ -33,7 +33,7 @@ from router.ingest.body import LineBlock
 from router.ingest.records import Limits, Location
 from router.settings import Settings
 from services.cluster import LocalCluster
-from services.collector_process import CollectorProcess
+from services.collector_process import CLOCK_PREFIX, CollectorProcess
 from services.process import free_port, port_in_use
 from services.router_process import RouterProcess
 
@@ -178,7 +178,12 @@ def another_router(settings: Settings, home: Path, env: dict[str, str]) -> Route
 def run_cli(
     settings: Settings, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("SHARDLOG_")}
+    # Settings come from ``settings`` alone, but the clock every process of the session shares.
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("SHARDLOG_") or k.startswith(CLOCK_PREFIX)
+    }
     return subprocess.run(
         [sys.executable, "-m", "router.cli", *args],
         env={**clean, **settings_env(settings), **(env or {})},
