@@ -24,6 +24,7 @@ import httpx
 import orjson
 import pytest
 
+from router import clock
 from router.auth.scopes import DATA_SCOPES
 from router.clock import Clock
 from router.settings import Settings
@@ -284,3 +285,24 @@ def test_write_search_tail_retention_and_access_across_a_month_end(
     )
     assert answer.status_code == 403, answer.text
     assert tables(router, token, "audit", owner) == expected
+
+
+def drift_of(metrics: str) -> float:
+    """``shardlog_clock_drift_seconds`` of a /metrics text."""
+    lines = [line for line in metrics.splitlines() if line.startswith("shardlog_clock_drift_")]
+    assert len(lines) == 1, lines
+    return float(lines[0].rsplit(" ", 1)[1])
+
+
+def test_every_process_reports_the_clock_it_was_given(
+    api: httpx.Client, shifted: Shifted, midnight_router: httpx.Client, api_token: str
+) -> None:
+    """The session router reads the session's clock (the wall clock, or the one
+    SHARDLOG_CLOCK__OFFSET_S gave pytest and its launchers); this module's processes theirs."""
+    session = api.get("/metrics")
+    assert session.status_code == 200, session.text
+    assert drift_of(session.text) == pytest.approx(clock.current().drift_s(), abs=1e-3)
+    ours = midnight_router.get("/metrics", headers=bearer(api_token))
+    assert ours.status_code == 200, ours.text
+    assert drift_of(ours.text) == pytest.approx(shifted.clock.offset_s, abs=1e-3)
+    assert shifted.clock.offset_s != 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -13,6 +14,8 @@ from pydantic import ValidationError
 from router import clock
 from router.clock import Clock
 from router.settings import Settings
+from services.collector_process import CollectorProcess
+from services.syslog_process import SyslogProcess
 
 # Two reads of two clocks a few statements apart: far less than this on any machine.
 SLACK = timedelta(seconds=5)
@@ -143,3 +146,19 @@ def test_the_drift_is_a_metric() -> None:
     with clock.using(Clock(frozen_at=frozen)):
         drift = registry.get_sample_value("shardlog_clock_drift_seconds")
         assert drift is not None and 3600 - 5 < drift <= 3600
+
+
+def test_the_collector_and_syslog_launchers_pass_the_clock_on(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """They start their process with a clean environment: the clock's settings of the tests'
+    process go with it (the router's launcher passes its whole environment on)."""
+    monkeypatch.setenv("SHARDLOG_CLOCK__OFFSET_S", "-42.5")
+    monkeypatch.setenv("SHARDLOG_OTHER__SETTING", "not passed")
+    for launcher in (CollectorProcess, SyslogProcess):
+        started = launcher(tmp_path, "127.0.0.1", 1, {"SHARDLOG_COLLECTOR__METRICS_PORT": "1"})
+        env = started._daemon.env
+        assert env["SHARDLOG_CLOCK__OFFSET_S"] == "-42.5"
+        assert "SHARDLOG_OTHER__SETTING" not in env
+        explicit = launcher(tmp_path, "127.0.0.1", 1, {"SHARDLOG_CLOCK__OFFSET_S": "7"})
+        assert explicit._daemon.env["SHARDLOG_CLOCK__OFFSET_S"] == "7"
