@@ -1,7 +1,8 @@
-"""The proof that "now" is one clock: a router, a syslog listener and the retention CLI of their
-own, every one with its clock set a few seconds before midnight of a month's last day
-(SHARDLOG_CLOCK__OFFSET_S) and left running across it. Writes, search, a live tail, a
-retention dry run and a foreign tenant's access are checked on both sides of the boundary.
+"""The proof that "now" is one clock: a router, a syslog listener, a NetFlow/IPFIX collector
+and the retention CLI of their own, every one with its clock set a few seconds before midnight
+of a month's last day (SHARDLOG_CLOCK__OFFSET_S) and left running across it. Writes, search, a
+live tail, a retention dry run and a foreign tenant's access are checked on both sides of the
+boundary.
 
 One running offset rather than a frozen clock per phase: the tail opened before midnight must
 receive what is written after it on the same router process, so the processes' clocks have to
@@ -12,10 +13,12 @@ until the shifted clock has crossed."""
 from __future__ import annotations
 
 import itertools
+import random
 import socket
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,11 +27,15 @@ import httpx
 import orjson
 import pytest
 
+from bench.collector import packets
 from router import clock
 from router.auth.scopes import DATA_SCOPES
 from router.clock import Clock
 from router.settings import Settings
 from services.cluster import LocalCluster
+from tests.support import (
+    TestedHelper as HelperProcess,
+)
 from tests.support import (
     another_router,
     await_token,
@@ -39,6 +46,7 @@ from tests.support import (
     map_audit_owner,
     run_cli,
     running_router,
+    settings_env,
 )
 from tests.syslog.platform import RunningSyslog
 from tests.tail_client import TailClient
@@ -46,7 +54,7 @@ from tests.tail_client import TailClient
 MIDNIGHT = datetime(2026, 11, 1, tzinfo=UTC)
 LAST_DAY, FIRST_DAY = date(2026, 10, 31), date(2026, 11, 1)
 # From the processes' start to midnight: room for starting them and the phase before midnight.
-BUDGET_S = 10.0
+BUDGET_S = 12.0
 ROWS = 3
 BEFORE = {f"before {i}" for i in range(ROWS)}
 AFTER = {f"after {i}" for i in range(ROWS)}
@@ -98,6 +106,64 @@ def midnight_syslog(
     home: Path = tmp_path_factory.mktemp("midnight-syslog")
     with RunningSyslog(home, settings, ports, extra=shifted.env).running() as listener:
         yield listener
+
+
+@dataclass(frozen=True)
+class Exporter:
+    """The collector of the module, and the switch its exporter 127.0.0.1 writes as (through
+    one observation domain of its own)."""
+
+    process: HelperProcess
+    port: int
+    switch: str
+    domain: int
+
+
+@pytest.fixture(scope="module")
+def midnight_collector(
+    settings: Settings, cluster: LocalCluster, shifted: Shifted, tmp_path_factory: Any
+) -> Iterator[Exporter]:
+    switch = f"midnight-nf-{uuid.uuid4().hex[:10]}"
+    domain = random.randrange(1 << 20, 1 << 31)
+    mapped = run_cli(settings, "exporters", "set", "127.0.0.1", switch, "--domain", str(domain))
+    assert mapped.returncode == 0, mapped.stderr
+    home: Path = tmp_path_factory.mktemp("midnight-collector")
+    port = free_port_range(3)
+    env = {
+        **settings_env(settings),
+        "SHARDLOG_COLLECTOR__NETFLOW_PORT": str(port),
+        "SHARDLOG_COLLECTOR__IPFIX_PORT": str(port + 1),
+        "SHARDLOG_COLLECTOR__METRICS_PORT": str(port + 2),
+        "SHARDLOG_COLLECTOR__STATE_FILE": str(home / "templates.json"),
+        "SHARDLOG_COLLECTOR__FLUSH_INTERVAL_S": "0.2",
+        **shifted.env,
+    }
+    process = HelperProcess(home, "127.0.0.1", port + 2, env)
+    process.start()
+    try:
+        yield Exporter(process, port, switch, domain)
+    finally:
+        process.stop()
+        process.check_log()
+        run_cli(settings, "exporters", "remove", "127.0.0.1", "--domain", str(domain))
+
+
+def exported(exporter: Exporter, network: int, first: datetime, sent: datetime) -> None:
+    """An IPFIX message (its template too) of ``ROWS`` flows starting at ``first``, sent at
+    ``sent`` as its exporter's clock says."""
+    first_ms = int(first.timestamp() * 1000)
+    template = packets.flow_template(901)
+    records = [
+        packets.flow_record(
+            bytes([198, 18, network, n]), bytes([203, 0, 113, 1]), 2000 + n, 443, 700,
+            first_ms, first_ms + 10,
+        )
+        for n in range(1, ROWS + 1)
+    ]  # fmt: skip
+    sets = [packets.ipfix_template_set([template]), packets.data_set(template, records)]
+    message = packets.ipfix_message(sets, int(sent.timestamp()), domain=exporter.domain)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.sendto(message, ("127.0.0.1", exporter.port))
 
 
 def audit(client: httpx.Client, token: str, owner: str, tag: str) -> None:
@@ -189,6 +255,7 @@ def test_write_search_tail_retention_and_access_across_a_month_end(
     shifted: Shifted,
     midnight_router: httpx.Client,
     midnight_syslog: RunningSyslog,
+    midnight_collector: Exporter,
 ) -> None:
     router = midnight_router
     owner, group = map_audit_owner(api, "midnight")
@@ -216,6 +283,9 @@ def test_write_search_tail_retention_and_access_across_a_month_end(
         audit(router, token, owner, "before")
         flows(router, token, switch, 0)
         syslog(midnight_syslog, owner, "syslog before")
+        exported(midnight_collector, 1, shifted.clock.now(), shifted.clock.now())
+        # An hour ahead of the collector's clock (past the write API's future skew): dropped.
+        exported(midnight_collector, 2, MIDNIGHT + timedelta(hours=1), shifted.clock.now())
         report = dry_run(settings, shifted, owner)
         assert report["as_of"] == LAST_DAY.isoformat() and report["drops"] == [], report
         tail.wait(lambda c: {r["content"] for r in c.rows()} >= BEFORE)
@@ -226,6 +296,7 @@ def test_write_search_tail_retention_and_access_across_a_month_end(
         audit(router, token, owner, "after")
         flows(router, token, switch, ROWS)
         syslog(midnight_syslog, owner, "syslog after")
+        exported(midnight_collector, 3, shifted.clock.now(), shifted.clock.now())
         tail.wait(lambda c: {r["content"] for r in c.rows()} >= AFTER)
 
     rows = tail.rows()
@@ -246,6 +317,16 @@ def test_write_search_tail_retention_and_access_across_a_month_end(
         assert time.monotonic() < deadline, held
         time.sleep(0.1)
     assert tables(router, token, "flow", switch) == {LAST_DAY: ROWS, FIRST_DAY: ROWS}
+    # The collector's flows: on their own days, those ahead of its clock dropped and counted.
+    collected = {LAST_DAY: ROWS, FIRST_DAY: ROWS}
+    while (held := tables(router, token, "flow", midnight_collector.switch)) != collected:
+        assert time.monotonic() < deadline, held
+        time.sleep(0.1)
+    labels = {"exporter": "127.0.0.1", "reason": "in the future"}
+    assert (
+        midnight_collector.process.metric("shardlog_collector_dropped_flows_total", **labels)
+        == ROWS
+    )
 
     # One search across the boundary, by pages of two: the cursors cross midnight.
     whole = search(router, token, owner, limit=1000)
