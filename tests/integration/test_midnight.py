@@ -54,7 +54,7 @@ from tests.tail_client import TailClient
 MIDNIGHT = datetime(2026, 11, 1, tzinfo=UTC)
 LAST_DAY, FIRST_DAY = date(2026, 10, 31), date(2026, 11, 1)
 # From the processes' start to midnight: room for starting them and the phase before midnight.
-BUDGET_S = 12.0
+BUDGET_S = 15.0
 ROWS = 3
 BEFORE = {f"before {i}" for i in range(ROWS)}
 AFTER = {f"after {i}" for i in range(ROWS)}
