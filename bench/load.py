@@ -12,13 +12,14 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Self
 
 import httpx
 import orjson
 
 from bench.shard_view import owner_id, query_owner
+from router import clock
 from services.faults import wait_until
 
 BATCH_ROWS = 200
@@ -47,7 +48,7 @@ def auth_of(client: httpx.Client) -> dict[str, str]:
 
 def window() -> dict[str, str]:
     """A search window around now."""
-    now = datetime.now(UTC)
+    now = clock.now()
     return {
         "from": (now - timedelta(hours=1)).isoformat(),
         "to": (now + timedelta(minutes=10)).isoformat(),

@@ -8,12 +8,13 @@ import asyncio
 import itertools
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import httpx
 import orjson
 
 from bench.harness import Progress
+from router import clock
 
 CONTENT = "user {n} logged in from 10.0.{a}.{b} session {n:08x}"
 Request = Callable[[httpx.AsyncClient, int], Awaitable[None]]
@@ -21,7 +22,7 @@ Request = Callable[[httpx.AsyncClient, int], Awaitable[None]]
 
 def audit_body(owner: str, rows: int, first: int) -> bytes:
     """NDJSON of ``rows`` audit records of ``owner`` stamped now, numbered from ``first``."""
-    stamp = datetime.now(UTC).isoformat()
+    stamp = clock.now().isoformat()
     return b"".join(
         orjson.dumps(
             {
@@ -38,7 +39,7 @@ def audit_body(owner: str, rows: int, first: int) -> bytes:
 def recent_window() -> dict[str, str]:
     """The last hour up to a minute ahead, cut at midnight: one day table per shard, so one
     statement shape per search."""
-    now = datetime.now(UTC)
+    now = clock.now()
     midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
     return {
         "from": max(now - timedelta(hours=1), midnight).isoformat(),

@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
-from router import memory
+from router import clock, memory
 from router.api import (
     access,
     admin,
@@ -55,7 +55,11 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    settings = settings or Settings()
+    if settings is None:
+        # A worker process (SHARDLOG_SERVER__WORKERS > 1): `shardlog serve` set up its clock,
+        # not this one's.
+        settings = Settings()
+        clock.configure(settings.clock)
     if not logging.getLogger().handlers:
         # A worker process (SHARDLOG_SERVER__WORKERS > 1) starts without the logging that
         # `shardlog serve` set up in its parent.

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from router import clock
+
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        clock.register_metrics(self.registry)
         self.requests = Counter(
             "shardlog_http_requests",
             "HTTP requests by route and status",

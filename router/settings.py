@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import zoneinfo
+from datetime import datetime
 from pathlib import Path
 from typing import Literal
 from urllib.parse import quote
@@ -716,6 +717,29 @@ class ClusterSettings(Section):
     start_timeout_s: float = Field(60.0, gt=0)
 
 
+class ClockSettings(Section):
+    """Test only: what every shardlog process calls now (router/clock.py). A process started
+    with either set logs a warning and reports the drift as shardlog_clock_drift_seconds."""
+
+    offset_s: float = Field(
+        0.0,
+        description="Test only: the wall clock shifted by this many seconds, still running "
+        "(a test sets 23:59:50 UTC and crosses midnight). 0 in production.",
+    )
+    frozen_at: datetime | None = Field(
+        None,
+        description="Test only: the clock stopped at this instant (RFC 3339 with a zone); "
+        "wins over offset_s. Unset in production.",
+    )
+
+    @field_validator("frozen_at")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("must name its time zone (e.g. 2026-10-31T23:59:50Z)")
+        return value
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="SHARDLOG_", env_nested_delimiter="__", extra="forbid", frozen=True
@@ -738,6 +762,7 @@ class Settings(BaseSettings):
     otlp: OtlpSettings = OtlpSettings()
     es_bulk: EsBulkSettings = EsBulkSettings()
     cluster: ClusterSettings = ClusterSettings()
+    clock: ClockSettings = ClockSettings()
     schema_dir: Path = REPO_ROOT / "schema"
 
     @model_validator(mode="after")

@@ -4,6 +4,7 @@ what `make up` starts beside the router): ready when its /health answers, stoppe
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any, Literal
@@ -11,6 +12,9 @@ from typing import Any, Literal
 from services.daemon import Daemon, http_ok
 
 REPO = Path(__file__).resolve().parent.parent
+# The clock's settings (router/clock.py) reach every process of a test alike: the daemon starts
+# with a clean environment, so they are passed on from ours.
+CLOCK_PREFIX = "SHARDLOG_CLOCK__"
 
 
 class CollectorProcess:
@@ -22,7 +26,10 @@ class CollectorProcess:
         self.host = host
         self.metrics_port = metrics_port
         name = self.command
-        self._daemon = Daemon(name, root.absolute() / name, None, name, env)
+        inherited = {
+            key: value for key, value in os.environ.items() if key.startswith(CLOCK_PREFIX)
+        }
+        self._daemon = Daemon(name, root.absolute() / name, None, name, {**inherited, **env})
 
     @property
     def log_file(self) -> Path:

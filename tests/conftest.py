@@ -12,7 +12,7 @@ import asyncpg
 import httpx
 import pytest
 
-from router import bootstrap
+from router import bootstrap, clock
 from router.auth.scopes import ADMIN, DATA_SCOPES, SCOPES, SYSTEM_TENANT
 from router.db import catalog_login
 from router.settings import (
@@ -30,6 +30,11 @@ from tests.support import bearer, issue_token, local_cluster, running_router, se
 
 TEST_SHARDS = 4
 TEST_GROUPS = 2
+
+# The tests read the clock the session's processes read: SHARDLOG_CLOCK__* set for pytest
+# shifts this process too, and the launchers pass it on to every router, collector and syslog
+# listener they start (tests take "now" from router.clock.now(), or tests.support.clock_env).
+clock.configure(Settings().clock)
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,7 +22,7 @@ import orjson
 import pytest
 
 from bench.load import window
-from router import bootstrap
+from router import bootstrap, clock
 from router.auth import store as auth_store
 from router.auth.store import TokenLimits
 from router.db import pools
@@ -39,7 +39,7 @@ from router.settings import (
     Settings,
 )
 from services.cluster import LocalCluster
-from services.collector_process import CollectorProcess
+from services.collector_process import CLOCK_PREFIX, CollectorProcess
 from services.process import free_port, port_in_use, server_user
 from services.router_process import RouterProcess
 from services.topology import build_topology
@@ -50,8 +50,10 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def clock_now() -> datetime:
-    """The tests' one reading of the wall clock (UTC), taken when a test runs, never at import."""
-    return datetime.now(UTC)
+    """The tests' one reading of now (UTC): the clock every shardlog process reads
+    (router/clock.py, shifted alike by SHARDLOG_CLOCK__*), taken when a test runs, never at
+    import."""
+    return clock.now()
 
 
 def past_day(days: int = 2, hour: int = 12) -> datetime:
@@ -113,6 +115,13 @@ def free_port_range(count: int, low: int = 20000, high: int = 32000) -> int:
         if not any(port_in_use("127.0.0.1", base + i) for i in range(count)):
             return base
     raise RuntimeError("no free port range")
+
+
+def clock_env(instant: datetime) -> dict[str, str]:
+    """The settings that set a shardlog process's clock (router/clock.py) running from
+    ``instant`` now; give every process of a test the same one."""
+    offset = (instant - clock.now()).total_seconds() + clock.current().drift_s()
+    return {"SHARDLOG_CLOCK__OFFSET_S": f"{offset:.6f}"}
 
 
 def bearer(token: str) -> dict[str, str]:
@@ -209,7 +218,12 @@ def another_router(settings: Settings, home: Path, env: dict[str, str]) -> Route
 def run_cli(
     settings: Settings, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("SHARDLOG_")}
+    # Settings come from ``settings`` alone, but the clock every process of the session shares.
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("SHARDLOG_") or k.startswith(CLOCK_PREFIX)
+    }
     return subprocess.run(
         [sys.executable, "-m", "router.cli", *args],
         env={**clean, **settings_env(settings), **(env or {})},

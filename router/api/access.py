@@ -4,11 +4,11 @@ reloads at once, so a revocation answered here already holds here."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import Path, Query
 
+from router import clock
 from router.api.deps import RuntimeDep, TenantFilter, admin_router
 from router.api.responses import errors
 from router.auth import store
@@ -99,7 +99,7 @@ async def create_token(body: TokenIn, caller: Admin, runtime: RuntimeDep) -> dic
             expires_at = parse_rfc3339(body.expires_at)
         except TimestampError as exc:
             raise Invalid(f"expires_at {exc}", "expires_at") from None
-    store.check_expiry(expires_at, datetime.now(UTC))
+    store.check_expiry(expires_at, clock.now())
     limits = store.TokenLimits(
         body.limits.rate_per_s, body.limits.ingest_bytes_per_s, body.limits.max_searches
     )
@@ -131,7 +131,7 @@ async def list_tokens(
     runtime: RuntimeDep,
     tenant: TenantFilter = None,
 ) -> list[dict[str, Any]]:
-    now = datetime.now(UTC)
+    now = clock.now()
     return [t.to_json(now) for t in await store.list_tokens(runtime.metadata, tenant)]
 
 

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
+from router import clock
 from router.api.deps import RuntimeDep
 from router.api.ingest import open_body
 from router.api.responses import REF, Responses, described, ref
@@ -27,7 +28,6 @@ from router.auth.registry import Caller
 from router.errors import ShardlogError, TooLarge
 from router.ingest import body as bodies
 from router.ingest.admit import admit
-from router.ingest.records import utc_now
 from router.models.es_bulk import BulkAction, BulkAnswer, EsError, EsInfo
 from router.protocols import es_bulk, shipped
 from router.protocols.encoding import decoded, decoder
@@ -142,7 +142,7 @@ async def _bulk(
     settings = runtime.settings
     wbits = decoder(request.headers.get("content-encoding"))
     body = open_body(request, runtime, caller, lambda chunks: decoded(chunks, wbits))
-    now = utc_now()
+    now = clock.now()
     bulk = es_bulk.Bulk(
         path_index, owner_rule(settings.es_bulk.owner_rule), now, settings.ingest.max_records
     )
@@ -279,8 +279,8 @@ async def ping(caller: AuditWrite) -> Response:
     response_class=PlainTextResponse,
 )
 async def cat_health(caller: AuditWrite, runtime: RuntimeDep) -> Response:
-    now = time.time()
+    now = clock.time()
     name = runtime.settings.es_bulk.cluster_name
-    clock = time.strftime("%H:%M:%S", time.gmtime(now))
-    line = f"{int(now)} {clock} {name} green 1 1 0 0 0 0 0 0 - 100.0%\n"
+    hms = time.strftime("%H:%M:%S", time.gmtime(now))
+    line = f"{int(now)} {hms} {name} green 1 1 0 0 0 0 0 0 - 100.0%\n"
     return Response(line, media_type="text/plain", headers=PRODUCT)

@@ -9,13 +9,13 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
+from router import clock
 from router.api import shipped
 from router.api.deps import RuntimeDep
 from router.api.ingest import UnsupportedMediaType
 from router.api.responses import described
 from router.auth.dependency import AuditWrite
 from router.errors import BadRequest, Invalid, excerpt
-from router.ingest.records import utc_now
 from router.protocols import otlp
 
 router = APIRouter(prefix="/v1", tags=["shippers"])
@@ -187,7 +187,7 @@ async def export_logs(request: Request, caller: AuditWrite, runtime: RuntimeDep)
     try:
         async with shipped.received(request, runtime, caller, "otlp") as body:
             decode = otlp.protobuf_steps if protobuf else otlp.json_steps
-            groups = await body.decoded(decode, otlp.LABEL, owner_attributes, utc_now())
+            groups = await body.decoded(decode, otlp.LABEL, owner_attributes, clock.now())
             outcome = await shipped.write(
                 runtime, caller, "otlp", groups, "resourceLogs", body.digest
             )

@@ -13,12 +13,13 @@ from typing import Any, NamedTuple, TypeVar
 
 from fastapi import Request
 
+from router import clock
 from router.api.ingest import open_body
 from router.auth.registry import Caller
 from router.errors import Invalid, Overloaded
 from router.ingest.admit import admit
 from router.ingest.body import Body
-from router.ingest.records import AuditRow, utc_now
+from router.ingest.records import AuditRow
 from router.protocols import compression, encoding, shipped
 from router.protocols.allowance import Allowance, Stepping, Steps
 from router.runtime import Runtime
@@ -128,7 +129,7 @@ async def write(
     their group's position, so a refusal while writing (a key another tenant claimed
     meanwhile) names ``label[n]``."""
     limits = runtime.ingest.request_limits()
-    now = utc_now()
+    now = clock.now()
     rows: list[AuditRow] = []
     refused: list[Invalid] = []
     # Per row, by its number here: its group's label and its place in the group, and the

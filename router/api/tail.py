@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query
 
+from router import clock
 from router.api.deps import RuntimeDep
 from router.api.responses import ERROR_DESCRIPTIONS, described
 from router.api.search import (
@@ -110,7 +111,7 @@ STREAM: dict[int | str, dict[str, Any]] = {
 def _window(runtime: Runtime, since: str | None) -> tuple[str, str, datetime | None]:
     """The window the filters are checked with: the replay's, from ``from`` to past anything
     a writer may send (SHARDLOG_INGEST__FUTURE_SKEW_S), or a nominal one."""
-    now = datetime.now(UTC)
+    now = clock.now()
     start = queries.parse_time(since, "from") if since is not None else now
     end = now + timedelta(seconds=runtime.settings.ingest.future_skew_s + 60)
     return start.isoformat(), end.isoformat(), start if since is not None else None

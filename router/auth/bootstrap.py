@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
+from router import clock
 from router.auth import scopes, store, tokens
 from router.catalog.store import Executor
 from router.db import catalog_login
@@ -94,7 +94,7 @@ async def _still_valid(db: Executor, path: Path, tenant: str) -> bool:
     return (
         record is not None
         and record.tenant == tenant
-        and record.state(datetime.now(UTC)) == "active"
+        and record.state(clock.now()) == "active"
         and tokens.matches(parsed[1], record.digest)
     )
 

@@ -7,7 +7,6 @@ expiry by a timer, so that no stream outlives its token."""
 from __future__ import annotations
 
 import asyncio
-import time
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from typing import Any, Literal, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from router import clock
 from router.auth.scopes import PREFIX_OF_KIND, Grant
 from router.errors import Unauthorized
 
@@ -166,7 +166,7 @@ class Leases:
             return
         loop = asyncio.get_running_loop()
         now = loop.time()
-        wall = time.time()
+        wall = clock.time()
         for lease in list(leases):
             if lease.reason is not None:
                 continue

@@ -10,13 +10,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import asyncpg
 from prometheus_client import CollectorRegistry
 
+from router import clock
 from router.auth import store, tokens
 from router.auth.leases import Lease, Leases, TokenState
 from router.auth.limits import Limiters, LimitValues, TokenLimiter
@@ -140,7 +140,7 @@ class TokenRegistry:
         record = entry.record
         if record.revoked_at is not None:
             raise Unauthorized(f"token {record.id} was revoked", "authorization")
-        now = time.time()
+        now = clock.time()
         if entry.expires is not None and entry.expires <= now:
             raise Unauthorized(f"token {record.id} has expired", "authorization")
         self._used[record.id] = now

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
 import asyncpg
 
+from router import clock
 from router.auth import scopes as scope_rules
 from router.auth import tokens
 from router.catalog import rules
@@ -82,7 +83,7 @@ class TokenRecord:
             "tenant": self.tenant,
             "name": self.name,
             "scopes": list(self.scopes),
-            "state": self.state(now or datetime.now(UTC)),
+            "state": self.state(now or clock.now()),
             "limits": {
                 "rate_per_s": self.limits.rate_per_s,
                 "ingest_bytes_per_s": self.limits.ingest_bytes_per_s,
@@ -98,12 +99,16 @@ class TokenRecord:
 
 # --- tenants ---------------------------------------------------------------------------------
 
-_TENANT_COLUMNS = (
-    "t.name, t.description, t.created_at, "
-    "(SELECT count(*) FROM owners o WHERE o.tenant = t.name) AS owners, "
-    "(SELECT count(*) FROM api_tokens k WHERE k.tenant = t.name AND k.revoked_at IS NULL "
-    "AND (k.expires_at IS NULL OR k.expires_at > now())) AS tokens"
-)
+
+def _tenant_columns(now: str) -> str:
+    """A tenant's columns; ``now``: the parameter holding the clock's now (expiry is the
+    router's decision, taken with its clock, not the database's)."""
+    return (
+        "t.name, t.description, t.created_at, "
+        "(SELECT count(*) FROM owners o WHERE o.tenant = t.name) AS owners, "
+        "(SELECT count(*) FROM api_tokens k WHERE k.tenant = t.name AND k.revoked_at IS NULL "
+        f"AND (k.expires_at IS NULL OR k.expires_at > {now})) AS tokens"
+    )
 
 
 def _tenant(row: Any) -> Tenant:
@@ -117,12 +122,16 @@ def check_description(value: str, field: str = "description") -> str:
 
 
 async def list_tenants(db: Executor) -> list[Tenant]:
-    rows = await db.fetch(f"SELECT {_TENANT_COLUMNS} FROM tenants t ORDER BY t.name")
+    rows = await db.fetch(
+        f"SELECT {_tenant_columns('$1')} FROM tenants t ORDER BY t.name", clock.now()
+    )
     return [_tenant(row) for row in rows]
 
 
 async def get_tenant(db: Executor, name: str) -> Tenant | None:
-    row = await db.fetchrow(f"SELECT {_TENANT_COLUMNS} FROM tenants t WHERE t.name = $1", name)
+    row = await db.fetchrow(
+        f"SELECT {_tenant_columns('$2')} FROM tenants t WHERE t.name = $1", name, clock.now()
+    )
     return None if row is None else _tenant(row)
 
 
@@ -187,10 +196,11 @@ async def remove_tenant(db: Executor, name: str, *, force: bool = False) -> Tena
             "SELECT (SELECT count(*) FROM owners WHERE tenant = $1) AS owners, "
             "(SELECT count(*) FROM api_tokens WHERE tenant = $1) AS tokens, "
             "(SELECT count(*) FROM api_tokens WHERE tenant = $1 AND revoked_at IS NULL "
-            " AND (expires_at IS NULL OR expires_at > now())) AS usable, "
+            " AND (expires_at IS NULL OR expires_at > $2)) AS usable, "
             "(SELECT count(*) FROM exporters WHERE tenant = $1) AS exporters, "
             "(SELECT count(*) FROM syslog_senders WHERE tenant = $1) AS senders",
             name,
+            clock.now(),
         )
         assert holds is not None  # a SELECT without FROM: one row
         removal = TenantRemoval(holds["tokens"], holds["exporters"], holds["senders"])
@@ -338,13 +348,15 @@ async def revoke_token(db: Executor, token_id: str, *, force: bool = False) -> T
         if found.revoked_at is not None:
             return found
         if not force and scope_rules.ADMIN in found.scopes:
+            now = clock.now()
             others = await connection.fetchval(
                 "SELECT count(*) FROM api_tokens WHERE id <> $1 AND $2 = ANY (scopes) "
-                "AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())",
+                "AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $3)",
                 token_id,
                 scope_rules.ADMIN,
+                now,
             )
-            if found.state(datetime.now(UTC)) == "active" and not others:
+            if found.state(now) == "active" and not others:
                 raise Conflict(
                     f"token {token_id} is the last usable admin token: create another first "
                     "(`shardlog tokens create --tenant system --name NAME --scopes admin`), or "

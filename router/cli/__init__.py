@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import asyncpg
 
+from router import clock
 from router.cli import (
     auth,
     catalog,
@@ -45,6 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         settings = local_tls.apply(Settings())
+        clock.configure(settings.clock)
         code: int = args.run(settings, args)
     except ShardlogError as exc:
         where = f" ({exc.field})" if exc.field else ""

@@ -6,12 +6,13 @@ from __future__ import annotations
 import argparse
 import getpass
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 
+from router import clock
 from router.auth import self_audit, store
 from router.auth.bootstrap import write_secret
 from router.auth.scopes import SCOPES
@@ -95,7 +96,7 @@ def _expiry(args: argparse.Namespace, now: datetime) -> datetime | None:
 
 @with_catalog
 async def cmd_tokens_create(s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
-    now = datetime.now(UTC)
+    now = clock.now()
     expires_at = _expiry(args, now)
     store.check_expiry(expires_at, now)
     made, text = await store.create_token(
@@ -132,7 +133,7 @@ async def cmd_tokens_create(s: Settings, args: argparse.Namespace, db: asyncpg.C
 
 @with_catalog
 async def cmd_tokens_list(_s: Settings, args: argparse.Namespace, db: asyncpg.Connection) -> None:
-    now = datetime.now(UTC)
+    now = clock.now()
     rows: list[dict[str, Any]] = [t.to_json(now) for t in await store.list_tokens(db, args.tenant)]
 
     def table() -> None:

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from router import clock
 from router.auth.scopes import reserved_write
 from router.collector.decode import Decoder
 from router.collector.exporters import ExporterDirectory
@@ -29,6 +30,7 @@ class CollectorMetrics:
         self.exporter = ExporterLabels(exporter_labels)
         self.outsider = ExporterLabels(exporter_labels)
         self.registry = CollectorRegistry()
+        clock.register_metrics(self.registry)
         self.messages = Counter(
             "shardlog_collector_messages",
             "NetFlow/IPFIX messages read, by exporter and version",

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from router import clock
 from router.catalog import exporters
 from router.catalog.snapshot import CatalogSnapshot
 from router.collector import sockets
@@ -174,7 +175,7 @@ class Collector:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), TICK_S)
             now = time.monotonic()
-            self.intake.expire(time.time())
+            self.intake.expire(clock.time())
             if now - saved >= STATE_EVERY_S:
                 save_state(self._state, self.decoder)
                 saved = now

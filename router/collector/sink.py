@@ -13,10 +13,11 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, NamedTuple
 
+from router import clock
 from router.auth.scopes import FLOWS_WRITE, Grant
 from router.collector.flows import FlowRecord
 from router.db.inet import encode_packed
-from router.ingest.records import MAX_BIGINT, FlowRow, utc_now
+from router.ingest.records import MAX_BIGINT, FlowRow
 from router.ingest.service import IngestService, Request
 
 # The ingest service's keys of requests, ASCII: the collector's own start with this.
@@ -65,7 +66,7 @@ class Batch:
     def __init__(self, flows: Sequence[Exported]) -> None:
         self.flows = flows
         self.key = f"{KEY_PREFIX}{uuid.uuid4().hex}"
-        self.created = utc_now()
+        self.created = clock.now()
 
 
 async def write_batch(ingest: IngestService, batch: Batch) -> int:

@@ -12,12 +12,12 @@ import contextlib
 import logging
 import socket
 import struct
-import time
 from collections.abc import Callable
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry, generate_latest
 
+from router import clock
 from router.collector.intake import Intake
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ class _Datagrams(asyncio.DatagramProtocol):
         self._intake = intake
 
     def datagram_received(self, data: bytes, addr: tuple[str | object, int]) -> None:
-        self._intake.message(exporter_of(addr), data, time.time())
+        self._intake.message(exporter_of(addr), data, clock.time())
 
     def error_received(self, exc: Exception) -> None:
         log.debug("collector: UDP error: %s", exc)
@@ -71,10 +71,10 @@ async def serve_ipfix_tcp(intake: Intake, host: str, port: int) -> asyncio.Serve
                 version, length = IPFIX_HEADER.unpack(head)
                 if version != IPFIX_VERSION or length < IPFIX_HEADER_BYTES:
                     # The stream cannot be framed again after a bad length: close it.
-                    intake.message(exporter, head, time.time())
+                    intake.message(exporter, head, clock.time())
                     return
                 body = await reader.readexactly(length - IPFIX_HEADER.size)
-                intake.message(exporter, head + body, time.time())
+                intake.message(exporter, head + body, clock.time())
         except (asyncio.IncompleteReadError, ConnectionError):
             return
         finally:

@@ -8,9 +8,9 @@ their new owners (router/ingest/screen.py)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import NamedTuple
 
+from router import clock
 from router.auth.scopes import Grant
 from router.errors import ShardlogError
 from router.ingest.records import AuditRow
@@ -42,7 +42,7 @@ async def admit(
         rows,
         "owner",
         where or (lambda position: f"{label}[{position}]"),
-        datetime.now(UTC).date(),
+        clock.today(),
         key_where=key_where,
     )
     return Admitted(screened.rows, screened.refused)

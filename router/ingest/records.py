@@ -7,7 +7,7 @@ or, for CSV, ``lines[7].src_ip``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 import orjson
@@ -255,7 +255,3 @@ def flow_row(raw: Any, where: Location, now: datetime, limits: Limits) -> FlowRo
         tcp_flags=None if flags is None else _int(flags, "tcp_flags", where, 0, 255),
         sampling_rate=None if rate is None else _int(rate, "sampling_rate", where, 1, MAX_INTEGER),
     )
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)

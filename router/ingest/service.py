@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from router import clock
 from router.auth.scopes import Grant, check_key, key_denial
 from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
@@ -32,7 +33,6 @@ from router.ingest.records import (
     Location,
     audit_row,
     flow_row,
-    utc_now,
 )
 from router.ingest.screen import Screener, first_refusal, oldest_day
 from router.ingest.writer import Part, PartFailed, PartWriter
@@ -109,7 +109,7 @@ class IngestService:
             recorded = await self._idempotency.recorded_now(request.key)
             if recorded is not None:
                 return recorded
-        return utc_now()
+        return clock.now()
 
     async def _collect(
         self,
@@ -118,7 +118,7 @@ class IngestService:
         default_ts: datetime,
         decode_block: BlockDecoder | None = None,
     ) -> list[Any]:
-        now = utc_now()
+        now = clock.now()
         limits = self.request_limits()
         limits.default_ts = default_ts
         rows: list[Any] = []
@@ -247,7 +247,7 @@ class IngestService:
         if not rows:
             return {"accepted": 0}
         snapshot = self._catalog.snapshot
-        today = datetime.now(UTC).date()
+        today = clock.today()
         owners = await self._owned(request, "audit", rows, "owner", today)
         tables: dict[DayTable, list[tuple[Any, ...]]] = {}
         mapping_of: dict[DayTable, OwnerMapping] = {}
@@ -315,7 +315,7 @@ class IngestService:
         """Part id -> {start, stop, shard}: each owner-day's rows cut into parts, each part
         dealt to the shard of the owner's spread holding the fewest rows of that owner-day
         (counted here as they are dealt)."""
-        self._counts.roll(datetime.now(UTC).date())
+        self._counts.roll(clock.today())
         planned: dict[str, Any] = {}
         current: dict[int, OwnerMapping] = {}
         for table in sorted(tables):
@@ -448,7 +448,7 @@ class IngestService:
         if not rows:
             return {"accepted": 0}
         snapshot = self._catalog.snapshot
-        today = datetime.now(UTC).date()
+        today = clock.today()
         switches = await self._owned(request, "flow", rows, "switch", today)
         rings = {
             group: list(snapshot.serving_shards(group))

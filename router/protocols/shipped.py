@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Iterable
 from datetime import datetime
 from typing import Any, NamedTuple
 
+from router import clock
 from router.auth.scopes import Grant
 from router.errors import Invalid
 from router.ingest.idempotency import tenant_key
@@ -20,7 +21,6 @@ from router.ingest.records import (
     Location,
     check_ts,
     checked_audit_row,
-    utc_now,
 )
 from router.ingest.service import IngestService, Request
 
@@ -51,7 +51,7 @@ def check(
     """Every message as an audit row, or refused with the reason (``label[i].field``).
     ``positions``: where each message stands in its request, when the protocol refused some
     of the request's records itself (default 0, 1, ...)."""
-    now = utc_now() if now is None else now
+    now = clock.now() if now is None else now
     rows: list[AuditRow] = []
     refused: list[tuple[int, Invalid]] = []
     numbered = enumerate(messages) if positions is None else zip(positions, messages, strict=True)
@@ -91,5 +91,5 @@ async def write(
     if not rows:
         return 0
     request = Request(_no_records(), label, key, functools.partial(str, digest), grant)
-    result = await ingest.write_audit_rows(request, rows, utc_now())
+    result = await ingest.write_audit_rows(request, rows, clock.now())
     return int(result["accepted"])

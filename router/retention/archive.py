@@ -14,10 +14,11 @@ import json
 import os
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
-from datetime import UTC, date, datetime
+from datetime import date
 from pathlib import Path
 from typing import IO, Any
 
+from router import clock
 from router.db import ddl
 from router.db.connection import Connection
 from router.db.names import DayTable, quote_ident
@@ -146,7 +147,7 @@ async def write(
         sha256=hashed.hash.hexdigest(),
         bytes=hashed.size,
         format=FORMAT,
-        created_at=datetime.now(UTC).isoformat(),
+        created_at=clock.now().isoformat(),
     )
     _write_json(manifest_path(archive_dir, table, shard), asdict(manifest))
     _sync_dir(target.parent)

@@ -14,11 +14,12 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import date
 from typing import Any
 
 import asyncpg
 
+from router import clock
 from router.catalog.snapshot import CatalogSnapshot
 from router.db.connection import Connection
 from router.db.pools import ShardPools
@@ -35,7 +36,7 @@ RUN_LOCK = 0x73686172646C6F67
 
 
 def real_today() -> date:
-    return datetime.now(UTC).date()
+    return clock.today()
 
 
 @dataclass(frozen=True)
@@ -263,7 +264,7 @@ class RetentionRunner:
         metrics.retention_runs.labels(report.status).inc()
         if report.status in ("skipped", "dry_run"):
             return
-        metrics.retention_last_run.set(time.time())
+        metrics.retention_last_run.set(clock.time())
         for drop in report.drops:
             if drop["outcome"] == "failed":
                 metrics.retention_failures.labels(drop["kind"]).inc()

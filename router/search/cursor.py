@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from router import clock
 from router.errors import BadRequest, Unavailable
 from router.search.snapshot import Pin
 
@@ -62,17 +63,13 @@ def query_digest(binding: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:24]
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
 def _not_ours() -> BadRequest:
     return BadRequest("cursor is not a cursor this service issued", "cursor")
 
 
 class CursorCodec:
     def __init__(
-        self, secret: bytes, ttl_s: float = 86400.0, clock: Callable[[], datetime] = _now
+        self, secret: bytes, ttl_s: float = 86400.0, clock: Callable[[], datetime] = clock.now
     ) -> None:
         if len(secret) < 16:
             raise ValueError("cursor secret must be at least 16 bytes")

@@ -15,7 +15,8 @@ from zoneinfo import ZoneInfo
 
 from prometheus_client import Counter, Gauge
 
-from router.ingest.records import AuditRow, Limits, utc_now
+from router import clock
+from router.ingest.records import AuditRow, Limits
 from router.metrics import Metrics
 from router.protocols import shipped, syslog
 from router.senders import SenderNetworks
@@ -146,7 +147,7 @@ class Intake:
         if len(data) > self.max_bytes:
             self.refuse(sender, "oversize", f"{len(data)} bytes, more than {self.max_bytes}")
             return None
-        now = utc_now() if now is None else now
+        now = clock.now() if now is None else now
         try:
             parsed = syslog.parse(data, now, self._zone)
         except syslog.SyslogError as exc:

@@ -16,14 +16,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections import defaultdict
 from datetime import datetime
 from typing import Any
 
 import asyncpg
 
-from router import memory
+from router import clock, memory
 from router.auth.scopes import KEY_NAME
 from router.catalog import store
 from router.catalog.cache import CatalogCache
@@ -215,7 +214,7 @@ class Read:
     def __init__(self) -> None:
         self.rows: list[tuple[Interest, OwnerMapping, list[asyncpg.Record]]] = []
         self.committed_at: dict[int, datetime] = {}
-        self.read_at = time.time()
+        self.read_at = clock.time()
 
 
 class TailHub:

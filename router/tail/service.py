@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import asyncpg
 import orjson
 
+from router import clock
 from router.auth.scopes import KEY_NAME, check_key, check_key_prefix
 from router.catalog.owners import OwnerDirectory
 from router.catalog.snapshot import OwnerMapping
@@ -121,7 +122,7 @@ class TailService:
         await self._check_patterns(spec)
         digest = self.digest(spec)
         position = (
-            self.codec.decode(after, digest, after_field, time.time())
+            self.codec.decode(after, digest, after_field, clock.time())
             if after is not None
             else None
         )
@@ -197,7 +198,7 @@ class TailService:
         pending = sorted(self.hub.catalog.snapshot.shards.keys() - stream.starts.keys())
         hello = {"subscribed": True, "shards": sorted(stream.starts), "pending_shards": pending}
         if position is None:
-            first = TailPosition(stream.starts, {}, None, time.time(), replay_from)
+            first = TailPosition(stream.starts, {}, None, clock.time(), replay_from)
             stream.resume_id = stream.encode(self.codec.shard_part(first), None)
             yield [frame(hello, stream.resume_id, "subscribed")]
             if replay_from is not None:
@@ -243,7 +244,7 @@ class Stream:
         self.deadline: float | None = None
 
     def encode(self, part: Mapping[str, Any], last: EventKey | None) -> str:
-        return self.service.codec.encode(part, last, self.digest, time.time())
+        return self.service.codec.encode(part, last, self.digest, clock.time())
 
     def _overflowed(self, marks: Marks | None) -> bytes:
         """The stream's last frame: the resume cursor (what was sent so far) and why."""
@@ -270,7 +271,7 @@ class Stream:
         """The matching rows of ``pin``'s snapshots from ``since`` on (after ``after``), in
         order, each with a replay cursor."""
         spec = self.subscription.spec
-        horizon = datetime.now(since.tzinfo) + timedelta(days=1)
+        horizon = clock.now() + timedelta(days=1)
         query = dataclasses.replace(
             spec.query,
             window=dataclasses.replace(spec.query.window, start=since, end=horizon),
@@ -278,7 +279,7 @@ class Stream:
         )
         everywhere = self.service.hub.catalog.snapshot.shards.keys()
         shards_pin = Pin(dict(pin), frozenset(everywhere - pin.keys()))
-        part = self.service.codec.shard_part(TailPosition(pin, {}, None, time.time(), since))
+        part = self.service.codec.shard_part(TailPosition(pin, {}, None, clock.time(), since))
         cursor = None if after is None else Position(after[0], after[1], after[2], after[3])
         told_partial = False
         while True:
@@ -429,13 +430,14 @@ class Stream:
     # --- live --------------------------------------------------------------------------
 
     def _part(self, marks: Marks, base: dict[str, list[int]] | None = None) -> dict[str, Any]:
-        since = marks.oldest_read_at if marks.oldest_read_at is not None else time.time()
+        since = marks.oldest_read_at if marks.oldest_read_at is not None else clock.time()
         position = TailPosition(marks.base, marks.claims, None, since)
         return self.service.codec.shard_part(position, base)
 
     def _frames(self, released: list[tuple[Event, Marks]]) -> list[bytes]:
         metrics = self.service.metrics
-        now = time.time()
+        # The lag is measured against the database's commit time: the wall clock's.
+        wall = time.time()
         chunks = []
         # The events of one release share their marks' base (encoded once).
         base_of: Mapping[str, ShardSnapshot] | None = None
@@ -455,7 +457,7 @@ class Stream:
                 flags += b',"merged":true' if event.merged else b',"merged":false'
             self.resume_id = self.encode(self._part(marks, base), marks.last)
             chunks.append(raw_frame(item[:-1] + flags + b"}", self.resume_id))
-            metrics.tail_lag.observe(max(0.0, now - event.committed_at))
+            metrics.tail_lag.observe(max(0.0, wall - event.committed_at))
         metrics.tail_events.labels(self.kind).inc(len(chunks))
         return chunks
 
@@ -467,7 +469,7 @@ class Stream:
         started = time.perf_counter()
         frames: list[bytes] = []
         while True:
-            now = time.time()
+            now = clock.time()
             due = buffer.next_due()
             if due is None or due > now:
                 subscription.take_in(TURN_ROWS)
@@ -494,7 +496,7 @@ class Stream:
             wake_at = heartbeat_at
             due = buffer.next_due()
             if due is not None:
-                wake_at = min(wake_at, loop.time() + max(0.0, due - time.time()))
+                wake_at = min(wake_at, loop.time() + max(0.0, due - clock.time()))
             if self.deadline is not None:
                 wake_at = min(wake_at, self.deadline)
             await turn.wait(wake_at)

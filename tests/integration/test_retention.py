@@ -9,6 +9,7 @@ import json
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -16,11 +17,30 @@ import orjson
 import pytest
 
 from bench.shard_view import catalog_shards, day_tables, owner_id, shard_sql
+from router import clock
 from router.settings import Settings
 from tests.support import eventually, map_audit_owner, run_cli
 
-TODAY = datetime.now(UTC).date()
+# Pinned again at each test's start (``pinned_today``).
+STARTED = clock.now()
+TODAY = STARTED.date()
 HOSTILE = 'tab\there, newline\nthere, back\\slash, quote\' "double", ünïcødé ✓'
+
+
+@pytest.fixture(autouse=True)
+def pinned_today() -> Iterator[date]:
+    """The day a test works in, read from the clock once at its start; the retention runs it
+    starts read that day too (``retention``), so a test that crosses midnight still agrees with
+    them on what today is."""
+    global STARTED, TODAY
+    STARTED = clock.now()
+    TODAY = STARTED.date()
+    yield TODAY
+
+
+def frozen_on_today() -> dict[str, str]:
+    """A CLI process's clock frozen at the test's start."""
+    return {"SHARDLOG_CLOCK__FROZEN_AT": STARTED.isoformat()}
 
 
 def midnight(days_ago: int) -> datetime:
@@ -78,6 +98,7 @@ def days_held(api, key: str) -> dict[int, int]:
 
 
 def retention(settings: Settings, key: str, *extra: str, env=None) -> tuple[int, dict]:
+    env = {**frozen_on_today(), **(env or {})}
     result = run_cli(settings, "retention", "run", "--owner", key, "--json", *extra, env=env)
     assert result.stdout, result.stderr
     return result.returncode, json.loads(result.stdout)
@@ -524,7 +545,7 @@ def test_two_routers_run_the_job_and_drop_each_table_once(api, settings, tmp_pat
         ]
     assert sorted(dropped) == sorted(expired)
     # The runs that dropped something are in the platform's own audit.
-    now = datetime.now(UTC)
+    now = clock.now()
     audited = api.get(
         "/v1/audit/search",
         params={
