@@ -60,13 +60,17 @@ lint: install ## ruff, ansible-lint (offline: ansible.builtin only)
 typecheck: install ## mypy (strict)
 	$(BIN)/mypy
 
-pytest: install ## the test suite against real PostgreSQL instances
-	$(BIN)/pytest $(PYTEST_ARGS)
+pytest: install ## the test suite against real PostgreSQL instances (ends with its 25 slowest tests)
+	$(BIN)/pytest --durations=25 $(PYTEST_ARGS)
 
+# With the extension-module feature, as the install built it: the release build's dependencies
+# (pyo3) in native/target are reused, only the test binary is compiled.
 native-test: install ## the native extension's own Rust tests (its Python side is tested in tests/)
-	cd native && PYO3_PYTHON=$(SYSTEM_PYTHON) cargo test --release --quiet
+	cd native && PYO3_PYTHON=$(SYSTEM_PYTHON) cargo test --release --quiet --features extension-module
 
-test: install lint typecheck native-test pytest ## install, lint, type check and run every test
+TEST_PARTS := install lint typecheck native-test pytest
+test: ## install, lint, type check and run every test; ends with the slowest tests and each part's time
+	@MAKE="$(MAKE)" bash services/timed-parts.sh $(TEST_PARTS)
 
 bench: install ## run every benchmark in bench/, then the report (figures in bench/results/)
 	$(BIN)/python -m bench
