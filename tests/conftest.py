@@ -31,6 +31,16 @@ from tests.support import bearer, issue_token, running_router, settings_env
 
 TEST_SHARDS = 4
 TEST_GROUPS = 2
+# Directories whose every test needs a server of its own that takes seconds to start: a headless
+# chromium (console), Patroni clusters with etcd and HAProxy (ha).
+SLOW_DIRECTORIES = ("console", "ha")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    tests = Path(__file__).parent
+    for item in items:
+        if any(item.path.is_relative_to(tests / name) for name in SLOW_DIRECTORIES):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

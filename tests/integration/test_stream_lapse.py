@@ -280,6 +280,7 @@ STREAMS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lapse", sorted(LAPSES))
 @pytest.mark.parametrize("stream", sorted(STREAMS))
 def test_an_export_or_report_held_by_its_client_ends(
