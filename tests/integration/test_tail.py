@@ -303,7 +303,6 @@ def test_a_shard_restart_loses_no_row(
     )
 
 
-@pytest.mark.slow
 def test_access_needs_tail_and_read_scopes_of_the_tenant(
     router_process: RouterProcess, settings: Settings, api: httpx.Client
 ) -> None:
@@ -374,7 +373,6 @@ def test_the_cli_replays_follows_and_resumes(
     assert denied.returncode != 0 and "403 (owner)" in denied.stderr
 
 
-@pytest.mark.slow
 def test_a_cursor_it_cannot_continue_is_a_400_naming_where_it_came_from(
     router_process: RouterProcess, api_token: str
 ) -> None:

@@ -174,7 +174,6 @@ def _subscribe(
     contents.send(kept)
 
 
-@pytest.mark.slow
 def test_writes_do_not_wait_for_subscribers_and_a_stalled_one_resumes_exactly_once(
     tail_router: RouterProcess, api_token: str
 ) -> None:
