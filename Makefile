@@ -60,13 +60,17 @@ lint: install ## ruff, ansible-lint (offline: ansible.builtin only)
 typecheck: install ## mypy (strict)
 	$(BIN)/mypy
 
-pytest: install ## the test suite against real PostgreSQL instances
-	$(BIN)/pytest $(PYTEST_ARGS)
+pytest: install ## the test suite against real PostgreSQL instances (ends with its 25 slowest tests)
+	$(BIN)/pytest --durations=25 $(PYTEST_ARGS)
 
+# With the extension-module feature, as the install built it: the release build's dependencies
+# (pyo3) in native/target are reused, only the test binary is compiled.
 native-test: install ## the native extension's own Rust tests (its Python side is tested in tests/)
-	cd native && PYO3_PYTHON=$(SYSTEM_PYTHON) cargo test --release --quiet
+	cd native && PYO3_PYTHON=$(SYSTEM_PYTHON) cargo test --release --quiet --features extension-module
 
-test: install lint typecheck native-test pytest ## install, lint, type check and run every test
+TEST_PARTS := install lint typecheck native-test pytest
+test: ## install, lint, type check and run every test; ends with the slowest tests and each part's time
+	@MAKE="$(MAKE)" bash services/timed-parts.sh $(TEST_PARTS)
 
 bench: install ## run every benchmark in bench/, then the report and docs/benchmarks.md's figures (bench/results/)
 	$(BIN)/python -m bench
@@ -91,7 +95,8 @@ image: install-docker wheelhouse ## build the image offline (local Debian base w
 test-compose: install-docker ## run docker-compose.yml for real: up, ingest, search, kill a primary, down -v
 	$(BIN)/pytest -m containers tests/compose
 
-test-ansible-hosts: install-docker ## run ansible/ on 3 Debian hosts with systemd (containers): site, verify, idempotence, ingest, a host of a primary powered off
+test-ansible-hosts: install-docker ## run ansible/ on this host (localhost inventory), then on 3 Debian hosts with systemd (containers): site, verify, idempotence, ingest, a host of a primary powered off
+	$(BIN)/pytest -m playbooks tests/deploy/test_ansible.py
 	$(BIN)/pytest -m containers tests/hosts
 
 down-docker: ## stop the Docker engine that make image / test-compose started under var/docker

@@ -30,6 +30,16 @@ from tests.support import bearer, issue_token, local_cluster, running_router, se
 
 TEST_SHARDS = 4
 TEST_GROUPS = 2
+# Directories whose every test needs a server of its own that takes seconds to start: a headless
+# chromium (console), Patroni clusters with etcd and HAProxy (ha).
+SLOW_DIRECTORIES = ("console", "ha")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    tests = Path(__file__).parent
+    for item in items:
+        if any(item.path.is_relative_to(tests / name) for name in SLOW_DIRECTORIES):
+            item.add_marker(pytest.mark.slow)
 
 # The tests read the clock the session's processes read: SHARDLOG_CLOCK__* set for pytest
 # shifts this process too, and the launchers pass it on to every router, collector and syslog

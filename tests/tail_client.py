@@ -115,6 +115,7 @@ class TailClient:
             line.lower().startswith("transfer-encoding:") and "chunked" in line.lower()
             for line in lines[1:]
         )
+        length = _content_length(lines[1:])
         text = b""
         while True:
             if chunked:
@@ -132,6 +133,12 @@ class TailClient:
             else:
                 text, buffer = text + buffer, b""
             text = self._feed(text)
+            if self.status != 200 and length is not None and len(self.body) >= length:
+                # A refusal is whole at its Content-Length: the router keeps the connection
+                # alive, and waiting for it to close would wait out its keep-alive timeout.
+                sock.close()
+                self._finish()
+                return
             more = self._recv(sock)
             if not more:
                 self._finish()
@@ -199,3 +206,11 @@ def settled(
     sentinels = [row for row in rows if is_sentinel(row)]
     assert len(sentinels) == 1, sentinels
     return [row for row in rows if not is_sentinel(row)]
+
+
+def _content_length(header_lines: list[str]) -> int | None:
+    for line in header_lines:
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "content-length":
+            return int(value.strip())
+    return None

@@ -41,6 +41,7 @@ RECAP = re.compile(
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.playbooks,
     pytest.mark.skipif(
         not (BIN / "ansible-playbook").exists(), reason="ansible-core is not installed"
     ),

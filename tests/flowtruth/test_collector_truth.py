@@ -186,6 +186,7 @@ def test_templates_survive_a_restart(
     assert {found[key].bytes for key in wanted} == {101, 102, 103}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", [9, 10])
 def test_pmacct_exports_land_as_nfdump_reports_them(
     version: Version,

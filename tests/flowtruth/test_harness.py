@@ -125,6 +125,7 @@ def test_sampled_v5_nfdump_scales_by_the_header_interval(
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", [9, 10])
 def test_pmacct_nfprobe_to_nfcapd_equals_the_capture(
     version: Version,

@@ -303,6 +303,7 @@ def test_owner_mapping_names_and_moves_tenants(api: httpx.Client, tenant: str) -
 # --- the CLI ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_tenants_and_tokens(settings: Settings, router_process) -> None:
     name = unique("cli")
     assert run_cli(settings, "tenants", "add", name).returncode == 0

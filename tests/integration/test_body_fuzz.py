@@ -9,8 +9,11 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+pytestmark = pytest.mark.slow
 
 EXAMPLES = int(os.environ.get("SHARDLOG_FUZZ_EXAMPLES", "100"))
 FUZZ = settings(

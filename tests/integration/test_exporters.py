@@ -227,6 +227,7 @@ def test_a_tenant_with_exporters_is_not_removed(api: httpx.Client) -> None:
     assert api.delete(f"/v1/admin/tenants/{tenant}").status_code == 204
 
 
+@pytest.mark.slow
 def test_the_cli_round_trip(settings: Settings, api: httpx.Client) -> None:
     address, switch = a_v6_address(), unique("ex-cli")
     made = run_cli(settings, "exporters", "set", address.upper(), switch, "--domain", "5")

@@ -115,6 +115,7 @@ async def test_searches_find_every_row_across_spread_changes(api, catalog_pool) 
     )
 
 
+@pytest.mark.slow
 async def test_a_write_moved_outside_the_spread_by_a_down_shard_is_found(
     api, cluster, catalog_pool
 ) -> None:

@@ -171,14 +171,20 @@ class Download:
         return more
 
     def rest(self) -> tuple[bytes, bool]:
-        """The rest of the answer, read to the connection's end: its body, and whether it
-        completed (the last chunk came)."""
+        """The rest of the answer, read to its last chunk or the connection's end: its body,
+        and whether it completed (the last chunk came). The router keeps a completed answer's
+        connection alive: reading on to the end would wait out its keep-alive timeout."""
         while True:
             more = self.socket.recv(1 << 20)
             if not more:
                 break
             self.raw += more
+            if self.raw.endswith(b"0\r\n\r\n") and self._chunks()[1]:
+                break
         self.socket.close()
+        return self._chunks()
+
+    def _chunks(self) -> tuple[bytes, bool]:
         head, body = self.raw.split(b"\r\n\r\n", 1)
         assert b"transfer-encoding: chunked" in head.lower()
         text, complete = b"", False

@@ -42,6 +42,9 @@ from tests.support import (
     settings_env,
 )
 
+# A cluster and routers of its own, with TLS.
+pytestmark = pytest.mark.slow
+
 SHARDS = 2
 HEADER_TIMEOUT_S = 1.0
 BODY_IDLE_S = 1.0

@@ -137,6 +137,7 @@ def test_the_cap_spans_tcp_tls_and_relp_and_health_answers_at_it(
             sock.close()
 
 
+@pytest.mark.slow
 def test_silent_connections_are_closed_after_the_idle_timeout(
     capped: RunningSyslog, api: httpx.Client
 ) -> None:

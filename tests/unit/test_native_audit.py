@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import orjson
+import pytest
 import shardlog_native
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -154,6 +155,7 @@ ODD_LINES = st.sampled_from(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=3000)
 @given(
     st.lists(st.one_of(lines(records()), ODD_LINES), min_size=1, max_size=5),
@@ -182,6 +184,7 @@ def ordinary(draw: st.DrawFn) -> dict[str, object]:
     return dict(draw(st.permutations(list(record.items()))))
 
 
+@pytest.mark.slow
 @settings(max_examples=1000)
 @given(st.lists(lines(ordinary()), min_size=1, max_size=5), st.integers(0, 10))
 def test_the_native_decoder_takes_every_ordinary_block(
@@ -236,6 +239,7 @@ def test_a_row_type_of_another_layout_is_refused() -> None:
         raise AssertionError("a type of another layout was allocated as a tuple")
 
 
+@pytest.mark.slow
 @settings(max_examples=3000)
 @given(hostile_blocks(lines(ordinary())))
 def test_hostile_bytes_are_rows_or_handed_back(block_lines: list[bytes]) -> None:

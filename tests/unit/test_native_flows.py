@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import orjson
+import pytest
 import shardlog_native
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -129,6 +130,7 @@ def encoded(flow: dict[str, Any]) -> bytes:
     return json.dumps(flow, ensure_ascii=False).encode()
 
 
+@pytest.mark.slow
 @settings(max_examples=3000)
 @given(st.lists(flows().map(encoded), min_size=1, max_size=4), st.integers(0, 10))
 def test_the_native_decoder_makes_the_per_line_rows_or_hands_back(
@@ -166,6 +168,7 @@ def test_addresses_are_binary_inet() -> None:
     assert (row.ip_version, row.packets, row.proto, row.ts) == (6, 0, None, DEFAULT_TS)
 
 
+@pytest.mark.slow
 @settings(max_examples=3000)
 @given(hostile_blocks(ordinary_flows().map(orjson.dumps)))
 def test_hostile_bytes_are_rows_or_handed_back(block_lines: list[bytes]) -> None:
