@@ -41,6 +41,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if any(item.path.is_relative_to(tests / name) for name in SLOW_DIRECTORIES):
             item.add_marker(pytest.mark.slow)
 
+
 # The tests read the clock the session's processes read: SHARDLOG_CLOCK__* set for pytest
 # shifts this process too, and the launchers pass it on to every router, collector and syslog
 # listener they start (tests take "now" from router.clock.now(), or tests.support.clock_env).
