@@ -56,6 +56,20 @@ def clock_now() -> datetime:
     return clock.now()
 
 
+def real_now() -> datetime:
+    """The machine's real wall clock (UTC), as a real external client (logger, rsyslog,
+    softflowd, a browser) stamps what it sends: ``clock_now()`` less the test shift of
+    SHARDLOG_CLOCK__* (the same instant without a shift)."""
+    return clock.now() - timedelta(seconds=clock.current().drift_s())
+
+
+def stamped_window(margin: timedelta = timedelta(hours=1)) -> tuple[datetime, datetime]:
+    """From ``margin`` before the earlier of ``clock_now()`` and ``real_now()`` to ``margin``
+    after the later: holds rows a real client stamped as well as rows the processes stamped."""
+    now, real = clock_now(), real_now()
+    return min(now, real) - margin, max(now, real) + margin
+
+
 def past_day(days: int = 2, hour: int = 12) -> datetime:
     """``hour`` o'clock UTC of the day ``days`` before today: with days >= 1 it is in the past
     and its day is the same on either side of a midnight the test crosses; the router accepts

@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from router import clock
 
 EXAMPLES = int(os.environ.get("SHARDLOG_FUZZ_EXAMPLES", "100"))
 FUZZ = settings(
@@ -18,7 +20,7 @@ FUZZ = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-NOW = datetime.now(UTC)
+NOW = clock.now()
 REFUSALS = {400, 413, 415, 422}
 
 hostile_text = st.one_of(
