@@ -90,10 +90,11 @@ def found(api: httpx.Client, owner: str, count: int, timeout: float = 20) -> lis
 
 
 def none_found(api: httpx.Client, owner: str) -> bool:
-    earliest, latest = stamped_window(timedelta(days=1))
+    _, latest = stamped_window(timedelta(days=1))
     params = {
         "owner": owner,
-        "from": (earliest - timedelta(days=29)).isoformat(),
+        # 30 days back from the later clock: within the router's widest range (31 days).
+        "from": (latest - timedelta(days=30)).isoformat(),
         "to": latest.isoformat(),
     }
     response = api.get("/v1/audit/search", params=params)
