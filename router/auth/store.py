@@ -363,11 +363,9 @@ async def revoke_token(db: Executor, token_id: str, *, force: bool = False) -> T
                     "revoke it with force=true (then only the CLI can make an admin token)",
                     "token_id",
                 )
-        # The router's clock, not PostgreSQL's: the time the routers compare with expiries.
         row = await connection.fetchrow(
-            f"UPDATE api_tokens SET revoked_at = $2 WHERE id = $1 RETURNING {TOKEN_COLUMNS}",
+            f"UPDATE api_tokens SET revoked_at = now() WHERE id = $1 RETURNING {TOKEN_COLUMNS}",
             token_id,
-            clock.now(),
         )
     return _token(row)
 

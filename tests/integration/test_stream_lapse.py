@@ -93,7 +93,10 @@ class Reader:
 def _revoke(api: httpx.Client, _cluster: LocalCluster, token_id: str) -> float:
     answer = api.delete(f"/v1/admin/tokens/{token_id}")
     assert answer.status_code == 200, answer.text
-    return datetime.fromisoformat(answer.json()["revoked_at"]).timestamp()
+    # revoked_at is the database's time (architecture.md, "Time"): the wall clock, which a
+    # shifted test clock reads drift_s() ahead of.
+    revoked_at = datetime.fromisoformat(answer.json()["revoked_at"]).timestamp()
+    return revoked_at + clock.current().drift_s()
 
 
 def _expire(_api: httpx.Client, cluster: LocalCluster, token_id: str) -> float:
