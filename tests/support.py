@@ -58,9 +58,9 @@ def clock_now() -> datetime:
 
 def real_now() -> datetime:
     """The machine's real wall clock (UTC), as a real external client (logger, rsyslog,
-    softflowd, a browser) stamps what it sends: ``clock_now()`` less the test shift of
+    softflowd, a browser) stamps what it sends: ``clock_now()`` without the test shift of
     SHARDLOG_CLOCK__* (the same instant without a shift)."""
-    return clock.now() - timedelta(seconds=clock.current().drift_s())
+    return clock.real_now()
 
 
 def stamped_window(margin: timedelta = timedelta(hours=1)) -> tuple[datetime, datetime]:
