@@ -1,10 +1,10 @@
 """One clock: no code reads "now" from the wall clock behind router/clock.py's back.
 
 A static scan (ast) of router/, services/, bench/ and tests/ for ``datetime.now(``,
-``datetime.utcnow(``, ``date.today(`` and ``time.time(``: "now" is ``router.clock.now()``,
-``today()`` or ``time()``; durations and deadlines are ``time.monotonic()`` or
-``time.perf_counter()``. A shifted test clock (docs/operations.md, "Tests at any hour") only
-holds if every reading goes through the one clock.
+``datetime.utcnow(``, ``date.today(``, ``time.time(`` and ``time.time_ns(``: "now" is
+``router.clock.now()``, ``today()`` or ``time()``; durations and deadlines are
+``time.monotonic()`` or ``time.perf_counter()``. A shifted test clock (docs/operations.md,
+"Tests at any hour") only holds if every reading goes through the one clock.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ WALL_READS = {
     ("datetime", "utcnow"),
     ("date", "today"),
     ("time", "time"),
+    ("time", "time_ns"),
 }
 
 # The few readings that must be the real wall clock, each with its reason.
@@ -70,8 +71,9 @@ def test_the_scan_finds_every_kind_of_wall_read() -> None:
         "c = day.today()\n"
         "d = wall.time()\n"
         "e = clock.now(); f = time.monotonic(); g = clock.time()\n"
+        "h = time.time_ns()\n"
     )
-    assert [line for line, _ in wall_reads(source)] == [3, 4, 5, 6]
+    assert [line for line, _ in wall_reads(source)] == [3, 4, 5, 6, 8]
 
 
 def test_every_reading_of_now_goes_through_the_one_clock() -> None:
