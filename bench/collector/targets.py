@@ -123,12 +123,13 @@ class ShardlogTarget:
         return metric_sums(text)
 
     def stored(self) -> int:
-        """The switch's flows in the database so far (every flow of the day it was sent in)."""
-        day = clock.now().replace(hour=0, minute=0, second=0, microsecond=0)
+        """The switch's flows in the database so far: a day either side of now holds every
+        flow of the pool, stamped when it was built, also once a midnight has passed since."""
+        now = clock.now()
         params = {
             "switch": SWITCH,
-            "from": day.isoformat(),
-            "to": (day + timedelta(days=1)).isoformat(),
+            "from": (now - timedelta(days=1)).isoformat(),
+            "to": (now + timedelta(days=1)).isoformat(),
             "metrics": "flows",
         }
         url = self._router_url
