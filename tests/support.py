@@ -229,18 +229,23 @@ def another_router(settings: Settings, home: Path, env: dict[str, str]) -> Route
     return RouterProcess(home, settings.server.host, port, env=full)
 
 
-def run_cli(
-    settings: Settings, *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    # Settings come from ``settings`` alone, but the clock every process of the session shares.
+def cli_env(settings: Settings) -> dict[str, str]:
+    """The environment of a CLI process of the session: its settings come from ``settings``
+    alone, but the clock is the one every process of the session shares (SHARDLOG_CLOCK__*)."""
     clean = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith("SHARDLOG_") or k.startswith(CLOCK_PREFIX)
     }
+    return {**clean, **settings_env(settings)}
+
+
+def run_cli(
+    settings: Settings, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "router.cli", *args],
-        env={**clean, **settings_env(settings), **(env or {})},
+        env={**cli_env(settings), **(env or {})},
         capture_output=True,
         text=True,
         timeout=120,

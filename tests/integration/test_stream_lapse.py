@@ -8,7 +8,6 @@ client is there to read it."""
 from __future__ import annotations
 
 import json
-import os
 import select
 import socket
 import subprocess
@@ -32,6 +31,7 @@ from services.router_process import RouterProcess
 from tests.support import (
     REPO,
     await_token,
+    cli_env,
     eventually,
     issue_token,
     post_distinct_flows,
@@ -319,8 +319,7 @@ def test_the_cli_stops_with_the_reason_instead_of_reconnecting(
     (a narrowed token's would be a 403 that hides why)."""
     change, message = LAPSES[lapse]
     reader = Reader(settings, [second_router])
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("SHARDLOG_")}
-    env = {**clean, **settings_env(settings), "SHARDLOG_TOKEN": reader.text}
+    env = {**cli_env(settings), "SHARDLOG_TOKEN": reader.text}
     command = [sys.executable, "-m", "router.cli", "tail", "audit", OWNER, "--url"]
     with subprocess.Popen(
         [*command, second_router.url],

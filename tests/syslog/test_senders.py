@@ -24,7 +24,7 @@ from router import clock
 from router.auth.scopes import AUDIT_READ, AUDIT_WRITE
 from router.settings import Settings
 from services.router_process import RouterProcess
-from tests.support import bearer, issue_token, run_cli
+from tests.support import await_token, bearer, issue_token, run_cli
 from tests.syslog.platform import RunningSyslog, found, none_found, unique
 from tests.syslog.rsyslog import Rsyslog
 
@@ -68,7 +68,7 @@ def owner_tenant(api: httpx.Client, owner: str) -> str | None:
 
 
 def client(router_url: str, settings: Settings, tenant: str) -> httpx.Client:
-    token = issue_token(settings, tenant, [AUDIT_READ, AUDIT_WRITE])
+    token = await_token(router_url, issue_token(settings, tenant, [AUDIT_READ, AUDIT_WRITE]))
     return httpx.Client(base_url=router_url, timeout=30, headers=bearer(token))
 
 
