@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 from bench import stamps
-from router import bootstrap
+from router import bootstrap, clock
 from router.auth import store as auth_store
 from router.auth.scopes import SCOPES, SYSTEM_TENANT
 from router.catalog import tables as day_tables
@@ -86,8 +86,9 @@ def bench_settings(
     router_port: int = BENCH_ROUTER_PORT,
 ) -> Settings:
     """The benchmark's cluster: ``shards`` plain instances, or with ``ha`` as many shards of
-    Patroni primary + replica with etcd and HAProxy."""
-    return Settings(
+    Patroni primary + replica with etcd and HAProxy. The benchmark reads the clock its router
+    and cluster read (SHARDLOG_CLOCK__*, the wall clock unless a test shifts it)."""
+    settings = Settings(
         cluster=ClusterSettings(
             data_dir=data_dir,
             shards=shards,
@@ -98,6 +99,8 @@ def bench_settings(
         ),
         server=ServerSettings(port=router_port),
     )
+    clock.configure(settings.clock)
+    return settings
 
 
 def router_env(settings: Settings) -> dict[str, str]:

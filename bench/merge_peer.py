@@ -14,12 +14,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import asyncpg
 
 from bench.harness import cpu_seconds
+from router import clock
 from router.db import ddl
 from router.db.inet import encode_packed, install_codec
 from router.db.names import DayTable, day_table
@@ -87,7 +88,7 @@ class MergePeer:
 
     async def open(self, day: datetime | None = None) -> None:
         self.connections = [await asyncpg.connect(dsn) for dsn in self.dsns]
-        self.table = day_table("flow", PEER_OWNER_ID, day or datetime.now(UTC))
+        self.table = day_table("flow", PEER_OWNER_ID, day or clock.now())
         for connection in self.connections:
             await install_codec(connection)
             await ddl.ensure_table(connection, self.table, "btree")

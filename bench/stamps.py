@@ -10,9 +10,10 @@ import os
 import platform
 import subprocess
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from router import clock
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 # A figure measured before results were stamped: its commit or mode is not known.
@@ -86,7 +87,7 @@ def stamp(name: str, mode: Mapping[str, Any]) -> dict[str, Any]:
     """This run's stamp."""
     return {
         "benchmark": name,
-        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "when": clock.now().isoformat(timespec="seconds"),
         "commit": commit_of(),
         "dirty": dirty(),
         "machine": machine(),

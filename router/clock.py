@@ -92,6 +92,12 @@ def time() -> float:
     return _current.time()
 
 
+def real_now() -> datetime:
+    """The machine's wall clock whatever this process's clock reads: what real external
+    clients (a browser, logger, softflowd) and PostgreSQL's ``now()`` stamp with."""
+    return datetime.now(UTC)
+
+
 def install(clock: Clock) -> Clock:
     """Make ``clock`` this process's clock; returns the one it replaces."""
     global _current

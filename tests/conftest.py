@@ -26,7 +26,14 @@ from router.settings import (
 from services.cluster import LocalCluster
 from services.process import free_port
 from services.router_process import RouterProcess
-from tests.support import bearer, issue_token, local_cluster, running_router, settings_env
+from tests.support import (
+    await_token,
+    bearer,
+    issue_token,
+    local_cluster,
+    running_router,
+    settings_env,
+)
 
 TEST_SHARDS = 4
 TEST_GROUPS = 2
@@ -139,6 +146,7 @@ def admin_api(router_process: RouterProcess, settings: Settings) -> Iterator[htt
 def default_api(router_process: RouterProcess, settings: Settings) -> Iterator[httpx.Client]:
     """Read and write of the tenant `default` (what `make up` hands out)."""
     token = issue_token(settings, "default", DATA_SCOPES, name="tests: default read/write")
+    await_token(router_process.url, token)
     with httpx.Client(base_url=router_process.url, timeout=30, headers=bearer(token)) as client:
         yield client
 

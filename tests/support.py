@@ -56,6 +56,20 @@ def clock_now() -> datetime:
     return clock.now()
 
 
+def real_now() -> datetime:
+    """The machine's real wall clock (UTC), as a real external client (logger, rsyslog,
+    softflowd, a browser) stamps what it sends: ``clock_now()`` without the test shift of
+    SHARDLOG_CLOCK__* (the same instant without a shift)."""
+    return clock.real_now()
+
+
+def stamped_window(margin: timedelta = timedelta(hours=1)) -> tuple[datetime, datetime]:
+    """From ``margin`` before the earlier of ``clock_now()`` and ``real_now()`` to ``margin``
+    after the later: holds rows a real client stamped as well as rows the processes stamped."""
+    now, real = clock_now(), real_now()
+    return min(now, real) - margin, max(now, real) + margin
+
+
 def past_day(days: int = 2, hour: int = 12) -> datetime:
     """``hour`` o'clock UTC of the day ``days`` before today: with days >= 1 it is in the past
     and its day is the same on either side of a midnight the test crosses; the router accepts
@@ -215,18 +229,23 @@ def another_router(settings: Settings, home: Path, env: dict[str, str]) -> Route
     return RouterProcess(home, settings.server.host, port, env=full)
 
 
-def run_cli(
-    settings: Settings, *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    # Settings come from ``settings`` alone, but the clock every process of the session shares.
+def cli_env(settings: Settings) -> dict[str, str]:
+    """The environment of a CLI process of the session: its settings come from ``settings``
+    alone, but the clock is the one every process of the session shares (SHARDLOG_CLOCK__*)."""
     clean = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith("SHARDLOG_") or k.startswith(CLOCK_PREFIX)
     }
+    return {**clean, **settings_env(settings)}
+
+
+def run_cli(
+    settings: Settings, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "router.cli", *args],
-        env={**clean, **settings_env(settings), **(env or {})},
+        env={**cli_env(settings), **(env or {})},
         capture_output=True,
         text=True,
         timeout=120,

@@ -42,7 +42,7 @@ import sys
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,7 @@ from bench.harness import (
     write_results,
 )
 from bench.stamps import mode_of
+from router import clock
 from router.auth import store as auth_store
 from router.auth.registry import TokenRegistry
 from router.auth.scopes import AUDIT_WRITE, SCOPES, SYSTEM_TENANT, check_scope
@@ -70,7 +71,7 @@ from services.router_process import RouterProcess
 CLIENTS = 4
 TARGET_COST = 0.03
 SEARCH_ROWS = 24_000
-NOW = datetime.now(UTC)
+NOW = clock.now()
 
 
 def limited_token(settings: Settings) -> dict[str, str]:

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bench.collector.pool import five_tuple
 from bench.merge_peer import MergePeer, Staged, dealt, staged_flow
+from router import clock
 
 
 def pool_rows(flows: int, now_s: float | None = None) -> list[Staged]:
     """The pool's flows (bench/collector/pool.py's 5-tuples, bytes and times) as staged rows."""
-    now = datetime.fromtimestamp(time.time() if now_s is None else now_s, UTC)
+    now = datetime.fromtimestamp(clock.time() if now_s is None else now_s, UTC)
     day_start = now.replace(hour=0, minute=0, second=0, microsecond=0)
     rows = []
     for n in range(flows):

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from router import clock
 from services.flowtools import FiveTuple, Totals
 
 TCP, UDP = 6, 17
@@ -79,7 +80,7 @@ def recent_base(now: datetime | None = None) -> datetime:
     midnights, in the past (12 to 36 hours old) and well within the days the platform keeps.
     (An hour before the current hour put a run started at 01:xx at 00:00:00, and flows whose
     exported times round down onto the day before.)"""
-    now = (now or datetime.now(UTC)).astimezone(UTC)
+    now = (now or clock.now()).astimezone(UTC)
     return now.replace(hour=12, minute=0, second=0, microsecond=0) - timedelta(days=1)
 
 

@@ -8,11 +8,11 @@ replayed. Pure."""
 from __future__ import annotations
 
 import struct
-import time
 from dataclasses import dataclass
 from typing import Literal
 
 from bench.collector import packets
+from router import clock
 
 Version = Literal["ipfix", "v9"]
 VERSIONS: tuple[Version, ...] = ("ipfix", "v9")
@@ -49,7 +49,7 @@ def build(version: Version, messages: int, now_s: float | None = None) -> Pool:
     """``messages`` data messages (and the template message) stamped with ``now_s``; flows end
     in the last minute before it, but never before the UTC day began (the platform files a
     flow under its day)."""
-    now_s = time.time() if now_s is None else now_s
+    now_s = clock.time() if now_s is None else now_s
     now_ms = int(now_s * 1000)
     day_start_ms = int(now_s // 86400 * 86400 * 1000)
     template = packets.flow_template(TEMPLATE_ID)

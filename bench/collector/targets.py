@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.collector.sender import Sender, Sent
 from bench.harness import auth_for, cpu_seconds, machine_busy_seconds
+from router import clock
 from services.collector_process import CollectorProcess
 from services.flowtools import Nfcapd, nfdump_flow_count, udp_drops, wait_drained
 
@@ -122,12 +123,13 @@ class ShardlogTarget:
         return metric_sums(text)
 
     def stored(self) -> int:
-        """The switch's flows in the database so far (every flow of the day it was sent in)."""
-        day = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        """The switch's flows in the database so far: a day either side of now holds every
+        flow of the pool, stamped when it was built, also once a midnight has passed since."""
+        now = clock.now()
         params = {
             "switch": SWITCH,
-            "from": day.isoformat(),
-            "to": (day + timedelta(days=1)).isoformat(),
+            "from": (now - timedelta(days=1)).isoformat(),
+            "to": (now + timedelta(days=1)).isoformat(),
             "metrics": "flows",
         }
         url = self._router_url

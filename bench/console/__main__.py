@@ -23,7 +23,7 @@ import random
 import statistics
 import sys
 from collections.abc import Iterator
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from itertools import groupby
 from typing import Any
 
@@ -35,6 +35,7 @@ from bench.console.browser import console_login, first_page_ms, start_browser
 from bench.harness import bench_settings, verdict, write_results
 from bench.search.shards import Rows, map_keys, shard_connections
 from bench.stamps import mode_of
+from router import clock
 from router.db.names import day_table
 from router.settings import Settings
 
@@ -83,7 +84,7 @@ async def load(settings: Settings, url: str, total: int, now: datetime) -> None:
 async def api_ms(http: httpx.AsyncClient, case: dict[str, str], repeats: int) -> list[float]:
     """The first page's API call as the console makes it for the form's values: one
     unmeasured, then ``repeats`` timed."""
-    now = datetime.now(UTC)
+    now = clock.real_now()
     params = {
         "owner": OWNER,
         "from": (now - timedelta(days=1)).isoformat(),
@@ -128,7 +129,8 @@ def measurement(settings: Settings, rows: int, repeats: int) -> cluster_run.Meas
         url = str(http.base_url).rstrip("/")
         sent = sent_sizes(url, files())
         print(f"  loading {rows:,} audit rows of {OWNER}", flush=True)
-        await load(settings, url, rows, datetime.now(UTC))
+        # The browser's ranges end at its clock, the machine's (not a shifted test clock).
+        await load(settings, url, rows, clock.real_now())
         token = http.headers["authorization"].removeprefix("Bearer ")
         pages = await asyncio.to_thread(browser_pages, url, token, repeats)
         for name, case in CASES.items():

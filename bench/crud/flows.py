@@ -16,6 +16,8 @@ from typing import Any
 
 import orjson
 
+from router import clock
+
 IPV6_SHARE = 0.3
 PROTOCOLS = (6, 17)
 
@@ -73,7 +75,7 @@ def generate(
     # Busy hosts are IPv4: a search by one address matches one family only.
     hosts = [_address(rng, False) for _ in range(pool)]
     ports = rng.sample(range(1, 65536), pool)
-    day = datetime.now(UTC).date() - timedelta(days=1)
+    day = clock.today() - timedelta(days=1)
     midnight = datetime(day.year, day.month, day.day, tzinfo=UTC)
     seen: set[tuple[Any, ...]] = set()
     records: list[dict[str, Any]] = []

@@ -12,6 +12,7 @@ import asyncpg
 
 from bench.harness import Progress
 from bench.traffic import CONTENT
+from router import clock
 from router.db import ddl
 from router.db.names import DayTable, day_table
 from services.postgres import PostgresInstance
@@ -47,7 +48,7 @@ async def compare(shard: PostgresInstance, rows: int) -> dict[str, Any]:
     results: dict[str, Any] = {}
     try:
         for index, owner_id in OWNER_IDS.items():
-            table = day_table("audit", owner_id, datetime.now(UTC))
+            table = day_table("audit", owner_id, clock.now())
             await connection.execute(f"DROP TABLE IF EXISTS {table.quoted}")
             await ddl.ensure_table(connection, table, index)
             try:

@@ -23,7 +23,6 @@ import statistics
 import sys
 import threading
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +41,11 @@ from bench.harness import (
 )
 from bench.hostile import started_poster
 from bench.stamps import mode_of
+from router import clock
 
 MIB = 2**20
 RECORD = orjson.dumps(
-    {"owner": "bench-hostile", "ts": datetime.now(UTC).isoformat(), "content": "y" * 480}
+    {"owner": "bench-hostile", "ts": clock.now().isoformat(), "content": "y" * 480}
 )
 INVALID = b'{"owner":"bench-hostile","content":5}'
 

@@ -51,6 +51,7 @@ from bench.harness import (
 )
 from bench.hostile import started_poster
 from bench.stamps import mode_of
+from router import clock
 from router.auth.scopes import SYSTEM_TENANT
 from router.protocols import loki
 from services.syslog_process import SyslogProcess
@@ -63,7 +64,7 @@ HEALTH_P99_TARGET_MS = 100
 
 
 def _now_nanos() -> int:
-    return time.time_ns() - 60 * 10**9
+    return int(clock.time() * 10**9) - 60 * 10**9
 
 
 def loki_line(mib: int) -> bytes:

@@ -4,10 +4,12 @@ flows with a mix of IPv4 and IPv6 addresses."""
 from __future__ import annotations
 
 import random
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import orjson
+
+from router import clock
 
 CONTENT_CHARS = 512
 ALPHABET = "abcdef "
@@ -15,7 +17,7 @@ ALPHABET = "abcdef "
 
 def audit_records(count: int, owners: list[str], seed: int) -> list[dict[str, Any]]:
     rng = random.Random(seed)
-    now = datetime.now(UTC)
+    now = clock.now()
     pool = "".join(rng.choice(ALPHABET) for _ in range(CONTENT_CHARS * 64))
     records = []
     for index in range(count):
@@ -33,7 +35,7 @@ def audit_records(count: int, owners: list[str], seed: int) -> list[dict[str, An
 
 def flow_records(count: int, switches: list[str], seed: int) -> list[dict[str, Any]]:
     rng = random.Random(seed)
-    now = datetime.now(UTC)
+    now = clock.now()
     records = []
     for index in range(count):
         if rng.random() < 0.7:

@@ -14,12 +14,13 @@ import ipaddress
 import re
 import subprocess
 import tempfile
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 
+from router import clock
 from router.db import ddl
 from router.db.names import day_table
 from services.cluster import LocalCluster
@@ -85,7 +86,7 @@ class RawCopy:
 
     async def open(self) -> None:
         self.connections = [await asyncpg.connect(dsn) for dsn in self.dsns]
-        today = datetime.now(UTC).date()
+        today = clock.today()
         for index, connection in enumerate(self.connections):
             table = day_table("audit", RAW_OWNER_BASE + index, today)
             await ddl.ensure_table(connection, table, "btree")
@@ -102,7 +103,7 @@ class RawCopy:
             await connection.close()
 
     async def copy(self, rows: list[tuple[Any, ...]], kind: str) -> None:
-        today = datetime.now(UTC).date()
+        today = clock.today()
 
         async def one_shard(index: int, connection: asyncpg.Connection) -> None:
             mine = rows[index :: len(self.connections)]

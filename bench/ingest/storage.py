@@ -34,7 +34,7 @@ import sys
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ import asyncpg
 from bench.harness import bench_cluster, bench_settings, grouped_bars, verdict, write_results
 from bench.ingest import generate
 from bench.stamps import mode_of
+from router import clock
 from router.db import ddl
 from router.db.names import DayTable, day_table
 
@@ -120,7 +121,7 @@ class Sample:
 
 async def page_ms(connection: asyncpg.Connection, table: DayTable, limit: int) -> float:
     """Median ms of the router's first-page query shape on one table."""
-    now = datetime.now(UTC)
+    now = clock.now()
     query = (
         f"SELECT ts, id, content, attrs FROM {table.quoted} WHERE ts >= $1 AND ts < $2 "
         f"ORDER BY ts, id LIMIT {limit + 1}"
@@ -178,7 +179,7 @@ async def run(dsn: str, texts: dict[str, list[tuple[Any, ...]]], repeats: int) -
             for t_index, (text, rows) in enumerate(texts.items()):
                 for v_index, variant in enumerate(VARIANTS):
                     owner = STORAGE_OWNER_BASE + t_index * 100 + v_index
-                    table = day_table("audit", owner, datetime.now(UTC).date())
+                    table = day_table("audit", owner, clock.today())
                     sample = await measure(connection, table, variant, rows)
                     samples[text][variant].append(sample)
                     print(

@@ -46,6 +46,7 @@ from bench.harness import (
     write_results,
 )
 from bench.stamps import mode_of
+from router import clock
 from router.catalog import store
 from router.catalog import tables as day_tables
 from router.db import catalog_login, ddl
@@ -348,7 +349,7 @@ def main() -> int:
     if args.quick:
         args.rows, args.days, args.sources, args.repeats = 200_000, 7, 2_000, 2
     settings = bench_settings(args.data_dir)
-    today = datetime.now(UTC).date()
+    today = clock.today()
     days = [today - timedelta(days=n) for n in range(args.days, 0, -1)]
     loaded_file = args.data_dir / "bench-report-loaded.json"
     size = {"rows": args.rows, "days": args.days, "sources": args.sources}

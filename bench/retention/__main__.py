@@ -28,6 +28,7 @@ import asyncpg
 
 from bench.harness import bench_cluster, bench_settings, verdict, write_results
 from bench.stamps import mode_of
+from router import clock
 from router.catalog import store
 from router.catalog import tables as day_tables
 from router.catalog.snapshot import CatalogSnapshot
@@ -39,7 +40,7 @@ from router.settings import Settings
 
 CONTENT = 64  # short rows: the point is the row count, and it keeps WAL and disk small
 COPY_BATCH = 100_000
-DAY = datetime.now(UTC).date() - timedelta(days=3)
+DAY = clock.today() - timedelta(days=3)
 
 
 def rows_for(count: int, seed: int) -> Any:
@@ -164,7 +165,7 @@ async def measure(
         runner = RetentionRunner(
             metadata, shard_pools, settings.retention, settings.ingest.default_keep_days
         )
-        stamp = int(time.time())
+        stamp = int(clock.time())
         for size in sizes:
             seconds: list[float] = []
             wal: list[int] = []

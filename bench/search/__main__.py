@@ -25,7 +25,7 @@ import shutil
 import statistics
 import sys
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ from bench.harness import (
 from bench.search import estimates
 from bench.search.shards import map_keys, shard_connections
 from bench.stamps import mode_of
+from router import clock
 from router.db import ddl, roles
 from router.db.names import day_table
 from router.search import sql
@@ -339,7 +340,7 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
     settings = bench_settings(args.data_dir, base_port=args.base_port, router_port=args.router_port)
-    day = (datetime.now(UTC) - timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    day = (clock.now() - timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
     single = PostgresInstance(
         InstanceSpec("single", settings.cluster.base_port + 20, "shard"),
         args.data_dir.absolute() / "postgres",

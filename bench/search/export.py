@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 from contextlib import ExitStack
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -43,6 +43,7 @@ from bench.harness import (
     write_results,
 )
 from bench.stamps import mode_of
+from router import clock
 from router.catalog import store
 from router.db import catalog_login, ddl
 from router.db.names import day_table
@@ -197,7 +198,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     settings = bench_settings(args.data_dir)
-    day = (datetime.now(UTC) - timedelta(days=2)).replace(hour=0, minute=0, second=0, microsecond=0)
+    day = (clock.now() - timedelta(days=2)).replace(hour=0, minute=0, second=0, microsecond=0)
     end = day + timedelta(days=1)
     params = {"owner": OWNER, "from": day.isoformat(), "to": end.isoformat()}
     samples: dict[str, list[float]] = {"floor_psql": [], "ndjson": [], "csv": [], "paging": []}

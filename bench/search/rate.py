@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 from contextlib import ExitStack
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,7 @@ from bench.http_client import LeanClient
 from bench.search.__main__ import random_batches
 from bench.search.shards import shard_connections
 from bench.stamps import mode_of
+from router import clock
 from router.catalog import store
 from router.db import catalog_login
 from router.db.names import day_table
@@ -255,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     owners = {
         name: [f"rate-{name.replace(' ', '')}-{n}" for n in range(args.owners)] for name in kinds
     }
-    day = (datetime.now(UTC) - timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    day = (clock.now() - timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
     data_dir = Path(tempfile.mkdtemp(prefix="shardlog-rate-"))
     settings = bench_settings(data_dir, base_port=args.base_port, router_port=args.router_port)
     with ExitStack() as stack:

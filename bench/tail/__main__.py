@@ -23,7 +23,6 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +40,14 @@ from bench.harness import (
 )
 from bench.stamps import mode_of
 from bench.tail.subscribers import OWNERS, owner, subscribers_process
+from router import clock
 
 TARGETS = {"p50_s": 0.2, "p99_s": 1.0, "ingest_kept": 0.9}
 BATCH = 500
 
 
 def body(rows: int, rng_seed: int) -> bytes:
-    now = datetime.now(UTC).isoformat()
+    now = clock.now().isoformat()
     lines = []
     for n in range(rows):
         # A few owners per request, as a shipper batching one host's lines would send.
@@ -83,7 +83,7 @@ async def ingest(url: str, seconds: float, rate: float | None, clients: int) -> 
                 if response.status_code != 200:
                     raise RuntimeError(f"ingest: {response.status_code} {response.text[:200]}")
                 acked += BATCH
-                acks.append((time.time(), BATCH))
+                acks.append((time.monotonic(), BATCH))
                 if interval is not None:
                     next_at += interval
                     await asyncio.sleep(max(0.0, next_at - time.monotonic()))

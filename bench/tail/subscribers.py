@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import resource
-import time
 import urllib.parse
 from datetime import datetime
 from typing import Any
 
 import orjson
+
+from router import clock
 
 OWNERS = 500
 _ROW = b'data: {"ts"'
@@ -24,7 +25,7 @@ def _first_row_lag(text: bytes) -> float | None:
     if start < 0 or end < 0:
         return None
     ts = orjson.loads(text[start + 6 : end])["ts"]
-    return time.time() - datetime.fromisoformat(ts).timestamp()
+    return clock.time() - datetime.fromisoformat(ts).timestamp()
 
 
 def owner(n: int) -> str:

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from bench.harness import (
 from bench.stamps import mode_of
 from bench.tail.__main__ import lag_quantiles, router_rss_mb
 from bench.tail.subscribers import one_owner_process
+from router import clock
 
 ROWS = 50
 TARGET_P99_RATIO = 2.0
@@ -49,7 +50,7 @@ BASE_PORT, ROUTER_PORT = 27340, 27330
 
 
 def body(owner: str, tag: str) -> bytes:
-    at = datetime.now(UTC)
+    at = clock.now()
     return b"".join(
         orjson.dumps(
             {

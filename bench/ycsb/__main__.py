@@ -20,7 +20,6 @@ import asyncio
 import shutil
 import sys
 import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.harness import (
@@ -33,6 +32,7 @@ from bench.harness import (
 from bench.stamps import mode_of
 from bench.ycsb.properties import PropertyError, Workload, load_properties, workload_from
 from bench.ycsb.suite import DEFAULT_SLOT_US, Session, run_session, write_outputs
+from router import clock
 
 WORKLOADS = Path(__file__).parent / "workloads"
 STANDARD = [WORKLOADS / f"workload{letter}" for letter in "abcdef"]
@@ -97,7 +97,7 @@ def workloads_of(args: argparse.Namespace) -> list[Workload]:
 def session_owner(args: argparse.Namespace, table: str) -> str:
     if args.owner:
         return str(args.owner)
-    return f"ycsb-{table}-{datetime.now(UTC):%Y%m%dT%H%M%S}"
+    return f"ycsb-{table}-{clock.now():%Y%m%dT%H%M%S}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,7 +5,7 @@ phase under bench/results/ycsb/, and bench/results/ycsb.{json,png}."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from bench.ycsb.properties import PropertyError, Workload
 from bench.ycsb.records import Layout
 from bench.ycsb.runner import Records, expected_inserts, load, run
 from bench.ycsb.store import ShardlogStore
+from router import clock
 
 # Up to this many versions of a record (a slot of 0.1 s of ts per record).
 DEFAULT_SLOT_US = 100_000
@@ -84,7 +85,7 @@ async def run_session(
     seed: int = 1,
 ) -> Session:
     check_shapes(workloads)
-    layout = plan_layout(workloads, slot_us, datetime.now(UTC))
+    layout = plan_layout(workloads, slot_us, clock.now())
     session = Session(owner, layout, workloads)
     threads = max(w.threadcount for w in workloads)
     limits = httpx.Limits(max_connections=threads, max_keepalive_connections=threads)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
@@ -18,6 +18,7 @@ from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support import expected_conditions
 
 from bench.console.browser import fill, wait
+from tests.support import real_now
 
 T = TypeVar("T")
 
@@ -94,7 +95,9 @@ def write_flows(api: httpx.Client, records: list[dict[str, Any]]) -> None:
 
 
 def recent(seconds_ago: float) -> str:
-    return (datetime.now(UTC) - timedelta(seconds=seconds_ago)).isoformat()
+    """A ``ts`` in the console's default ranges: they end at the browser's clock, the
+    machine's real one (not a shifted test clock)."""
+    return (real_now() - timedelta(seconds=seconds_ago)).isoformat()
 
 
 _CELLS = """

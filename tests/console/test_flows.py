@@ -9,7 +9,17 @@ from datetime import datetime, timedelta
 from selenium.webdriver.common.by import By
 
 from bench.console.browser import console_login
-from tests.console.page import column, open_view, query, shown, submit, unique, until, write_flows
+from tests.console.page import (
+    column,
+    open_view,
+    query,
+    recent,
+    shown,
+    submit,
+    unique,
+    until,
+    write_flows,
+)
 
 SOURCE = 2  # the Source column of #flows-table ("address:port")
 SOURCES = [f"10.77.0.{n}" for n in range(1, 6)]
@@ -37,6 +47,7 @@ def test_top_talkers_render_and_a_click_filters_the_search(browser, router_proce
                 "proto": 6,
                 "bytes": 1000 * (6 - n),
                 "packets": 2,
+                "ts": recent(30),
             }
             for n, source in enumerate(SOURCES, start=1)
             for flow in range(6 - n)

@@ -12,6 +12,7 @@ import orjson
 
 from bench.collector import packets
 from bench.collector.pcaps import Capture
+from router import clock
 from router.settings import Settings
 from services.flowtools import FiveTuple, Totals
 from tests.support import TestedHelper, settings_env
@@ -114,7 +115,7 @@ def probe_tuples(network: int, count: int) -> set[FiveTuple]:
 
 def probe_message(network: int, count: int, domain: int) -> bytes:
     """probe_sets' flows of this minute in one IPFIX message."""
-    now_s = int(time.time())
+    now_s = int(clock.time())
     sets = probe_sets(network, count, now_s * 1000)
     return packets.ipfix_message(sets, now_s, sequence=0, domain=domain)
 

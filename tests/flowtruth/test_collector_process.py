@@ -15,6 +15,7 @@ import pytest
 from bench.collector import packets
 from bench.collector.packets import V5Flow, v5_message
 from bench.collector.pcaps import Capture
+from router import clock
 from services.flowtools import FiveTuple
 from tests.flowtruth.platform import (
     SWITCH,
@@ -136,7 +137,7 @@ def test_flows_far_in_the_future_are_dropped_and_counted(
 ) -> None:
     """softflowd without -a exports flows 49.7 days ahead: flows beyond the write API's future
     skew are dropped and counted, those of the present in the same message stored."""
-    now_s = int(time.time())
+    now_s = int(clock.time())
     month_s = 30 * 86_400
     learn, present = probe_sets(5, 3, now_s * 1000)
     _, ahead = probe_sets(6, 2, (now_s + month_s) * 1000)
@@ -195,7 +196,7 @@ def test_random_datagrams_make_no_series_of_their_own(collector: RunningCollecto
 def test_random_v5_sequence_numbers_are_breaks_not_loss(collector: RunningCollector) -> None:
     """Random v5 sequence numbers once counted 876 million lost flows: each is a jump."""
     rng = random.Random(36)
-    now_s = int(time.time())
+    now_s = int(clock.time())
     flow = V5Flow(bytes([198, 18, 7, 1]), bytes([203, 0, 113, 1]), 2001, 8443, 6, 700, 1)
     uptime_ms = 5_000_000
     sent = [
@@ -223,7 +224,7 @@ def test_a_template_flood_cannot_evict_a_mapped_exporters_templates(
     mapping = {"switch": switch, "domain": domain}
     api.put("/v1/admin/exporters/127.0.0.1", json=mapping).raise_for_status()
     try:
-        now_s = int(time.time())
+        now_s = int(clock.time())
         window = (_iso(now_s - 86_400), _iso(now_s + 86_400))
         learn, data = probe_sets(8, 2, now_s * 1000)
         message = packets.ipfix_message([learn, data], now_s, domain=domain)

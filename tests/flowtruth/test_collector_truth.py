@@ -10,7 +10,7 @@ import socket
 import time
 from collections import Counter
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ import pytest
 
 from bench.collector import packets
 from bench.collector.pcaps import Capture, generate
+from router import clock
 from services.flowtools import (
     FiveTuple,
     Nfcapd,
@@ -131,7 +132,7 @@ def test_a_capture_from_midnight_is_counted_whole(
     """A capture starting at 00:00:00 UTC, exported as v9: the header's whole-second export
     time puts its first flows on the day before (as nfdump does), and the comparison still
     finds every one of them (the session's capture, at noon, never meets a midnight)."""
-    midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    midnight = clock.now().replace(hour=0, minute=0, second=0, microsecond=0)
     start = midnight - timedelta(days=2)
     early = generate(60, base=start, seed=36, span_s=20)
     pcap = early.write(tmp_path / "midnight.pcap")

@@ -7,10 +7,11 @@ from __future__ import annotations
 import socket
 import time
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import httpx
 
+from router import clock
 from tests.flowtruth.platform import RunningCollector, probe_message, stored_between
 
 DROPPED = "shardlog_collector_dropped_flows_total"
@@ -36,7 +37,7 @@ def test_a_platform_switch_is_dropped_and_counted(
                 assert time.monotonic() < deadline, "the reserved switch's flows were not dropped"
                 sock.sendto(message, ("127.0.0.1", collector.udp_port))
                 time.sleep(0.3)
-        now = datetime.now(UTC)
+        now = clock.now()
         start, end = (now - timedelta(days=1)).isoformat(), (now + timedelta(hours=1)).isoformat()
         assert stored_between(api, switch, start, end) == {}
     finally:

@@ -4,13 +4,14 @@ the rows are found, the queries ran on the replica, and writes still go to the p
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
 
 from bench.load import auth_of
 from bench.shard_view import day_tables, owner_id, shard_sql
+from router import clock
 from router.settings import Settings
 from services.ha_cluster import HaCluster
 from services.process import free_port
@@ -40,7 +41,7 @@ def test_searches_run_on_the_standby_when_configured(
     owner = f"reads-{uuid.uuid4().hex[:8]}"
     body = [{"owner": owner, "content": f"row {i}"} for i in range(ROWS)]
     assert ha_api.post("/v1/audit", json=body).status_code == 200
-    now = datetime.now(UTC)
+    now = clock.now()
     window = {
         "owner": owner,
         "from": (now - timedelta(hours=1)).isoformat(),
@@ -82,7 +83,7 @@ def test_searches_on_the_primary_by_default(ha_api: httpx.Client) -> None:
     owner = f"reads-{uuid.uuid4().hex[:8]}"
     body = [{"owner": owner, "content": f"row {i}"} for i in range(ROWS)]
     assert ha_api.post("/v1/audit", json=body).status_code == 200
-    now = datetime.now(UTC)
+    now = clock.now()
     window = {
         "owner": owner,
         "from": (now - timedelta(hours=1)).isoformat(),

@@ -11,7 +11,6 @@ it."""
 from __future__ import annotations
 
 import ipaddress
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ import httpx
 import orjson
 import pytest
 
+from router import clock
 from router.api.es_bulk import ES_PATHS
 from router.app import create_app
 from router.auth.middleware import guarded
@@ -237,7 +237,7 @@ def audit_written(w: World, caller: str, response: httpx.Response) -> None:
 
 def loki_push(w: World, caller: str) -> dict[str, Any]:
     # Written now, after tenant A's first rows (which searches and tails find first).
-    value = [str(time.time_ns()), f"pushed to loki by {caller}"]
+    value = [str(int(clock.time() * 10**9)), f"pushed to loki by {caller}"]
     return {"json": {"streams": [{"stream": {"owner": w.owner}, "values": [value]}]}}
 
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import asyncpg
 import httpx
 import pytest
 
+from router import clock
 from router.auth import store
 from router.auth.scopes import ADMIN, SYSTEM_TENANT
 from router.db.migrate import migrate
@@ -52,7 +53,7 @@ async def test_the_last_usable_admin_token_is_kept(catalog: asyncpg.Pool) -> Non
     first, second = await _admin(catalog), await _admin(catalog)
     # A data token and an admin token that will have expired do not count as a way back in.
     data, _ = await store.create_token(catalog, SYSTEM_TENANT, "data", ["audit:read"], "test")
-    expired = await _admin(catalog, expires_at=datetime.now(UTC) - timedelta(minutes=1))
+    expired = await _admin(catalog, expires_at=clock.now() - timedelta(minutes=1))
     assert (await store.revoke_token(catalog, first)).revoked_at is not None
     await store.revoke_token(catalog, data.id)
     with pytest.raises(Conflict, match="last usable admin token") as refused:

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import random
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import orjson
 
 from bench.shard_view import catalog_shards, day_tables, owner_id, shard_sql
+from router import clock
 
-NOW = datetime.now(UTC).replace(microsecond=0)
+NOW = clock.now().replace(microsecond=0)
 
 
 def _records(owner: str) -> list[dict]:

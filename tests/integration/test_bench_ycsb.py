@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -19,6 +19,7 @@ from bench.ycsb.__main__ import arguments, arguments_parser, workloads_of
 from bench.ycsb.measurements import NOT_FOUND, OK, UNEXPECTED_STATE
 from bench.ycsb.store import ShardlogStore
 from bench.ycsb.suite import plan_layout, run_session, write_outputs
+from router import clock
 from services.router_process import RouterProcess
 from tests.support import bearer
 
@@ -70,7 +71,7 @@ async def test_tiny_session_writes_ycsb_output(
     assert result["phases"]["load"]["by_operation"]["INSERT"]["operations"] == 60
     # The run's own stamp: this checkout's commit, and a mode that is neither quick nor full.
     assert re.fullmatch(r"[0-9a-f]{40}", result["commit"]) and isinstance(result["dirty"], bool)
-    assert datetime.fromisoformat(result["when"]) > datetime.now(UTC) - timedelta(hours=1)
+    assert datetime.fromisoformat(result["when"]) > clock.now() - timedelta(hours=1)
     assert result["mode"]["quick"] is False and result["mode"]["full"] is False
     assert result["mode"]["arguments"]["recordcount"] == 60
     assert "base_port" not in result["mode"]["arguments"]
@@ -83,7 +84,7 @@ async def test_reads_are_checked_against_acknowledged_versions(
     workload = workloads_of(
         arguments(["-P", "bench/ycsb/workloads/workloada", "--recordcount", "5"])
     )[0]
-    layout = plan_layout([workload], 100_000, datetime.now(UTC))
+    layout = plan_layout([workload], 100_000, clock.now())
     async with httpx.AsyncClient(base_url=router_process.url, headers=bearer(api_token)) as http:
         store = ShardlogStore(http, f"ycsb-test-{uuid.uuid4().hex[:8]}", workload, layout)
         assert (await store.write(1)).status == OK

@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from router import clock
 
 pytestmark = pytest.mark.slow
 
@@ -21,7 +23,7 @@ FUZZ = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-NOW = datetime.now(UTC)
+NOW = clock.now()
 REFUSALS = {400, 413, 415, 422}
 
 hostile_text = st.one_of(

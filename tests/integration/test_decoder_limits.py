@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import cramjam
@@ -15,6 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 
+from router import clock
 from router.app import create_app
 from router.protocols import loki
 from router.settings import IngestSettings, Settings
@@ -43,7 +44,7 @@ def budget_used(client: TestClient) -> int:
 
 
 def stored(client: TestClient, owner: str) -> list[str]:
-    now = datetime.now(UTC)
+    now = clock.now()
     window = {
         "from": (now - timedelta(days=1)).isoformat(),
         "to": (now + timedelta(hours=1)).isoformat(),
@@ -54,7 +55,7 @@ def stored(client: TestClient, owner: str) -> list[str]:
 
 
 def nanos_now() -> int:
-    return int((datetime.now(UTC) - timedelta(minutes=1)).timestamp() * 10**9)
+    return int((clock.now() - timedelta(minutes=1)).timestamp() * 10**9)
 
 
 def push(owner: str, lines: list[str]) -> bytes:

@@ -12,7 +12,7 @@ import subprocess
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +24,14 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
+from router import clock
 from router.auth.scopes import AUDIT_READ, AUDIT_WRITE
 from router.auth.store import TokenLimits
 from router.settings import Settings
 from services.process import free_port
 from tests.support import bearer, clock_now, eventually, issue_token
 
-NOW = datetime.now(UTC).replace(microsecond=0)
+NOW = clock.now().replace(microsecond=0)
 
 
 def window() -> dict[str, str]:

@@ -8,12 +8,12 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 
 import httpx
 import pytest
 
 from bench.shard_view import catalog_shards, owner_id, shard_sql
+from router import clock
 from router.catalog.cache import CatalogCache
 from router.db import catalog_login, pools
 from router.db.inet import encode_address
@@ -21,7 +21,7 @@ from router.db.names import day_table
 from router.ingest.writer import Part, PartFailed, PartWriter
 from router.settings import Settings
 
-NOW = datetime.now(UTC).replace(microsecond=0)
+NOW = clock.now().replace(microsecond=0)
 
 
 @pytest.fixture

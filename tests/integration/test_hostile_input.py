@@ -8,15 +8,16 @@ import statistics
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import httpx
 import pytest
 
+from router import clock
 from tests.integration.test_ingest import audit_contents, flow_rows, new_key, post_audit
 from tests.support import eventually
 
-NOW = datetime.now(UTC).replace(microsecond=0)
+NOW = clock.now().replace(microsecond=0)
 FROM = (NOW - timedelta(hours=1)).isoformat()
 TO = (NOW + timedelta(hours=1)).isoformat()
 NDJSON = {"content-type": "application/x-ndjson"}

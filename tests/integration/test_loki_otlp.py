@@ -11,7 +11,7 @@ import gzip
 import re
 import uuid
 import zlib
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import cramjam
@@ -29,10 +29,11 @@ from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 
+from router import clock
 from router.protocols.otlp import Status
 from tests.support import clock_now, window_around
 
-NOW = datetime.now(UTC).replace(microsecond=0)
+NOW = clock.now().replace(microsecond=0)
 
 
 def window() -> dict[str, str]:

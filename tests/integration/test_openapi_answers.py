@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -16,9 +16,10 @@ import orjson
 import pytest
 from jsonschema import Draft202012Validator
 
+from router import clock
 from tests.support import run_cli
 
-NOW = datetime.now(UTC).replace(microsecond=0)
+NOW = clock.now().replace(microsecond=0)
 # TO leaves room for the rows this module writes at "now", however late in the session it runs.
 FROM, TO = (NOW - timedelta(days=3)).isoformat(), (NOW + timedelta(hours=6)).isoformat()
 NDJSON = "application/x-ndjson"

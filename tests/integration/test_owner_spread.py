@@ -5,7 +5,7 @@ outside the spread by a down shard, and retention (searches are planned from day
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import asyncpg
 import httpx
@@ -13,13 +13,14 @@ import orjson
 import pytest
 
 from bench.shard_view import day_tables, owner_id
+from router import clock
 from router.catalog import store
 from router.errors import Invalid, NotFound
 from router.routing.placement import spread_order
 from router.settings import IngestSettings
 from tests.support import eventually, map_audit_owner, run_cli
 
-NOW = datetime.now(UTC).replace(microsecond=0)
+NOW = clock.now().replace(microsecond=0)
 
 
 def mapped_owner(api: httpx.Client) -> tuple[str, int, list[str]]:

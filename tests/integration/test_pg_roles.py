@@ -12,7 +12,7 @@ import os
 import stat
 import uuid
 from collections.abc import AsyncIterator
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
 
 import asyncpg
 import httpx
@@ -20,7 +20,7 @@ import orjson
 import pytest
 
 from bench.shard_view import shard_sql
-from router import bootstrap
+from router import bootstrap, clock
 from router.db import ddl, pools, roles
 from router.db.names import DayTable, day_table
 from router.settings import Settings
@@ -303,7 +303,7 @@ def _written_owner(api: httpx.Client) -> tuple[str, dict[str, str]]:
         json={"kind": "audit", "key": key, "group": group, "tenant": "system"},
     )
     assert mapped.status_code == 200, mapped.text
-    now = datetime.now(UTC).replace(microsecond=0)
+    now = clock.now().replace(microsecond=0)
     record = {"owner": key, "ts": (now - timedelta(minutes=5)).isoformat(), "content": "x"}
     ndjson = {"content-type": "application/x-ndjson"}
     written = api.post("/v1/audit", content=orjson.dumps(record), headers=ndjson)

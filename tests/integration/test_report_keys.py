@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -18,13 +18,14 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
+from router import clock
 from router.app import create_app
 from router.auth.scopes import AUDIT_READ, DATA_SCOPES, FLOWS_READ, REPORTS
 from router.settings import Settings
 from tests.support import await_token, bearer, issue_token, run_cli
 
 # Two days back, as in test_reports.py: every row of the window lies in the past.
-DAY = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=2)
+DAY = clock.now().replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=2)
 WINDOW = {"from": DAY.isoformat(), "to": (DAY + timedelta(days=2)).isoformat()}
 PATHS = {"flow": "/v1/flows/report", "audit": "/v1/audit/report"}
 FIELDS = {"flow": "switch", "audit": "owner"}

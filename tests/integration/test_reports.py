@@ -20,6 +20,7 @@ from fastapi.testclient import TestClient
 from hypothesis import strategies as st
 
 from bench.shard_view import catalog_shards, day_tables, owner_id, shard_sql
+from router import clock
 from router.app import create_app
 from router.reports import hll
 from router.settings import ReportSettings
@@ -27,7 +28,7 @@ from tests.support import bearer, run_cli
 
 # Two days back: rows up to 47 h after DAY are in the past at any time of day (one day back
 # put rows of "tomorrow" in the future in the early hours UTC, refused as such).
-DAY = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=2)
+DAY = clock.now().replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=2)
 FROM, TO = DAY.isoformat(), (DAY + timedelta(days=2)).isoformat()
 FLOW_COLUMNS = (
     "src_ip, dst_ip, src_port, dst_port, ip_version, proto, bytes, packets, flow_count, "

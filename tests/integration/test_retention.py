@@ -378,8 +378,7 @@ def test_concurrent_runs_drop_each_table_once(api, settings) -> None:
     for ago in (0, 1, 2, 3, 11, 12, 13):
         write(api, key, ago)
     set_policy(api, key, group, 10)
-    clean = {k: v for k, v in __import__("os").environ.items() if not k.startswith("SHARDLOG_")}
-    from tests.support import REPO, settings_env
+    from tests.support import REPO, cli_env
 
     runs = [
         subprocess.Popen(
@@ -393,7 +392,7 @@ def test_concurrent_runs_drop_each_table_once(api, settings) -> None:
                 key,
                 "--json",
             ],
-            env={**clean, **settings_env(settings)},
+            env=cli_env(settings),
             cwd=REPO,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

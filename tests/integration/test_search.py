@@ -15,13 +15,14 @@ import pytest
 from fastapi.testclient import TestClient
 
 from bench.shard_view import catalog_shards, ordered_rows, owner_id, shard_sql
+from router import clock
 from router.app import create_app
 from router.settings import SearchSettings
 from tests.support import bearer
 
 # Two days back: rows up to 47 h after DAY are in the past at any time of day (one day back
 # put rows of "tomorrow" in the future in the early hours UTC, refused as such).
-DAY = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=2)
+DAY = clock.now().replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=2)
 FROM, TO = DAY.isoformat(), (DAY + timedelta(days=2)).isoformat()
 WORDS = ["abc", "bcd", "cde", "fed", "ABC"]
 

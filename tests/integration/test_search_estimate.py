@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import orjson
 import pytest
@@ -16,11 +16,12 @@ from fastapi.testclient import TestClient
 
 from bench.corpus import FlowCorpus, TextCorpus
 from bench.shard_view import catalog_shards, day_tables, owner_id, shard_sql
+from router import clock
 from router.app import create_app
 from router.settings import SearchSettings
 from tests.support import bearer
 
-DAY = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=2)
+DAY = clock.now().replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=2)
 FROM, TO = DAY.isoformat(), (DAY + timedelta(days=2)).isoformat()
 AUDIT_ROWS = 160_000
 FLOW_ROWS = 200_000

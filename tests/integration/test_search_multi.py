@@ -21,6 +21,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from bench.shard_view import ordered_rows, owner_id
+from router import clock
 from router.app import create_app
 from router.auth.scopes import DATA_SCOPES
 from router.routing import search_plan
@@ -30,7 +31,7 @@ from tests.integration.test_search_consistent import Writer, page_through
 from tests.support import bearer, issue_token
 
 # Two days back, as in test_search.py: every row of the window lies in the past.
-DAY = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=2)
+DAY = clock.now().replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=2)
 WINDOW = {"from": DAY.isoformat(), "to": (DAY + timedelta(days=2)).isoformat()}
 TIMES = [timedelta(hours=3, seconds=s) for s in range(3)] + [timedelta(hours=26)]
 PEERS = ["10.1.2.3", "10.1.2.4", "192.0.2.9"]

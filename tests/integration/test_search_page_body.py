@@ -7,16 +7,17 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import orjson
 import pytest
 
+from router import clock
 from router.models.search import AuditPage, FlowPage
 from router.search.page import CHUNK
 from tests.integration.test_search import all_pages, key_of, oracle
 
-DAY = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=2)
+DAY = clock.now().replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=2)
 FROM, TO = DAY.isoformat(), (DAY + timedelta(days=2)).isoformat()
 
 

@@ -5,13 +5,15 @@ exactly once in order, and walking back from the end returns the same pages."""
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-DAY = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=1)
+from router import clock
+
+DAY = clock.now().replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=1)
 WINDOW = {"from": DAY.isoformat(), "to": (DAY + timedelta(days=1)).isoformat()}
 
 requests_strategy = st.lists(

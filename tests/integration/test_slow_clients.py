@@ -13,13 +13,14 @@ import statistics
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
 import orjson
 import pytest
 
+from router import clock
 from router.settings import Settings
 from services.cluster import LocalCluster
 from services.process import free_port
@@ -144,7 +145,7 @@ def audit_line(owner: str, content: str) -> bytes:
 
 
 def stored(router: RouterProcess, owner: str) -> list[str]:
-    now = datetime.now(UTC)
+    now = clock.now()
     params = {
         "owner": owner,
         "from": (now - timedelta(days=1)).isoformat(),

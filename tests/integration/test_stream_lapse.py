@@ -8,22 +8,21 @@ client is there to read it."""
 from __future__ import annotations
 
 import json
-import os
 import select
 import socket
 import subprocess
 import sys
-import time
 import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
 import orjson
 import pytest
 
+from router import clock
 from router.auth.scopes import SYSTEM_TENANT
 from router.settings import Settings
 from services.cluster import LocalCluster
@@ -32,6 +31,7 @@ from services.router_process import RouterProcess
 from tests.support import (
     REPO,
     await_token,
+    cli_env,
     eventually,
     issue_token,
     post_distinct_flows,
@@ -42,7 +42,7 @@ from tests.tail_client import TailClient
 
 # What the issue promises: every open stream ends within a second of the change.
 WITHIN_S = 1.0
-NOW = datetime.now(UTC)
+NOW = clock.now()
 # Generous, and around the rows' explicit times: right at midnight too.
 WINDOW = {
     "from": (NOW - timedelta(hours=2)).isoformat(),
@@ -93,18 +93,22 @@ class Reader:
 def _revoke(api: httpx.Client, _cluster: LocalCluster, token_id: str) -> float:
     answer = api.delete(f"/v1/admin/tokens/{token_id}")
     assert answer.status_code == 200, answer.text
-    return datetime.fromisoformat(answer.json()["revoked_at"]).timestamp()
+    # revoked_at is the database's time (architecture.md, "Time"): the wall clock, which a
+    # shifted test clock reads drift_s() ahead of.
+    revoked_at = datetime.fromisoformat(answer.json()["revoked_at"]).timestamp()
+    return revoked_at + clock.current().drift_s()
 
 
 def _expire(_api: httpx.Client, cluster: LocalCluster, token_id: str) -> float:
-    """An expiry a second ahead: the routers learn of it while the token is still good, and
-    the stream must end at the expiry by itself."""
-    at = cluster.metadata.psql(
+    """An expiry a second ahead of the routers' clock (not the database's: a shifted test
+    clock is not PostgreSQL's): the routers learn of it while the token is still good, and the
+    stream must end at the expiry by itself."""
+    at = clock.time() + 1
+    cluster.metadata.psql(
         "shardlog",
-        "UPDATE api_tokens SET expires_at = now() + interval '1 second' "
-        f"WHERE id = '{token_id}' RETURNING extract(epoch FROM expires_at)",
+        f"UPDATE api_tokens SET expires_at = to_timestamp({at!r}) WHERE id = '{token_id}'",
     )
-    return float(at.split()[0])
+    return at
 
 
 def _narrow(_api: httpx.Client, cluster: LocalCluster, token_id: str) -> float:
@@ -115,7 +119,7 @@ def _narrow(_api: httpx.Client, cluster: LocalCluster, token_id: str) -> float:
         "UPDATE api_tokens SET scopes = ARRAY['audit:read', 'flows:read', 'reports', 'tail', "
         f"'owner:{STEM}-other', 'switch:{STEM}-other'] WHERE id = '{token_id}'",
     )
-    return time.time()
+    return clock.time()
 
 
 Lapse = Callable[[httpx.Client, LocalCluster, str], float]
@@ -138,7 +142,7 @@ def _ended(router: RouterProcess, reason: str, before: float, deadline_s: float)
     """When the router counted the stream's end (polled; the end is at most this late)."""
     name = "shardlog_streams_ended_total"
     eventually(lambda: _metric(router, name, reason) > before or None, deadline_s, 0.02)
-    return time.time()
+    return clock.time()
 
 
 # --- a client that stops reading -----------------------------------------------------------
@@ -215,7 +219,7 @@ def _cut_short(text: bytes, complete: bool, whole: int, message: str) -> int:
 
 
 def _writes(api: httpx.Client, tag: str, count: int = 3) -> None:
-    ts = datetime.now(UTC)
+    ts = clock.now()
     body = b"".join(
         orjson.dumps(
             {"owner": OWNER, "ts": (ts + timedelta(microseconds=n)).isoformat(), "content": tag}
@@ -237,7 +241,7 @@ def _tail_across(
         tail.wait(lambda c: len(c.rows()) >= 3)
         at = change(api, cluster, reader.id)
         tail.wait(lambda c: c.closed.is_set(), timeout=WITHIN_S + 5)
-        ended = time.time()
+        ended = clock.time()
         assert ended - at <= WITHIN_S, f"the tail ended {ended - at:.2f} s after its token {lapse}"
         last = tail.events[-1]
         assert last.event == "unauthorized", [e.event for e in tail.events[-3:]]
@@ -321,8 +325,7 @@ def test_the_cli_stops_with_the_reason_instead_of_reconnecting(
     (a narrowed token's would be a 403 that hides why)."""
     change, message = LAPSES[lapse]
     reader = Reader(settings, [second_router])
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("SHARDLOG_")}
-    env = {**clean, **settings_env(settings), "SHARDLOG_TOKEN": reader.text}
+    env = {**cli_env(settings), "SHARDLOG_TOKEN": reader.text}
     command = [sys.executable, "-m", "router.cli", "tail", "audit", OWNER, "--url"]
     with subprocess.Popen(
         [*command, second_router.url],

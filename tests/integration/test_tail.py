@@ -7,13 +7,14 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
 import orjson
 import pytest
 
+from router import clock
 from router.auth.scopes import DATA_SCOPES, SCOPES, SYSTEM_TENANT
 from router.settings import Settings
 from services.cluster import LocalCluster
@@ -50,7 +51,7 @@ def _post_flows(client: httpx.Client, records: list[dict[str, Any]]) -> None:
 
 
 def _audit(owner: str, count: int, tag: str, ts: datetime | None = None) -> list[dict[str, Any]]:
-    at = ts or datetime.now(UTC)
+    at = ts or clock.now()
     return [
         {
             "owner": owner,
@@ -147,7 +148,7 @@ def test_flows_with_filters_and_merges(
     router_process: RouterProcess, api: httpx.Client, api_token: str
 ) -> None:
     switch = _owner("sw")
-    now = datetime.now(UTC)
+    now = clock.now()
 
     def flow(src: str, port: int, size: int, **extra: Any) -> dict[str, Any]:
         return {
@@ -212,7 +213,7 @@ def test_replay_then_live_seam(
     router_process: RouterProcess, api: httpx.Client, api_token: str
 ) -> None:
     owner = _owner()
-    start = datetime.now(UTC) - timedelta(minutes=10)
+    start = clock.now() - timedelta(minutes=10)
     _post_audit(api, _audit(owner, 5, "too old", start - timedelta(minutes=1)))
     _post_audit(api, _audit(owner, 50, "old", start + timedelta(minutes=1)))
     stop = threading.Event()
@@ -275,7 +276,7 @@ def test_a_client_that_stops_reading_gets_an_overflow_and_resumes(
     stuck.subscribed()
     stuck.pause_reading()
     for batch in range(20):
-        _post_audit(api, _audit(owner, 50, f"x{batch}", ts=datetime.now(UTC)))
+        _post_audit(api, _audit(owner, 50, f"x{batch}", ts=clock.now()))
     eventually(lambda: _metric(second_router, "shardlog_tail_overflows_total") >= 1, 20)
     stuck.resume_reading()
     stuck.wait(lambda c: bool(c.of("overflow")) and c.closed.is_set())
@@ -366,7 +367,7 @@ def test_the_cli_replays_follows_and_resumes(
     """`shardlog tail`: replays from --from, then prints live rows as they come, one line
     each; a refused stream is an error naming the field."""
     owner = _owner()
-    start = datetime.now(UTC) - timedelta(minutes=5)
+    start = clock.now() - timedelta(minutes=5)
     _post_audit(api, _audit(owner, 3, "denied old", start + timedelta(minutes=1)))
     env = {"SHARDLOG_TOKEN": api_token}
     args = ("tail", "audit", owner, "--q", "denied", "--from", start.isoformat())

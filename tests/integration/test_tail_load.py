@@ -13,13 +13,14 @@ import time
 import urllib.parse
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import httpx
 import orjson
 import pytest
 
+from router import clock
 from router.settings import Settings
 from services.cluster import LocalCluster
 from services.router_process import RouterProcess
@@ -52,7 +53,7 @@ def tail_router(
 
 def _body(owner: str, tag: str, rows: int) -> bytes:
     # Row times well inside the accepted window whatever the hour (a second ago).
-    at = datetime.now(UTC) - timedelta(seconds=1)
+    at = clock.now() - timedelta(seconds=1)
     return b"".join(
         orjson.dumps(
             {

@@ -10,13 +10,14 @@ import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any, NamedTuple
 
 import httpx
 import orjson
 import pytest
 
+from router import clock
 from router.settings import Settings
 from services.cluster import LocalCluster
 from services.router_process import RouterProcess
@@ -52,7 +53,7 @@ def client_b(router_b: RouterProcess, api_token: str) -> Iterator[httpx.Client]:
 def _records(kind: str, stem: str, tag: int, count: int) -> list[dict[str, Any]]:
     """``count`` rows dealt over the stem's keys, each its own (an audit row's content, a
     flow's source address and port: ``tag`` and its number), timed a second ago."""
-    at = datetime.now(UTC) - timedelta(seconds=1)
+    at = clock.now() - timedelta(seconds=1)
     out = []
     for n in range(count):
         ts = (at + timedelta(microseconds=n)).isoformat()

@@ -12,13 +12,14 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
 import orjson
 import pytest
 
+from router import clock
 from router.cli import local_tls
 from router.errors import BUG_MARKER
 from router.settings import (
@@ -142,7 +143,7 @@ def instance_ports(settings: Settings) -> list[int]:
 
 
 def window() -> dict[str, str]:
-    now = datetime.now(UTC)
+    now = clock.now()
     return {
         "from": (now - timedelta(hours=1)).isoformat(),
         "to": (now + timedelta(minutes=5)).isoformat(),

@@ -9,19 +9,20 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
 import orjson
 import pytest
 
+from router import clock
 from router.auth.scopes import DATA_SCOPES
 from router.settings import Settings
 from services.router_process import RouterProcess
 from tests.support import await_token, bearer, issue_token
 
-NOW = datetime.now(UTC)
+NOW = clock.now()
 RECENT = (NOW - timedelta(minutes=2)).isoformat()
 WINDOW = {
     "from": (NOW - timedelta(days=1)).isoformat(),

@@ -7,7 +7,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ import httpx
 from router.settings import Settings
 from services.syslog_process import SyslogProcess
 from services.tls import CertificateAuthority
-from tests.support import TestedHelper, settings_env
+from tests.support import TestedHelper, settings_env, stamped_window
 
 
 class RunningSyslog(SyslogProcess, TestedHelper):
@@ -64,12 +64,14 @@ def unique(prefix: str) -> str:
 
 def found(api: httpx.Client, owner: str, count: int, timeout: float = 20) -> list[dict[str, Any]]:
     """The owner's rows of the last two days once there are ``count`` (oldest first); fails
-    with what there is after ``timeout``."""
-    now = datetime.now(UTC)
+    with what there is after ``timeout``. The days before the listener's clock and before the
+    real one: a real sender (logger, rsyslog) stamps its messages with the machine's clock, not
+    a shifted test clock."""
+    earliest, latest = stamped_window(timedelta(days=2))
     params: dict[str, str | int] = {
         "owner": owner,
-        "from": (now - timedelta(days=2)).isoformat(),
-        "to": (now + timedelta(minutes=10)).isoformat(),
+        "from": earliest.isoformat(),
+        "to": (latest - timedelta(days=2) + timedelta(minutes=10)).isoformat(),
         "limit": 1000,
         "order": "asc",
     }
@@ -88,11 +90,12 @@ def found(api: httpx.Client, owner: str, count: int, timeout: float = 20) -> lis
 
 
 def none_found(api: httpx.Client, owner: str) -> bool:
-    now = datetime.now(UTC)
+    _, latest = stamped_window(timedelta(days=1))
     params = {
         "owner": owner,
-        "from": (now - timedelta(days=30)).isoformat(),
-        "to": (now + timedelta(days=1)).isoformat(),
+        # 30 days back from the later clock: within the router's widest range (31 days).
+        "from": (latest - timedelta(days=30)).isoformat(),
+        "to": latest.isoformat(),
     }
     response = api.get("/v1/audit/search", params=params)
     return response.status_code == 404 or not response.json()["items"]

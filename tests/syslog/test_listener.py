@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import socket
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import httpx
 import pytest
 
+from router import clock
 from tests.syslog.platform import RunningSyslog, found, none_found, unique
 
 REFUSED = "shardlog_syslog_refused_messages_total"
@@ -122,7 +123,7 @@ def test_the_http_endpoint(listener: RunningSyslog, path: str, status: int) -> N
 def test_rfc3164_with_fractional_seconds(listener: RunningSyslog, api: httpx.Client) -> None:
     """What syslog-ng sends with frac-digits(6) (#35 item 14): stored with its microseconds."""
     owner = unique("frac")
-    sent = datetime.now(UTC).replace(microsecond=123456) - timedelta(minutes=1)
+    sent = clock.now().replace(microsecond=123456) - timedelta(minutes=1)
     month = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
     stamp = f"{month[sent.month - 1]} {sent.day:2d} {sent:%H:%M:%S.%f}"
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import httpx
 import pytest
 
+from tests.support import real_now
 from tests.syslog.platform import RunningSyslog, found, unique
 
 SD_ID = "shardlog@32473"
@@ -34,7 +35,7 @@ def test_rfc5424_with_structured_data(
     listener: RunningSyslog, api: httpx.Client, transport: list[str]
 ) -> None:
     owner = unique("logger5424")
-    before = datetime.now(UTC) - timedelta(seconds=1)
+    before = real_now() - timedelta(seconds=1)
     for n in range(3):
         logger(
             listener,
@@ -51,7 +52,7 @@ def test_rfc5424_with_structured_data(
         )  # fmt: skip
     items = found(api, owner, 3)
     assert [item["content"] for item in items] == [f"user {n} logged in" for n in range(3)]
-    after = datetime.now(UTC) + timedelta(seconds=1)
+    after = real_now() + timedelta(seconds=1)
     for item in items:
         assert before <= datetime.fromisoformat(item["ts"]) <= after
         attrs = item["attrs"]
@@ -76,4 +77,4 @@ def test_rfc3164_owner_from_the_tag(
     # A 3164 timestamp has whole seconds, in the listener's zone (UTC here).
     ts = datetime.fromisoformat(item["ts"])
     assert ts.microsecond == 0
-    assert abs(ts - datetime.now(UTC)) < timedelta(seconds=30)
+    assert abs(ts - real_now()) < timedelta(seconds=30)

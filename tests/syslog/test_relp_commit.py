@@ -18,12 +18,13 @@ import socket
 import uuid
 from collections import Counter
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import NamedTuple
 
 import pytest
 
+from router import clock
 from router.auth.scopes import SYSTEM_TENANT
 from router.settings import Settings
 from services.cluster import LocalCluster
@@ -137,7 +138,7 @@ def _message(owner: str, stamp: str, n: int) -> bytes:
 def _stamp() -> str:
     """One timestamp for every message of a test (a minute ago): one day table, whatever the
     hour."""
-    at = datetime.now(UTC) - timedelta(minutes=1)
+    at = clock.now() - timedelta(minutes=1)
     return at.isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import socket
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import httpx
 import pytest
 
+from router import clock
 from tests.syslog.platform import RunningSyslog, found, unique
 
 REJECTED = "shardlog_protocol_messages_total"
@@ -32,7 +33,7 @@ def test_a_platform_owner_is_refused_and_counted(
         assert time.monotonic() < deadline, "the forged message was never counted as rejected"
         time.sleep(0.1)
     assert [item["content"] for item in found(api, owner, 1)] == [marker]
-    now = datetime.now(UTC)
+    now = clock.now()
     params = {
         "owner": app_name,
         "from": (now - timedelta(days=2)).isoformat(),

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from datetime import UTC, datetime
 
 import httpx
 import pytest
 
+from router import clock
 from router.settings import Settings
 from tests.syslog.platform import RunningSyslog, found, unique
 from tests.syslog.rsyslog import Rsyslog
@@ -24,7 +24,7 @@ MESSAGES = 900
 
 
 def forward_format(owner: str, n: int) -> bytes:
-    stamp = datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    stamp = clock.now().isoformat(timespec="microseconds").replace("+00:00", "Z")
     return f"<38>1 {stamp} web-7 {owner} 77 - - message {n}".encode()
 
 

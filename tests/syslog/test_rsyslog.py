@@ -5,12 +5,13 @@ it found by search with their owner, exact ts and attrs."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import httpx
 import pytest
 
+from router import clock
 from tests.syslog.platform import RunningSyslog, found, unique
 from tests.syslog.rsyslog import PATHS, Rsyslog
 
@@ -43,7 +44,7 @@ def test_forwarded_messages_are_stored(rsyslog: Rsyslog, api: httpx.Client, path
     # The owner rule takes the SD parameter; the formats that drop structured data (UDP's
     # traditional format, RELP's forward format) carry the owner as the tag (app_name).
     app = owner if path in ("udp", "relp") else "payroll"
-    base = datetime.now(UTC).replace(microsecond=123456) - timedelta(minutes=5)
+    base = clock.now().replace(microsecond=123456) - timedelta(minutes=5)
     sent = [base + timedelta(seconds=n, microseconds=n) for n in range(4)]
     rsyslog.send(path, [rfc5424(ts, app, owner, f"{path} event {n}") for n, ts in enumerate(sent)])
     items = found(api, owner, len(sent))

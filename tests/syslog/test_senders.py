@@ -15,15 +15,16 @@ import socket
 import ssl
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import httpx
 import pytest
 
+from router import clock
 from router.auth.scopes import AUDIT_READ, AUDIT_WRITE
 from router.settings import Settings
 from services.router_process import RouterProcess
-from tests.support import bearer, issue_token, run_cli
+from tests.support import await_token, bearer, issue_token, run_cli
 from tests.syslog.platform import RunningSyslog, found, none_found, unique
 from tests.syslog.rsyslog import Rsyslog
 
@@ -47,7 +48,7 @@ def send_udp(source: str, port: int, *messages: bytes) -> None:
 
 
 def rfc5424(owner: str, text: str) -> bytes:
-    stamp = datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    stamp = clock.now().isoformat(timespec="microseconds").replace("+00:00", "Z")
     return f"<14>1 {stamp} host {owner} - - - {text}".encode()
 
 
@@ -67,12 +68,12 @@ def owner_tenant(api: httpx.Client, owner: str) -> str | None:
 
 
 def client(router_url: str, settings: Settings, tenant: str) -> httpx.Client:
-    token = issue_token(settings, tenant, [AUDIT_READ, AUDIT_WRITE])
+    token = await_token(router_url, issue_token(settings, tenant, [AUDIT_READ, AUDIT_WRITE]))
     return httpx.Client(base_url=router_url, timeout=30, headers=bearer(token))
 
 
 def admin_rows(api: httpx.Client, marker: str) -> list[str]:
-    now = datetime.now(UTC)
+    now = clock.now()
     params = {
         "owner": "shardlog.admin",
         "from": (now - timedelta(days=1)).isoformat(),

@@ -5,11 +5,11 @@ review, a lease taken for a token that already lapsed)."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 from prometheus_client import CollectorRegistry
 
+from router import clock
 from router.auth.leases import Leases, TokenState, ending, narrowing
 from router.auth.scopes import Grant, everything
 from router.errors import Unauthorized
@@ -64,7 +64,7 @@ def test_a_token_without_prefixes_narrowed_to_some() -> None:
 
 
 def test_ending_in_order_of_what_happened() -> None:
-    now = time.time()
+    now = clock.time()
     alive = TokenState(READER, revoked=False, expires=now + 60)
     assert ending("t1", READER, alive, now) is None
     assert ending("t1", READER, None, now) == ("removed", "token t1 no longer exists")
@@ -86,12 +86,12 @@ def _metric(metrics: CollectorRegistry, name: str, **labels: str) -> float:
 async def test_a_lease_ends_at_the_tokens_expiry_without_a_reload() -> None:
     metrics = CollectorRegistry()
     leases = Leases(metrics)
-    expires = time.time() + 0.2
+    expires = clock.time() + 0.2
     lease = leases.take("t1", READER, TokenState(READER, False, expires))
     assert _metric(metrics, "shardlog_stream_leases") == 1
     async with asyncio.timeout(2):
         await lease.ended.wait()
-    assert time.time() >= expires
+    assert clock.time() >= expires
     assert (lease.reason, lease.message) == ("expired", "token t1 has expired")
     lease.close()
     lease.close()
@@ -111,7 +111,7 @@ async def test_a_reload_ends_only_the_leases_its_tokens_no_longer_allow() -> Non
     states["t1"] = TokenState(READER, True, None)
     states["t2"] = TokenState(Grant.of("acme", ["audit:read", "tail", "owner:eu-x"]), False, None)
     # An expiry moved closer: a timer for the new one.
-    states["t3"] = TokenState(READER, False, time.time() + 0.1)
+    states["t3"] = TokenState(READER, False, clock.time() + 0.1)
     leases.review(states.get)
     assert taken["t1"].reason == "revoked" and taken["t2"].reason == "narrowed"
     assert taken["t3"].reason is None
@@ -127,7 +127,7 @@ async def test_a_reload_ends_only_the_leases_its_tokens_no_longer_allow() -> Non
 
 async def test_an_expiry_moved_later_or_removed_keeps_the_stream() -> None:
     leases = Leases()
-    lease = leases.take("t1", READER, TokenState(READER, False, time.time() + 0.1))
+    lease = leases.take("t1", READER, TokenState(READER, False, clock.time() + 0.1))
     leases.review(lambda _id: TokenState(READER, False, None))
     # Past the first expiry: its timer must be gone.
     with pytest.raises(TimeoutError):

@@ -4,8 +4,9 @@ goes on as soon as a batch leaves; a datagram finding it full is dropped and cou
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
+from router import clock
 from router.ingest.records import AuditRow, Limits
 from router.metrics import Metrics
 from router.settings import SyslogSettings
@@ -14,7 +15,7 @@ from router.syslogd.queue import Pending, SyslogQueue
 from router.syslogd.senders import SenderDirectory, SenderMapping
 from router.syslogd.sockets import _Datagrams
 
-NOW = datetime.now(UTC)
+NOW = clock.now()
 
 
 def pending(n: int) -> Pending:
