@@ -46,6 +46,17 @@ class DayTable:
     def index_name(self, suffix: str) -> str:
         return quote_ident(f"{self.name}_{suffix}")
 
+    @property
+    def all_view(self) -> str:
+        """The view of a compacted owner-day on its shard: its late heap rows and its unpacked
+        segments (docs/architecture.md, "Compacted days")."""
+        return quote_ident(f"{self.name}_all")
+
+    @property
+    def segments(self) -> str:
+        """The segment table of this table's shard, kind and day."""
+        return segment_table(self.kind, self.day)
+
 
 def day_table(kind: Kind, owner_id: int, day: date | datetime) -> DayTable:
     if owner_id < 1:
@@ -53,6 +64,29 @@ def day_table(kind: Kind, owner_id: int, day: date | datetime) -> DayTable:
     if isinstance(day, datetime):
         day = day.date()
     return DayTable(kind, owner_id, day)
+
+
+def segment_table(kind: Kind, day: date) -> str:
+    """The quoted name of a shard's segment table of one kind and day: the packed rows of
+    every owner's compacted day there (``audit_segments_20261123``). Not a day table's name:
+    inventories never take it for one."""
+    return quote_ident(f"{kind}_segments_{day:%Y%m%d}")
+
+
+_SEGMENT_TABLE = re.compile(r"^(audit|flow)_segments_([0-9]{8})$")
+
+
+def parse_segment_table(name: str) -> tuple[Kind, date] | None:
+    """The (kind, day) a segment table's name stands for, or None for any other relation."""
+    match = _SEGMENT_TABLE.match(name)
+    if not match:
+        return None
+    try:
+        day = datetime.strptime(match.group(2), "%Y%m%d").date()
+    except ValueError:
+        return None
+    kind: Kind = "audit" if match.group(1) == "audit" else "flow"
+    return kind, day
 
 
 def parse_day_table(name: str) -> DayTable | None:
