@@ -5,6 +5,7 @@ Every entry is also attached to the postgres_fdw coordinator, in the same transa
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import date
 
 import asyncpg
@@ -38,9 +39,10 @@ async def record(
 async def located(
     metadata: asyncpg.Pool, kind: Kind, owner_ids: Iterable[int], first: date, last: date
 ) -> list[tuple[str, DayTable]]:
-    """(shard, table) pairs of some owners between two days, inclusive."""
+    """(shard, table) pairs of some owners between two days, inclusive, each table with its
+    layout."""
     rows = await metadata.fetch(
-        "SELECT owner_id, shard, day FROM day_tables WHERE kind = $1 "
+        "SELECT owner_id, shard, day, layout FROM day_tables WHERE kind = $1 "
         "AND owner_id = ANY($2::bigint[]) AND day BETWEEN $3 AND $4 "
         "ORDER BY owner_id, day, shard",
         kind,
@@ -48,7 +50,16 @@ async def located(
         first,
         last,
     )
-    return [(row["shard"], day_table(kind, row["owner_id"], row["day"])) for row in rows]
+    return [
+        (
+            row["shard"],
+            replace(
+                day_table(kind, row["owner_id"], row["day"]),
+                compacted=row["layout"] == "compacted",
+            ),
+        )
+        for row in rows
+    ]
 
 
 async def on_shard(connection: Connection) -> list[DayTable]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Literal
 
@@ -34,6 +34,10 @@ class DayTable:
     kind: Kind
     owner_id: int
     day: date
+    # The catalog's layout of the table (day_tables.layout): its rows are packed into the
+    # day's segment table, bar late writes (router/compaction/layout.py). Not part of the
+    # table's identity: a compacted table is the same table.
+    compacted: bool = field(default=False, compare=False)
 
     @property
     def name(self) -> str:

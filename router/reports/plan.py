@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
+from router.compaction import layout
 from router.db.names import DayTable
 from router.reports.spec import ReportSpec
 from router.reports.sql import partial_sql
@@ -32,7 +33,11 @@ class ReportPlan:
     def statement(self, tables: Iterable[DayTable]) -> tuple[str, list[Any]]:
         """A shard's statement over ``tables`` (its target's, or those still there)."""
         key_of = dict(self.keys)
-        return partial_sql(self.spec, [(key_of[t.owner_id], t.quoted) for t in tables])
+        window = self.spec.filters.window
+        bounds = layout.timestamp(window.start), layout.timestamp(window.end)
+        return partial_sql(
+            self.spec, [(key_of[t.owner_id], layout.source(t, bounds)) for t in tables]
+        )
 
 
 def plan_report(

@@ -42,6 +42,12 @@ class SearchPlan:
     def empty(self) -> bool:
         return not self.targets
 
+    def compacted(self) -> frozenset[tuple[str, str]]:
+        """The (shard, table name) pairs of the plan's compacted owner-days."""
+        return frozenset(
+            (t.shard, table.name) for t in self.targets for table in t.tables if table.compacted
+        )
+
     def only(self, tables: AbstractSet[tuple[str, str]]) -> SearchPlan:
         """The plan of the (shard, table name) pairs named alone (shards left without a table
         dropped); the shards unavailable stay, so that the plan's answers say so too."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from router.compaction import layout
 from router.db.names import DayTable, Kind, day_table
 from router.errors import BadRequest
 from router.search import sql
@@ -213,4 +214,19 @@ def point_sql(ref: RowRef) -> tuple[str, list[Any]]:
         f"SELECT {sql.FLOW_COLUMNS} FROM {table} WHERE src_ip = $1::inet AND dst_ip = $2::inet "
         f"AND src_port = $3 AND dst_port = $4 AND {proto} AND id = $5",
         params,
+    )
+
+
+def segment_point_sql(ref: RowRef) -> tuple[str, list[Any]] | None:
+    """An audit row of a compacted owner-day, once its heap row is cleared: read from the one
+    segment whose (first, last) bounds hold its (ts, id). None for a flow (flow days are not
+    compacted)."""
+    if ref.ts is None:
+        return None
+    table = ref.table
+    return (
+        f"SELECT u.ts, u.id, u.content, u.attrs FROM {layout.segments(table)} "
+        f"WHERE {layout.owned(table)} AND (s.first_ts, s.first_id) <= ($1, $2) "
+        "AND (s.last_ts, s.last_id) >= ($1, $2) AND u.ts = $1 AND u.id = $2",
+        [ref.ts, ref.id],
     )

@@ -3,6 +3,7 @@ it, then one point read on the one shard and day table the ref names."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import asyncpg
@@ -56,18 +57,21 @@ class RowService:
 
     async def _read(self, ref: refs.RowRef) -> asyncpg.Record | None:
         """From the primary: a standby may not have replayed the row yet, and a 404 says the
-        row is gone."""
-        sql, params = refs.point_sql(ref)
+        row is gone. A row not in its day table may be in the day's segments (compacted): read
+        after the heap, so a row cleared from the heap in between is found there."""
         timeout = self._settings.shard_timeout_s
         try:
             pool = self._pools.reader(ref.shard, primary=True)
             async with pool.acquire(timeout=timeout) as connection:
-                record: asyncpg.Record | None = await connection.fetchrow(
-                    sql, *params, timeout=timeout
-                )
+                record: asyncpg.Record | None = None
+                for statement in (refs.point_sql(ref), refs.segment_point_sql(ref)):
+                    if statement is None or record is not None:
+                        break
+                    # Retention dropped the day, or the day has no segments.
+                    with contextlib.suppress(asyncpg.UndefinedTableError):
+                        text, params = statement
+                        record = await connection.fetchrow(text, *params, timeout=timeout)
                 return record
-        except asyncpg.UndefinedTableError:
-            return None  # retention dropped the day
         except (TimeoutError, asyncpg.QueryCanceledError):
             raise GatewayTimeout(
                 f"shard {ref.shard} did not answer within {timeout:g}s "

@@ -448,11 +448,17 @@ class SearchService:
     ) -> dict[str, Any] | None:
         if mode == "none":
             return None
-        if mode == "exact":
+        compacted = plan.compacted()
+        if mode == "exact" or (compacted and plan.without(compacted).empty):
             value, failures = await self._exact_count(query, plan, pinning)
             method = "count"
         else:
-            value, method, failures = await self._estimate(query, plan, pinning)
+            # The estimate samples heap pages: compacted owner-days are counted exactly
+            # (estimating them is the next step of docs/architecture.md, "Compacted days").
+            value, method, failures = await self._estimate(query, plan.without(compacted), pinning)
+            if compacted:
+                exact, more = await self._exact_count(query, plan.only(compacted), pinning)
+                value, failures = value + exact, failures + _new_failures(failures, more)
         if failures and not partial_ok:
             self._refuse_partial(failures)
         outcome.failures += _new_failures(outcome.failures, failures)

@@ -5,11 +5,13 @@ come from db.names."""
 
 from __future__ import annotations
 
+import functools
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from router.compaction import layout
 from router.db import ddl
 from router.db.names import DayTable
 from router.search.cursor import Position
@@ -172,19 +174,64 @@ def page_sql(
     select = columns or _search_columns(query)
     direction = "DESC" if descending else "ASC"
     cap = params.add(limit)
-    branches = [
-        f"(SELECT {select(table, params.add)}, {int(table.owner_id)}::bigint AS owner_id "
-        f"FROM {table.quoted} "
-        f"WHERE {condition} AND {keyset(after, shard, table.owner_id, column, descending, params)} "
-        f"ORDER BY {column} {direction}, id {direction} LIMIT {cap})"
-        for table in tables
-    ]
+    branches = []
+    for table in tables:
+        columns_of_table = select(table, params.add)
+        seek = keyset(after, shard, table.owner_id, column, descending, params)
+        branches.append(
+            layout.page_branch(
+                table,
+                columns_of_table,
+                f"{condition} AND {seek}",
+                f"{column} {direction}, id {direction}",
+                cap,
+                functools.partial(
+                    _segments_of_page, query, table, shard, after, descending, params
+                ),
+            )
+        )
     if len(branches) == 1:
         return branches[0][1:-1], params.values
     return (
         f"SELECT * FROM ({' UNION ALL '.join(branches)}) AS page "
         f"ORDER BY ts {direction}, owner_id {direction}, id {direction} LIMIT {cap}"
     ), params.values
+
+
+def _segments_of_page(
+    query: AuditQuery | FlowQuery,
+    table: DayTable,
+    shard: str,
+    after: Position | None,
+    descending: bool,
+    params: Params,
+) -> str:
+    """The segments of a compacted owner-day that may hold a row of the page: in the window,
+    after the cursor, not ruled out by a substring pattern's trigrams."""
+    window = params.add(query.window.start), params.add(query.window.end)
+    parts = [
+        layout.overlapping(*window),
+        layout.segment_keyset(after, shard, table.owner_id, descending, params.add),
+        _candidates(query, params),
+    ]
+    return " AND ".join(part for part in parts if part != "true") or "true"
+
+
+def _candidates(query: AuditQuery | FlowQuery, params: Params) -> str:
+    """Segments a query's patterns do not rule out (the filter is of substrings alone)."""
+    if isinstance(query, AuditQuery) and query.match == "substring":
+        return layout.may_contain(query.patterns, params.add)
+    return "true"
+
+
+def _window_of(
+    query: AuditQuery | FlowQuery, table: DayTable, params: Params
+) -> tuple[str, str] | None:
+    """The window's bounds as parameters, for a compacted table's segments alone (a heap
+    table's statement keeps its parameters)."""
+    if not table.compacted:
+        return None
+    return params.add(query.window.start), params.add(query.window.end)
 
 
 def _search_columns(query: AuditQuery | FlowQuery) -> Columns:
@@ -207,11 +254,15 @@ def export_sql(
     condition = where(query, params)
     select = columns
     direction = "DESC" if descending else "ASC"
-    branches = [
-        f"SELECT {select(table, params.add)}, {params.add(table.owner_id)}::bigint AS owner_id "
-        f"FROM {table.quoted} WHERE {condition}"
-        for table in tables
-    ]
+    branches = []
+    for table in tables:
+        columns_of_table = select(table, params.add)
+        owner = params.add(table.owner_id)
+        window = _window_of(query, table, params)
+        branches.append(
+            f"SELECT {columns_of_table}, {owner}::bigint AS owner_id "
+            f"FROM {layout.source(table, window)} WHERE {condition}"
+        )
     return (
         f"SELECT {output} FROM ({' UNION ALL '.join(branches)}) AS rows "
         f"ORDER BY ts {direction}, owner_id {direction}, id {direction}"
@@ -223,8 +274,22 @@ def count_sql(
 ) -> tuple[str, list[Any]]:
     params = Params()
     condition = where(query, params, pinned)
-    branches = [f"SELECT count(*) AS n FROM {table.quoted} WHERE {condition}" for table in tables]
+    unconditional = pinned is None and matches(query, Params()) == "true"
+    branches = [_count_branch(query, table, condition, unconditional, params) for table in tables]
     return f"SELECT sum(n)::bigint FROM ({' UNION ALL '.join(branches)}) AS counts", params.values
+
+
+def _count_branch(
+    query: AuditQuery | FlowQuery,
+    table: DayTable,
+    condition: str,
+    unconditional: bool,
+    params: Params,
+) -> str:
+    if not table.compacted:
+        return layout.count_branch(table, condition)
+    window = params.add(query.window.start), params.add(query.window.end)
+    return layout.count_branch(table, condition, window, _candidates(query, params), unconditional)
 
 
 def estimate_sql(query: AuditQuery | FlowQuery, tables: list[DayTable]) -> tuple[str, list[Any]]:

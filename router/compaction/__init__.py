@@ -1,0 +1,1 @@
+"""Compacted days (docs/architecture.md, "Compacted days")."""

@@ -1,0 +1,163 @@
+"""The SQL source of an owner-day by its layout (docs/architecture.md, "Reading a compacted
+owner-day"). A heap day is read as it always was; a compacted one is its late heap rows (those
+the compaction's snapshot did not see) and its segments, unpacked by the shardlog_segments
+extension. Every statement builder takes its tables through here. Pure: no I/O.
+
+Unpacked rows come out of ``shardlog_unpack_audit`` with the day table's column names (id, ts,
+content, attrs, created_xid) and the segment table's columns share none of them, so a
+condition or a select list written for the heap reads the same over ``segments s CROSS JOIN
+LATERAL shardlog_unpack_audit(s.block) u``. Only audit days are compacted in this step."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from router.db.names import DayTable
+from router.search.cursor import Position
+
+Add = Callable[[Any], str]
+
+# The columns of an audit day table, in its order (router/db/ddl.py).
+AUDIT_TABLE_COLUMNS = "id, ts, content, attrs, created_xid"
+_UNPACKED = "shardlog_unpack_audit(s.block) AS u"
+
+
+def _compacted(table: DayTable) -> bool:
+    if table.compacted and table.kind != "audit":
+        raise ValueError(f"{table.name}: only audit days are compacted")
+    return table.compacted
+
+
+def snapshot(table: DayTable) -> str:
+    """The snapshot the owner-day's segments were packed under, read in the statement itself
+    (the shard's compacted_days)."""
+    return (
+        f"(SELECT snapshot FROM compacted_days WHERE kind = '{table.kind}' "
+        f"AND owner_id = {int(table.owner_id)} AND day = DATE '{table.day.isoformat()}')"
+    )
+
+
+def late(table: DayTable) -> str:
+    """The heap rows of a compacted owner-day that its segments do not hold: written after the
+    snapshot they were packed under. NULL created_xid: a row older than any snapshot."""
+    return f"created_xid IS NOT NULL AND NOT pg_visible_in_snapshot(created_xid, {snapshot(table)})"
+
+
+def segments(table: DayTable) -> str:
+    """The owner's segments of the day, each row unpacked (``s``: the segment, ``u``: the row)."""
+    return f"{table.segments} AS s CROSS JOIN LATERAL {_UNPACKED}"
+
+
+def owned(table: DayTable) -> str:
+    return f"s.owner_id = {int(table.owner_id)}"
+
+
+def overlapping(start: str, end: str) -> str:
+    """Segments that may hold a row with ``start`` <= ts < ``end`` (SQL expressions)."""
+    return f"s.last_ts >= {start} AND s.first_ts < {end}"
+
+
+def inside(start: str, end: str) -> str:
+    """Segments whose rows all have ``start`` <= ts < ``end``."""
+    return f"s.first_ts >= {start} AND s.last_ts < {end}"
+
+
+def may_contain(patterns: tuple[str, ...] | list[str], add: Add) -> str:
+    """Segments whose trigram filter does not rule out any of the substring patterns."""
+    return " AND ".join(f"shardlog_may_contain(s.grams, {add(p)})" for p in patterns) or "true"
+
+
+def segment_keyset(
+    after: Position | None, shard: str, owner_id: int, descending: bool, add: Add
+) -> str:
+    """sql.keyset folded onto a segment's bounds: segments that may hold a row after ``after``
+    (before it when descending)."""
+    if after is None:
+        return "true"
+    ts = add(after.ts)
+    bound = "s.first" if descending else "s.last"
+    forward = "<" if descending else ">"
+    if (shard, owner_id) == (after.shard, after.owner_id):
+        return f"({bound}_ts, {bound}_id) {forward} ({ts}, {add(after.id)})"
+    table_is_later = ((shard, owner_id) > (after.shard, after.owner_id)) != descending
+    return f"{bound}_ts {forward}= {ts}" if table_is_later else f"{bound}_ts {forward} {ts}"
+
+
+def page_branch(
+    table: DayTable,
+    select: str,
+    condition: str,
+    order: str,
+    cap: str,
+    segments_where: Callable[[], str],
+) -> str:
+    """One table's branch of a page: its first ``cap`` rows that meet ``condition`` in
+    ``order`` ("ts ASC, id ASC" or the DESC twin), with its owner id. A compacted owner-day:
+    the late heap rows and the segments (``segments_where()``: which may hold a row of the
+    page), read in segment order and each segment's rows in stored order, which is (ts, id)
+    order, so the page stops unpacking once it is full."""
+    owner = f"{int(table.owner_id)}::bigint AS owner_id"
+    heap = f"SELECT {select}, {owner} FROM {table.quoted} WHERE {condition}"
+    if not _compacted(table):
+        return f"({heap} ORDER BY {order} LIMIT {cap})"
+    direction = "DESC" if order.endswith("DESC") else "ASC"
+    packed = (
+        f"SELECT {select}, {owner} FROM {segments(table)} "
+        f"WHERE {owned(table)} AND {segments_where()} AND {condition} "
+        f"ORDER BY s.seq {direction}, u.ord {direction} LIMIT {cap}"
+    )
+    return (
+        f"(SELECT * FROM (({heap} AND {late(table)} ORDER BY {order} LIMIT {cap}) "
+        f"UNION ALL ({packed})) AS compacted ORDER BY {order} LIMIT {cap})"
+    )
+
+
+def count_branch(
+    table: DayTable,
+    condition: str,
+    window: tuple[str, str] = ("", ""),
+    candidates: str = "true",
+    unconditional: bool = False,
+) -> str:
+    """One table's count of the rows that meet ``condition`` (one or more SELECTs of one
+    bigint ``n``, joined by UNION ALL). A compacted owner-day: its late heap rows, and its
+    segments that overlap ``window`` (SQL expressions) and are ``candidates``; when the
+    condition is the window alone (``unconditional``), the segments wholly inside it count by
+    their ``rows`` without being opened."""
+    heap = f"SELECT count(*) AS n FROM {table.quoted} WHERE {condition}"
+    if not _compacted(table):
+        return heap
+    start, end = window
+    opened = f"{owned(table)} AND {overlapping(start, end)}"
+    branches = [f"{heap} AND {late(table)}"]
+    if unconditional:
+        branches.append(
+            f"SELECT coalesce(sum(s.rows), 0)::bigint FROM {table.segments} AS s "
+            f"WHERE {owned(table)} AND {inside(start, end)}"
+        )
+        opened += f" AND NOT ({inside(start, end)})"
+    branches.append(
+        f"SELECT count(*) FROM {segments(table)} WHERE {opened} AND {candidates} AND {condition}"
+    )
+    return " UNION ALL ".join(branches)
+
+
+def source(table: DayTable, window: tuple[str, str] | None = None) -> str:
+    """A FROM item of every row of the table with the day table's columns, under the table's
+    own name: the table itself, or for a compacted owner-day its late heap rows and its
+    unpacked segments (those overlapping ``window``, SQL expressions, when given)."""
+    if not _compacted(table):
+        return table.quoted
+    bounds = "" if window is None else f" AND {overlapping(*window)}"
+    return (
+        f"(SELECT {AUDIT_TABLE_COLUMNS} FROM {table.quoted} WHERE {late(table)} "
+        f"UNION ALL SELECT u.id, u.ts, u.content, u.attrs, u.created_xid "
+        f"FROM {segments(table)} WHERE {owned(table)}{bounds}) AS {table.quoted}"
+    )
+
+
+def timestamp(value: datetime) -> str:
+    """A timestamptz constant, for statements that take no parameters."""
+    return f"TIMESTAMPTZ '{value.isoformat()}'"

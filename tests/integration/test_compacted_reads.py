@@ -1,0 +1,327 @@
+"""Reads of compacted owner-days answer exactly as the heap did (docs/architecture.md, "Reading
+a compacted owner-day"). One dataset of several owners on a past day is searched in many forms
+(patterns short and long, one and two, regex and iregex, both orders, page sizes, counts,
+consistent searches), its refs, export and report read; then every owner-day is compacted
+(copied into segments, switched, its heap cleared) and the same requests must give the same
+answers, the cursors taken on the heap must continue on the segments, and a row written late
+must take its place in the order."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from bench.shard_view import catalog_shards, day_tables, owner_id, shard_sql
+from tests.integration.test_search import cursor_position, key_of, post
+from tests.support import past_day
+
+DAY = past_day(3, 0)
+WINDOW = {"from": DAY.isoformat(), "to": (DAY + timedelta(days=1)).isoformat()}
+ROWS_PER_OWNER = 70
+SEGMENT_ROWS = 6  # many segments of a few rows: the bounds and the keyset folding matter
+WORDS = ["alpha", "beta", "gamma", "Abc", "abx", "delta", "epsilon"]
+RARE = "zebra-rare"
+LONG = "a-long-and-common-phrase-of-the-log"
+
+FORMS: list[dict[str, Any]] = [
+    {},
+    {"q": "alpha"},
+    {"q": "ab"},  # under 3 bytes: no filter applies
+    {"q": RARE},
+    {"q": ["alpha", "beta"]},
+    {"q": LONG},
+    {"q": "ab[cx]", "match": "regex"},
+    {"q": "^ABC", "match": "iregex"},
+    {"q": "beta", "consistent": "true"},
+]
+ORDERS = ["asc", "desc"]
+LIMITS = [9, 1000]
+
+
+def content(rng: random.Random, n: int) -> str:
+    words = rng.sample(WORDS, 3)
+    if rng.random() < 0.05:
+        words.append(RARE)
+    if rng.random() < 0.6:
+        words.append(LONG)
+    return f"{n} " + " ".join(words)
+
+
+def rows_of(owner: str, rng: random.Random) -> list[dict[str, Any]]:
+    rows = []
+    for n in range(ROWS_PER_OWNER):
+        # Few distinct seconds: many ties on ts, broken by id.
+        ts = DAY + timedelta(hours=6, seconds=rng.randrange(25))
+        row: dict[str, Any] = {"owner": owner, "ts": ts.isoformat(), "content": content(rng, n)}
+        if rng.random() < 0.5:
+            row["attrs"] = {"n": n, "tag": rng.choice(["x", "y", None])}
+        rows.append(row)
+    return rows
+
+
+def pages(api: httpx.Client, params: dict[str, Any], cursor: str | None = None) -> list[dict]:
+    """Every page from ``cursor`` on (the first when None)."""
+    found = []
+    while True:
+        response = api.get(
+            "/v1/audit/search", params={**params, **({"cursor": cursor} if cursor else {})}
+        )
+        assert response.status_code == 200, response.text
+        page = response.json()
+        found.append(page)
+        cursor = page["next_cursor"]
+        if cursor is None:
+            return found
+
+
+def answer(found: list[dict]) -> list[Any]:
+    """What must not move: the items page by page, the count, the cursors' positions."""
+    return [
+        (
+            page["items"],
+            page.get("count"),
+            cursor_position(page["next_cursor"]),
+            cursor_position(page["prev_cursor"]),
+        )
+        for page in found
+    ]
+
+
+def forms(owners: list[str]) -> list[dict[str, Any]]:
+    return [
+        {"owner": owners, **WINDOW, **form, "order": order, "limit": limit, "count": "exact"}
+        for form in FORMS
+        for order in ORDERS
+        for limit in LIMITS
+    ]
+
+
+def export(api: httpx.Client, owners: list[str], format: str) -> bytes:
+    response = api.get("/v1/audit/export", params={"owner": owners, **WINDOW, "format": format})
+    assert response.status_code == 200, response.text
+    return response.content
+
+
+def report(api: httpx.Client, owners: list[str]) -> Any:
+    response = api.get(
+        "/v1/audit/report",
+        params={
+            "owner": owners,
+            **WINDOW,
+            "q": "alpha",
+            "group_by": "owner,bucket",
+            "bucket": "1m",
+        },
+    )
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+# --- compacting an owner-day, by the design's rules ------------------------------------------
+
+
+def compact(api: httpx.Client, metadata_dsn: str, owner: str, clear: bool = True) -> int:
+    """Every day table of ``owner`` compacted: copied into segments under one snapshot,
+    switched in the catalog, its heap cleared (unless not ``clear``: the rows are then in the
+    heap and the segments both). The number of owner-days compacted."""
+    ident = owner_id(api, "audit", owner)
+    assert ident is not None
+    dsns = catalog_shards(api)
+    done = 0
+    for shard, tables in day_tables(api, "audit", ident).items():
+        for table in tables:
+            day = table.rsplit("_", 1)[1]
+            _copy(dsns[shard], table, ident, day)
+            shard_sql(
+                metadata_dsn,
+                "UPDATE day_tables SET layout = 'compacted', layout_at = now() "
+                f"WHERE kind = 'audit' AND owner_id = {ident} AND day = DATE '{day}' "
+                f"AND shard = '{shard}'",
+            )
+            if clear:
+                shard_sql(
+                    dsns[shard],
+                    f"DELETE FROM {table} WHERE created_xid IS NULL OR pg_visible_in_snapshot("
+                    f"created_xid, (SELECT snapshot FROM compacted_days WHERE kind = 'audit' "
+                    f"AND owner_id = {ident} AND day = DATE '{day}'))",
+                )
+            # Nothing is read from the heap but late rows from here on.
+            left = int(shard_sql(dsns[shard], f"SELECT count(*) FROM {table}"))
+            assert (left == 0) == clear
+            done += 1
+    return done
+
+
+def _copy(dsn: str, table: str, ident: int, day: str) -> None:
+    segments = f"audit_segments_{day}"
+    shard_sql(
+        dsn,
+        f"CREATE TABLE IF NOT EXISTS {segments} (owner_id bigint, seq int, "
+        "first_ts timestamptz, first_id bigint, last_ts timestamptz, last_id bigint, "
+        "rows int, grams bytea, block bytea, PRIMARY KEY (owner_id, seq)); "
+        f"GRANT SELECT ON {segments} TO shardlog_reader",
+    )
+    # One transaction (psql runs one -c's statements as one), its snapshot recorded.
+    shard_sql(
+        dsn,
+        "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; "
+        f"INSERT INTO {segments} SELECT {ident}, n, "
+        "(array_agg(ts ORDER BY ts, id))[1], (array_agg(id ORDER BY ts, id))[1], "
+        "(array_agg(ts ORDER BY ts DESC, id DESC))[1], "
+        "(array_agg(id ORDER BY ts DESC, id DESC))[1], count(*), "
+        "shardlog_grams(array_agg(content ORDER BY ts, id)), "
+        "shardlog_pack_audit(array_agg(id ORDER BY ts, id), array_agg(ts ORDER BY ts, id), "
+        "array_agg(content ORDER BY ts, id), array_agg(attrs ORDER BY ts, id), "
+        "array_agg(created_xid ORDER BY ts, id)) "
+        f"FROM (SELECT *, (row_number() OVER (ORDER BY ts, id) - 1) / {SEGMENT_ROWS} AS n "
+        f"FROM {table}) AS numbered GROUP BY n; "
+        "INSERT INTO compacted_days (kind, owner_id, day, snapshot, segments, rows, checksum, "
+        "heap_bytes, packed_bytes) "
+        f"SELECT 'audit', {ident}, DATE '{day}', pg_current_snapshot(), count(*), "
+        f"coalesce(sum(rows), 0), 0, 0, 0 FROM {segments} WHERE owner_id = {ident}",
+    )
+
+
+# Until the shardlog_segments extension is installed here: SQL stand-ins of its functions with
+# the same signatures (rows as JSON, contents as the filter), dropped after the module.
+STAND_INS = {
+    "shardlog_pack_audit(bigint[], timestamptz[], text[], jsonb[], xid8[], integer)": """
+        (ids bigint[], ts timestamptz[], contents text[], attrs jsonb[], xids xid8[],
+         level integer DEFAULT 3) RETURNS bytea LANGUAGE sql IMMUTABLE AS $$
+        SELECT convert_to(jsonb_agg(jsonb_build_object('i', i, 't', t, 'c', c, 'a', a,
+            'x', x::text) ORDER BY o)::text, 'UTF8')
+        FROM unnest(ids, ts, contents, attrs, xids) WITH ORDINALITY AS r(i, t, c, a, x, o) $$""",
+    "shardlog_unpack_audit(bytea)": """
+        (block bytea) RETURNS TABLE (ord integer, id bigint, ts timestamptz, content text,
+        attrs jsonb, created_xid xid8) LANGUAGE sql IMMUTABLE AS $$
+        SELECT o::integer, (e->>'i')::bigint, (e->>'t')::timestamptz, e->>'c',
+            CASE WHEN jsonb_typeof(e->'a') = 'null' THEN NULL ELSE e->'a' END, (e->>'x')::xid8
+        FROM jsonb_array_elements(convert_from(block, 'UTF8')::jsonb)
+            WITH ORDINALITY AS r(e, o) $$""",
+    "shardlog_grams(text[], integer)": """
+        (contents text[], bits_per_gram integer DEFAULT 8) RETURNS bytea LANGUAGE sql
+        IMMUTABLE AS $$ SELECT convert_to(lower(array_to_string(contents, E'\\n')), 'UTF8') $$""",
+    "shardlog_may_contain(bytea, text)": """
+        (grams bytea, pattern text) RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
+        SELECT length(pattern) < 3 OR strpos(convert_from(grams, 'UTF8'), lower(pattern)) > 0 $$""",
+}
+
+
+@pytest.fixture(scope="module")
+def segment_codec(api) -> Iterator[None]:
+    dsns = catalog_shards(api).values()
+    installed = shard_sql(
+        next(iter(dsns)),
+        "SELECT count(*) FROM pg_available_extensions WHERE name = 'shardlog_segments'",
+    ).strip()
+    if installed == "1":
+        for dsn in dsns:
+            shard_sql(dsn, "CREATE EXTENSION IF NOT EXISTS shardlog_segments")
+        yield
+        return
+    for dsn in dsns:
+        shard_sql(
+            dsn,
+            "; ".join(
+                f"CREATE FUNCTION {signature.split('(')[0]}{body}"
+                for signature, body in STAND_INS.items()
+            ),
+        )
+    yield
+    for dsn in dsns:
+        shard_sql(dsn, f"DROP FUNCTION {', '.join(STAND_INS)} CASCADE")
+
+
+# --- the dataset -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def compacted(api, settings, segment_codec) -> dict[str, Any]:
+    """The answers on the heap, then every owner-day compacted."""
+    tag = uuid.uuid4().hex[:8]
+    owners = [f"packed-{tag}-{n}" for n in range(3)]
+    late = f"packed-{tag}-late"
+    rng = random.Random(37)
+    for owner in [*owners, late]:
+        for start in range(0, ROWS_PER_OWNER, 20):  # several requests: several shards
+            post(api, "/v1/audit", rows_of(owner, rng)[start : start + 20])
+    before = {
+        "forms": {orjson.dumps(p): answer(pages(api, p)) for p in forms(owners)},
+        "first_pages": {
+            orjson.dumps(p): api.get("/v1/audit/search", params=p).json() for p in forms(owners)
+        },
+        "export": {f: export(api, owners, f) for f in ("ndjson", "csv")},
+        "report": report(api, owners),
+        "late": pages(api, {"owner": late, **WINDOW, "limit": 1000}),
+    }
+    # The first owner's heap is kept: its rows are in the heap and the segments both.
+    days = sum(
+        compact(api, settings.metadata_dsn(), owner, clear=owner != owners[0])
+        for owner in [*owners, late]
+    )
+    assert days >= len(owners) + 1
+    return {"owners": owners, "late": late, "before": before}
+
+
+# --- the answers -------------------------------------------------------------------------------
+
+
+def test_every_search_form_answers_as_on_the_heap(api, compacted) -> None:
+    for key, expected in compacted["before"]["forms"].items():
+        assert answer(pages(api, orjson.loads(key))) == expected, orjson.loads(key)
+
+
+def test_a_cursor_taken_on_the_heap_continues_on_the_segments(api, compacted) -> None:
+    for key, first in compacted["before"]["first_pages"].items():
+        params = orjson.loads(key)
+        expected = [item for page in compacted["before"]["forms"][key] for item in page[0]]
+        rest = pages(api, params, first["next_cursor"]) if first["next_cursor"] else []
+        assert first["items"] + [i for page in rest for i in page["items"]] == expected, params
+
+
+def test_refs_issued_on_the_heap_resolve_to_the_same_rows(api, compacted) -> None:
+    key = orjson.dumps(forms(compacted["owners"])[1])  # limit 1000, ascending
+    items = [item for page in compacted["before"]["forms"][key] for item in page[0]]
+    assert len(items) == 3 * ROWS_PER_OWNER
+    for item in random.Random(5).sample(items, 25):
+        response = api.get(f"/v1/audit/rows/{item['ref']}")
+        assert response.status_code == 200, response.text
+        assert response.json() == item
+
+
+def test_exports_and_reports_read_the_segments_alike(api, compacted) -> None:
+    for format, body in compacted["before"]["export"].items():
+        assert export(api, compacted["owners"], format) == body
+    assert report(api, compacted["owners"]) == compacted["before"]["report"]
+
+
+def test_an_estimate_over_compacted_days_counts_them(api, compacted) -> None:
+    params = {"owner": compacted["owners"], **WINDOW, "q": "alpha", "limit": 1}
+    exact = api.get("/v1/audit/search", params={**params, "count": "exact"}).json()["count"]
+    estimated = api.get("/v1/audit/search", params={**params, "count": "estimate"}).json()
+    assert estimated["count"] == exact
+
+
+def test_a_late_row_takes_its_place_in_the_order(api, compacted) -> None:
+    late, before = compacted["late"], compacted["before"]["late"][0]["items"]
+    middle = datetime.fromisoformat(before[len(before) // 2]["ts"])
+    post(api, "/v1/audit", [{"owner": late, "ts": middle.isoformat(), "content": "late alpha"}])
+    for order in ORDERS:
+        params = {"owner": late, **WINDOW, "order": order, "count": "exact"}
+        for limit in (7, 1000):
+            found = [i for page in pages(api, {**params, "limit": limit}) for i in page["items"]]
+            assert len(found) == len(before) + 1
+            assert [i for i in found if i["content"] != "late alpha"] == (
+                before if order == "asc" else before[::-1]
+            )
+            keys = [key_of(i) for i in found]
+            assert keys == sorted(keys, reverse=order == "desc")
+        counted = api.get("/v1/audit/search", params={**params, "q": "alpha", "limit": 1}).json()
+        assert counted["count"]["value"] == 1 + sum("alpha" in i["content"] for i in before)
