@@ -9,6 +9,7 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
+#include "mb/pg_wchar.h"
 #include "utils/jsonb.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
@@ -184,6 +185,44 @@ take_length(SegmentReader *reader, uint32 payload_length)
 	return length;
 }
 
+/* A content, refused unless it is text of the database's encoding (no NUL byte). */
+static Datum
+content_datum(const uint8 *bytes, uint64 length)
+{
+	if (!pg_verifymbstr((const char *) bytes, (int) length, true))
+		segment_corrupt("content is not text of the database's encoding");
+	return PointerGetDatum(cstring_to_text_with_len((const char *) bytes, (int) length));
+}
+
+/*
+ * An attrs value from its jsonb text. Blocks carry a checksum, so text that jsonb_in refuses
+ * was crafted or damaged before packing: reported as corruption, not as the caller's bad input.
+ */
+static Datum
+attrs_datum(const uint8 *bytes, uint64 length)
+{
+	char	   *text = palloc(length + 1);
+	MemoryContext context = CurrentMemoryContext;
+	Datum		value = (Datum) 0;
+
+	memcpy(text, bytes, length);
+	text[length] = '\0';
+	if (!pg_verifymbstr(text, (int) length, true))
+		segment_corrupt("attrs is not text of the database's encoding");
+	PG_TRY();
+	{
+		value = DirectFunctionCall1(jsonb_in, CStringGetDatum(text));
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(context);
+		FlushErrorState();
+		segment_corrupt("attrs is not jsonb text");
+	}
+	PG_END_TRY();
+	return value;
+}
+
 static inline bool
 is_null(const uint8 *bitmap, uint32 row)
 {
@@ -263,19 +302,15 @@ shardlog_unpack_audit(PG_FUNCTION_ARGS)
 		values[0] = Int32GetDatum((int32) row + 1);
 		values[1] = Int64GetDatum((int64) id);
 		values[2] = TimestampTzGetDatum((TimestampTz) ts);
-		values[3] = PointerGetDatum(cstring_to_text_with_len((const char *) content_bytes,
-															 (int) content_length));
+		values[3] = content_datum(content_bytes, content_length);
 		content_bytes += content_length;
 		nulls[4] = is_null(attr_bitmap, row);
 		if (!nulls[4])
 		{
 			uint64		attr_length = take_varint(&attr_lengths);
-			char	   *text = palloc(attr_length + 1);
 
-			memcpy(text, attr_text, attr_length);
-			text[attr_length] = '\0';
+			values[4] = attrs_datum(attr_text, attr_length);
 			attr_text += attr_length;
-			values[4] = DirectFunctionCall1(jsonb_in, CStringGetDatum(text));
 		}
 		nulls[5] = is_null(xid_bitmap, row);
 		if (!nulls[5])
