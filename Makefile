@@ -16,6 +16,10 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 NATIVE_SOURCES := native/Cargo.toml native/Cargo.lock native/pyproject.toml \
 	native/shardlog_native.pyi $(wildcard native/src/*.rs)
 PYTEST_ARGS ?=
+# The segment codec of compacted days (native/pg_segments/, a C extension of PostgreSQL 15).
+PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
+PG_SEGMENTS_SOURCES := $(wildcard native/pg_segments/*.c native/pg_segments/*.h native/pg_segments/*.sql) \
+	native/pg_segments/Makefile native/pg_segments/shardlog_segments.control
 
 .PHONY: help install up down status clean test lint typecheck native-test pytest bench bench-report bench-docs \
 	install-docker wheelhouse image test-compose test-ansible-hosts down-docker
@@ -36,9 +40,16 @@ $(VENV)/.native: $(VENV)/.installed $(NATIVE_SOURCES)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m pip install -q --no-build-isolation ./native
 	@touch $@
 
-install: ## install missing apt packages and the Python environment (idempotent)
+# Installed into PostgreSQL's own directories (as root, like the apt packages).
+$(VENV)/.pg_segments: $(VENV)/.installed $(PG_SEGMENTS_SOURCES)
+	@bash services/install-packages.sh postgresql-server-dev-15 libzstd-dev
+	$(MAKE) --no-print-directory -C native/pg_segments PG_CONFIG=$(PG_CONFIG)
+	$(MAKE) --no-print-directory -C native/pg_segments PG_CONFIG=$(PG_CONFIG) install
+	@touch $@
+
+install: ## install missing apt packages, the Python environment and the PostgreSQL extension (idempotent)
 	@bash services/install-packages.sh $(APT_PACKAGES)
-	@$(MAKE) --no-print-directory $(VENV)/.installed $(VENV)/.native
+	@$(MAKE) --no-print-directory $(VENV)/.installed $(VENV)/.native $(VENV)/.pg_segments
 
 up: install ## start 12 shards, the metadata instance, the router on 127.0.0.1:8080, the NetFlow/IPFIX collector (udp 2055, 4739) and the syslog listener (udp+tcp 5514) (HA=1: 4 Patroni shards x 2 nodes, etcd, HAProxy; TLS=1: HTTPS and PostgreSQL over verified TLS)
 	$(BIN)/shardlog up $(if $(HA),--ha) $(if $(TLS),--tls)

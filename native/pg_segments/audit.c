@@ -1,0 +1,336 @@
+/*
+ * audit.c: audit rows (id, ts, content, attrs, created_xid) packed into a block and unpacked
+ * from one; the payload's layout is described at the top of shardlog_segments.c.
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+#include "mb/pg_wchar.h"
+#include "utils/jsonb.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+#include "utils/xid8.h"
+
+#include "segments.h"
+
+PG_FUNCTION_INFO_V1(shardlog_pack_audit);
+PG_FUNCTION_INFO_V1(shardlog_unpack_audit);
+PG_FUNCTION_INFO_V1(shardlog_block_rows);
+
+#define AUDIT_COLUMNS 6
+
+static void
+require_length(int count, int rows, const char *argument)
+{
+	if (count != rows)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("%s has %d elements, ids has %d", argument, count, rows)));
+}
+
+static void
+require_no_nulls(const bool *nulls, int rows, const char *argument)
+{
+	for (int row = 0; row < rows; row++)
+		if (nulls[row])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("%s[%d] is NULL", argument, row + 1)));
+}
+
+static void
+put_null_bitmap(StringInfo out, const bool *nulls, int rows)
+{
+	for (int start = 0; start < rows; start += 8)
+	{
+		uint8		byte = 0;
+
+		for (int bit = 0; bit < 8 && start + bit < rows; bit++)
+			if (nulls[start + bit])
+				byte |= (uint8) (1 << bit);
+		appendStringInfoChar(out, (char) byte);
+	}
+}
+
+Datum
+shardlog_pack_audit(PG_FUNCTION_ARGS)
+{
+	int			rows,
+				count;
+	bool	   *id_nulls,
+			   *ts_nulls,
+			   *content_nulls,
+			   *attrs_nulls,
+			   *xid_nulls;
+	Datum	   *ids = array_elements(PG_GETARG_ARRAYTYPE_P(0), INT8OID, "ids", &id_nulls, &rows);
+	Datum	   *stamps,
+			   *contents,
+			   *attrs,
+			   *xids;
+	int			level = PG_GETARG_INT32(5);
+	StringInfoData payload;
+	StringInfoData texts;
+	StringInfoData attr_lengths;
+	uint64		previous;
+	MemoryContext row_context,
+				outer;
+
+	stamps = array_elements(PG_GETARG_ARRAYTYPE_P(1), TIMESTAMPTZOID, "ts", &ts_nulls, &count);
+	require_length(count, rows, "ts");
+	contents = array_elements(PG_GETARG_ARRAYTYPE_P(2), TEXTOID, "contents", &content_nulls, &count);
+	require_length(count, rows, "contents");
+	attrs = array_elements(PG_GETARG_ARRAYTYPE_P(3), JSONBOID, "attrs", &attrs_nulls, &count);
+	require_length(count, rows, "attrs");
+	xids = array_elements(PG_GETARG_ARRAYTYPE_P(4), XID8OID, "xids", &xid_nulls, &count);
+	require_length(count, rows, "xids");
+	require_no_nulls(id_nulls, rows, "ids");
+	require_no_nulls(ts_nulls, rows, "ts");
+	require_no_nulls(content_nulls, rows, "contents");
+
+	initStringInfo(&payload);
+	put_varint(&payload, (uint64) rows);
+	previous = 0;
+	for (int row = 0; row < rows; row++)
+	{
+		uint64		value = (uint64) DatumGetTimestampTz(stamps[row]);
+
+		put_zigzag(&payload, (int64) (value - previous));
+		previous = value;
+	}
+	previous = 0;
+	for (int row = 0; row < rows; row++)
+	{
+		uint64		value = (uint64) DatumGetInt64(ids[row]);
+
+		put_zigzag(&payload, (int64) (value - previous));
+		previous = value;
+	}
+	put_null_bitmap(&payload, xid_nulls, rows);
+	previous = 0;
+	for (int row = 0; row < rows; row++)
+	{
+		uint64		value;
+
+		if (xid_nulls[row])
+			continue;
+		value = U64FromFullTransactionId(DatumGetFullTransactionId(xids[row]));
+		put_zigzag(&payload, (int64) (value - previous));
+		previous = value;
+	}
+
+	/* attrs: the bitmap and lengths go to the payload now, their text after the contents' lengths. */
+	put_null_bitmap(&payload, attrs_nulls, rows);
+	initStringInfo(&texts);
+	initStringInfo(&attr_lengths);
+	row_context = AllocSetContextCreate(CurrentMemoryContext, "shardlog_pack_audit row",
+										ALLOCSET_SMALL_SIZES);
+	for (int row = 0; row < rows; row++)
+	{
+		char	   *text;
+		size_t		length;
+
+		if (attrs_nulls[row])
+			continue;
+		outer = MemoryContextSwitchTo(row_context);
+		text = DatumGetCString(DirectFunctionCall1(jsonb_out, attrs[row]));
+		length = strlen(text);
+		MemoryContextSwitchTo(outer);
+		put_varint(&attr_lengths, length);
+		appendBinaryStringInfo(&texts, text, (int) length);
+		MemoryContextReset(row_context);
+	}
+	MemoryContextDelete(row_context);
+	appendBinaryStringInfo(&payload, attr_lengths.data, attr_lengths.len);
+	for (int row = 0; row < rows; row++)
+		put_varint(&payload, VARSIZE_ANY_EXHDR(DatumGetPointer(contents[row])));
+	appendBinaryStringInfo(&payload, texts.data, texts.len);
+	for (int row = 0; row < rows; row++)
+	{
+		struct varlena *content = (struct varlena *) DatumGetPointer(contents[row]);
+
+		appendBinaryStringInfo(&payload, VARDATA_ANY(content), (int) VARSIZE_ANY_EXHDR(content));
+	}
+
+	PG_RETURN_BYTEA_P(segment_seal(SEGMENT_KIND_AUDIT, (uint32) rows, &payload, level));
+}
+
+/* A null bitmap of `rows` bits; the count of NULLs through the pointer. */
+static const uint8 *
+take_null_bitmap(SegmentReader *reader, uint32 rows, uint32 *null_count)
+{
+	const uint8 *bitmap = take_bytes(reader, ((uint64) rows + 7) / 8);
+
+	*null_count = 0;
+	for (uint32 row = 0; row < rows; row++)
+		if (bitmap[row / 8] & (1 << (row % 8)))
+			(*null_count)++;
+	if (rows % 8 != 0 && (bitmap[rows / 8] >> (rows % 8)) != 0)
+		segment_corrupt("bits past the last row");
+	return bitmap;
+}
+
+/* A length, at most the payload's (so that at most 2^30 of them cannot wrap a 64-bit sum). */
+static uint64
+take_length(SegmentReader *reader, uint32 payload_length)
+{
+	uint64		length = take_varint(reader);
+
+	if (length > payload_length)
+		segment_corrupt("length beyond the payload");
+	return length;
+}
+
+/* A content, refused unless it is text of the database's encoding (no NUL byte). */
+static Datum
+content_datum(const uint8 *bytes, uint64 length)
+{
+	if (!pg_verifymbstr((const char *) bytes, (int) length, true))
+		segment_corrupt("content is not text of the database's encoding");
+	return PointerGetDatum(cstring_to_text_with_len((const char *) bytes, (int) length));
+}
+
+/*
+ * An attrs value from its jsonb text. Blocks carry a checksum, so text that jsonb_in refuses
+ * was crafted or damaged before packing: reported as corruption, not as the caller's bad input.
+ */
+static Datum
+attrs_datum(const uint8 *bytes, uint64 length)
+{
+	char	   *text = palloc(length + 1);
+	MemoryContext context = CurrentMemoryContext;
+	Datum		value = (Datum) 0;
+
+	memcpy(text, bytes, length);
+	text[length] = '\0';
+	if (!pg_verifymbstr(text, (int) length, true))
+		segment_corrupt("attrs is not text of the database's encoding");
+	PG_TRY();
+	{
+		value = DirectFunctionCall1(jsonb_in, CStringGetDatum(text));
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(context);
+		FlushErrorState();
+		segment_corrupt("attrs is not jsonb text");
+	}
+	PG_END_TRY();
+	return value;
+}
+
+static inline bool
+is_null(const uint8 *bitmap, uint32 row)
+{
+	return (bitmap[row / 8] & (1 << (row % 8))) != 0;
+}
+
+Datum
+shardlog_unpack_audit(PG_FUNCTION_ARGS)
+{
+	bytea	   *block = PG_GETARG_BYTEA_PP(0);
+	ReturnSetInfo *result = (ReturnSetInfo *) fcinfo->resultinfo;
+	uint32		rows,
+				payload_length,
+				xid_nulls,
+				attr_nulls;
+	uint8	   *payload;
+	SegmentReader reader;
+	SegmentReader stamps,
+				ids,
+				xids,
+				attr_lengths,
+				content_lengths;
+	const uint8 *xid_bitmap,
+			   *attr_bitmap;
+	uint64		attr_total = 0,
+				content_total = 0;
+	const uint8 *attr_text,
+			   *content_bytes;
+	uint64		ts = 0,
+				id = 0,
+				xid = 0;
+	MemoryContext row_context,
+				outer;
+	Datum		values[AUDIT_COLUMNS];
+	bool		nulls[AUDIT_COLUMNS];
+
+	InitMaterializedSRF(fcinfo, 0);
+	payload = segment_open(block, SEGMENT_KIND_AUDIT, &rows, &payload_length);
+	reader.cursor = payload;
+	reader.end = payload + payload_length;
+	if (take_varint(&reader) != rows)
+		segment_corrupt("row count differs from the header's");
+
+	/* Walk the columns once to find where each starts and check every length. */
+	stamps = reader;
+	for (uint32 row = 0; row < rows; row++)
+		take_varint(&reader);
+	ids = reader;
+	for (uint32 row = 0; row < rows; row++)
+		take_varint(&reader);
+	xid_bitmap = take_null_bitmap(&reader, rows, &xid_nulls);
+	xids = reader;
+	for (uint32 row = xid_nulls; row < rows; row++)
+		take_varint(&reader);
+	attr_bitmap = take_null_bitmap(&reader, rows, &attr_nulls);
+	attr_lengths = reader;
+	for (uint32 row = attr_nulls; row < rows; row++)
+		attr_total += take_length(&reader, payload_length);
+	content_lengths = reader;
+	for (uint32 row = 0; row < rows; row++)
+		content_total += take_length(&reader, payload_length);
+	attr_text = take_bytes(&reader, attr_total);
+	content_bytes = take_bytes(&reader, content_total);
+	if (reader.cursor != reader.end)
+		segment_corrupt("bytes after the last column");
+
+	row_context = AllocSetContextCreate(CurrentMemoryContext, "shardlog_unpack_audit row",
+										ALLOCSET_DEFAULT_SIZES);
+	memset(nulls, 0, sizeof(nulls));
+	for (uint32 row = 0; row < rows; row++)
+	{
+		uint64		content_length = take_varint(&content_lengths);
+
+		outer = MemoryContextSwitchTo(row_context);
+		ts += (uint64) take_zigzag(&stamps);
+		id += (uint64) take_zigzag(&ids);
+		values[0] = Int32GetDatum((int32) row + 1);
+		values[1] = Int64GetDatum((int64) id);
+		values[2] = TimestampTzGetDatum((TimestampTz) ts);
+		values[3] = content_datum(content_bytes, content_length);
+		content_bytes += content_length;
+		nulls[4] = is_null(attr_bitmap, row);
+		if (!nulls[4])
+		{
+			uint64		attr_length = take_varint(&attr_lengths);
+
+			values[4] = attrs_datum(attr_text, attr_length);
+			attr_text += attr_length;
+		}
+		nulls[5] = is_null(xid_bitmap, row);
+		if (!nulls[5])
+		{
+			xid += (uint64) take_zigzag(&xids);
+			values[5] = FullTransactionIdGetDatum(FullTransactionIdFromU64(xid));
+		}
+		MemoryContextSwitchTo(outer);
+		tuplestore_putvalues(result->setResult, result->setDesc, values, nulls);
+		MemoryContextReset(row_context);
+	}
+	MemoryContextDelete(row_context);
+	pfree(payload);
+	return (Datum) 0;
+}
+
+Datum
+shardlog_block_rows(PG_FUNCTION_ARGS)
+{
+	bytea	   *block = PG_GETARG_BYTEA_P_SLICE(0, 0, SEGMENT_HEADER_SIZE);
+
+	PG_RETURN_INT32((int32) segment_header_rows(block));
+}

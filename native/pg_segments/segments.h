@@ -1,0 +1,39 @@
+/*
+ * segments.h: what the block codec (shardlog_segments.c), the audit columns (audit.c) and the
+ * trigram filter (grams.c) share. The block format is described at the top of shardlog_segments.c.
+ */
+#ifndef SHARDLOG_SEGMENTS_H
+#define SHARDLOG_SEGMENTS_H
+
+#include "postgres.h"
+
+#include "lib/stringinfo.h"
+#include "utils/array.h"
+
+#define SEGMENT_KIND_AUDIT 1
+#define SEGMENT_KIND_FLOW 2
+#define SEGMENT_HEADER_SIZE 16
+
+/* A decoder's view of bytes it must not read past. */
+typedef struct SegmentReader
+{
+	const uint8 *cursor;
+	const uint8 *end;
+} SegmentReader;
+
+extern void segment_corrupt(const char *what) pg_attribute_noreturn();
+
+extern void put_varint(StringInfo out, uint64 value);
+extern void put_zigzag(StringInfo out, int64 value);
+extern uint64 take_varint(SegmentReader *reader);
+extern int64 take_zigzag(SegmentReader *reader);
+extern const uint8 *take_bytes(SegmentReader *reader, uint64 length);
+
+extern bytea *segment_seal(uint8 kind, uint32 rows, StringInfo payload, int level);
+extern uint32 segment_header_rows(bytea *block);
+extern uint8 *segment_open(bytea *block, uint8 kind, uint32 *rows, uint32 *payload_length);
+
+extern Datum *array_elements(ArrayType *array, Oid element_type, const char *argument,
+							 bool **nulls, int *count);
+
+#endif
