@@ -8,17 +8,23 @@ must take its place in the order."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
+import asyncpg
 import httpx
 import orjson
 import pytest
 
 from bench.shard_view import catalog_shards, day_tables, owner_id, shard_sql
+from router.db.names import parse_day_table
+from router.search import sql
+from router.search.query import AuditQuery, Keys, Window
 from tests.integration.test_search import cursor_position, key_of, post
 from tests.support import past_day
 
@@ -189,54 +195,11 @@ def _copy(dsn: str, table: str, ident: int, day: str) -> None:
     )
 
 
-# Until the shardlog_segments extension is installed here: SQL stand-ins of its functions with
-# the same signatures (rows as JSON, contents as the filter), dropped after the module.
-STAND_INS = {
-    "shardlog_pack_audit(bigint[], timestamptz[], text[], jsonb[], xid8[], integer)": """
-        (ids bigint[], ts timestamptz[], contents text[], attrs jsonb[], xids xid8[],
-         level integer DEFAULT 3) RETURNS bytea LANGUAGE sql IMMUTABLE AS $$
-        SELECT convert_to(jsonb_agg(jsonb_build_object('i', i, 't', t, 'c', c, 'a', a,
-            'x', x::text) ORDER BY o)::text, 'UTF8')
-        FROM unnest(ids, ts, contents, attrs, xids) WITH ORDINALITY AS r(i, t, c, a, x, o) $$""",
-    "shardlog_unpack_audit(bytea)": """
-        (block bytea) RETURNS TABLE (ord integer, id bigint, ts timestamptz, content text,
-        attrs jsonb, created_xid xid8) LANGUAGE sql IMMUTABLE AS $$
-        SELECT o::integer, (e->>'i')::bigint, (e->>'t')::timestamptz, e->>'c',
-            CASE WHEN jsonb_typeof(e->'a') = 'null' THEN NULL ELSE e->'a' END, (e->>'x')::xid8
-        FROM jsonb_array_elements(convert_from(block, 'UTF8')::jsonb)
-            WITH ORDINALITY AS r(e, o) $$""",
-    "shardlog_grams(text[], integer)": """
-        (contents text[], bits_per_gram integer DEFAULT 8) RETURNS bytea LANGUAGE sql
-        IMMUTABLE AS $$ SELECT convert_to(lower(array_to_string(contents, E'\\n')), 'UTF8') $$""",
-    "shardlog_may_contain(bytea, text)": """
-        (grams bytea, pattern text) RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
-        SELECT length(pattern) < 3 OR strpos(convert_from(grams, 'UTF8'), lower(pattern)) > 0 $$""",
-}
-
-
 @pytest.fixture(scope="module")
-def segment_codec(api) -> Iterator[None]:
-    dsns = catalog_shards(api).values()
-    installed = shard_sql(
-        next(iter(dsns)),
-        "SELECT count(*) FROM pg_available_extensions WHERE name = 'shardlog_segments'",
-    ).strip()
-    if installed == "1":
-        for dsn in dsns:
-            shard_sql(dsn, "CREATE EXTENSION IF NOT EXISTS shardlog_segments")
-        yield
-        return
-    for dsn in dsns:
-        shard_sql(
-            dsn,
-            "; ".join(
-                f"CREATE FUNCTION {signature.split('(')[0]}{body}"
-                for signature, body in STAND_INS.items()
-            ),
-        )
-    yield
-    for dsn in dsns:
-        shard_sql(dsn, f"DROP FUNCTION {', '.join(STAND_INS)} CASCADE")
+def segment_codec(api) -> None:
+    """The shardlog_segments extension on every shard (make install puts it on the machine)."""
+    for dsn in catalog_shards(api).values():
+        shard_sql(dsn, "CREATE EXTENSION IF NOT EXISTS shardlog_segments")
 
 
 # --- the dataset -------------------------------------------------------------------------------
@@ -268,6 +231,55 @@ def compacted(api, settings, segment_codec) -> dict[str, Any]:
     )
     assert days >= len(owners) + 1
     return {"owners": owners, "late": late, "before": before}
+
+
+def test_a_page_unpacks_the_first_segments_alone(api, compacted) -> None:
+    """The plan the design counts on: the segments in primary-key order, an incremental sort
+    by (seq, ord) under the LIMIT, which stops reading segments once the page is full. On an
+    owner-day of its own, made in SQL (many segments, analysed)."""
+    ident = owner_id(api, "audit", compacted["owners"][1])
+    assert ident is not None
+    shard, tables = next(iter(day_tables(api, "audit", ident).items()))
+    dsn = catalog_shards(api)[shard]
+    heap = parse_day_table(tables[0])
+    assert heap is not None
+    table = replace(heap, owner_id=10**12 + 37, compacted=True)
+    shard_sql(
+        dsn,
+        f"CREATE TABLE {table.quoted} (LIKE {heap.quoted} INCLUDING ALL); "
+        f"INSERT INTO {table.segments} SELECT {table.owner_id}, n, t, n * 50, t, n * 50 + 49, 50, "
+        "shardlog_grams(array_fill('line'::text, ARRAY[50])), shardlog_pack_audit("
+        "ARRAY(SELECT n * 50 + k FROM generate_series(0, 49) AS k), array_fill(t, ARRAY[50]), "
+        "array_fill('line'::text, ARRAY[50]), array_fill(NULL::jsonb, ARRAY[50]), "
+        "array_fill(NULL::xid8, ARRAY[50])) FROM generate_series(0, 999) AS n, "
+        f"LATERAL (SELECT TIMESTAMPTZ '{DAY.isoformat()}' + n * INTERVAL '1 s' AS t) AS at; "
+        f"ANALYZE {table.segments}",
+    )
+    for descending in (False, True):
+        query = AuditQuery(
+            Keys.of(["any"]), Window(DAY, DAY + timedelta(days=1)), (), "substring", "asc"
+        )
+        text, params = sql.page_sql(query, [table], shard, None, descending, 120)
+        plan = asyncio.run(explain(dsn, text, params))
+        nodes = list(walk(plan[0]["Plan"]))
+        assert any(n["Node Type"] == "Incremental Sort" for n in nodes), plan
+        read = [n for n in nodes if n.get("Relation Name") == table.segments.strip('"')]
+        assert read and read[0]["Actual Rows"] <= 4, plan  # of 1,000 segments
+
+
+def walk(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield node
+    for child in node.get("Plans", []):
+        yield from walk(child)
+
+
+async def explain(dsn: str, text: str, params: list[Any]) -> Any:
+    connection = await asyncpg.connect(dsn)
+    try:
+        analysed = await connection.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {text}", *params)
+        return orjson.loads(analysed)
+    finally:
+        await connection.close()
 
 
 # --- the answers -------------------------------------------------------------------------------
