@@ -609,6 +609,34 @@ class RetentionSettings(Section):
     )
 
 
+class CompactionSettings(Section):
+    """Closed days packed into compressed segments (router/compaction, docs/architecture.md
+    "Compacted days"). Run by `shardlog compact`; the router runs no compaction job yet."""
+
+    closed_after_s: float = Field(
+        6 * 3600.0,
+        ge=0,
+        description="Seconds after a UTC day ends before it may be compacted (late writes are "
+        "still taken after it, into the heap).",
+    )
+    clear_after_s: float = Field(
+        120.0,
+        ge=0,
+        description="Seconds between an owner-day's switch to the compacted layout and the "
+        "removal of its heap rows (a search planned before the switch must be done with them).",
+    )
+    segment_rows: int = Field(1000, ge=16, le=65536, description="Most rows per segment.")
+    segment_bytes: int = Field(
+        256 * 1024, ge=4096, le=64 * 1024 * 1024, description="Most bytes of content per segment."
+    )
+    lock_timeout_ms: int = Field(
+        500, ge=1, description="How long a compaction statement waits for a lock per attempt."
+    )
+    attempts: int = Field(5, ge=1, description="Attempts per step before an owner-day fails.")
+    retry_backoff_s: float = Field(0.2, ge=0, description="First pause between attempts.")
+    zstd_level: int = Field(3, ge=1, le=19, description="zstd level of the segments.")
+
+
 class AuthSettings(Section):
     """Who may call /v1 (router/auth). Limits are per token and per router process; a token
     may carry its own."""
@@ -755,6 +783,7 @@ class Settings(BaseSettings):
     report: ReportSettings = ReportSettings()
     tail: TailSettings = TailSettings()
     retention: RetentionSettings = RetentionSettings()
+    compaction: CompactionSettings = CompactionSettings()
     collector: CollectorSettings = CollectorSettings()
     syslog: SyslogSettings = SyslogSettings()
     auth: AuthSettings = AuthSettings()

@@ -15,6 +15,7 @@ from router.cli import (
     catalog,
     cluster,
     collector,
+    compaction,
     exporters,
     lifecycle,
     local_tls,
@@ -35,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in (
-        cluster, catalog, lifecycle, auth, report, tail, exporters, collector, syslog,
+        cluster, catalog, lifecycle, compaction, auth, report, tail, exporters, collector, syslog,
         syslog_senders,
     ):  # fmt: skip
         group.add_parsers(commands)

@@ -23,3 +23,16 @@ CREATE TABLE compacted_days (
 -- tables and views it makes); readers need the snapshot of each compacted owner-day.
 GRANT SELECT ON compacted_days TO shardlog_reader, shardlog_retention;
 GRANT SELECT, INSERT, UPDATE, DELETE ON compacted_days TO shardlog_writer;
+-- The segment tables' views read compacted_days as their owner.
+GRANT SELECT ON compacted_days TO shardlog_tables;
+
+-- The segment codec (native/pg_segments, built and installed by `make install`), where this
+-- server has it: compaction needs it on the shard, reads of compacted days too. A server that
+-- gets it later: `CREATE EXTENSION shardlog_segments` as the shard's superuser (operations.md).
+DO $codec$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'shardlog_segments') THEN
+        CREATE EXTENSION IF NOT EXISTS shardlog_segments;
+    END IF;
+END
+$codec$;

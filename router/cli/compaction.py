@@ -1,0 +1,93 @@
+"""`shardlog compact`: closed audit days packed into segments (docs/architecture.md,
+"Compacted days"; docs/operations.md, "Compaction"), without a running router."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from router.auth import self_audit
+from router.catalog import store
+from router.cli import auth as cli_auth
+from router.cli.lifecycle import Context, parse_day, with_context
+from router.cli.output import output, print_table
+from router.compaction.runner import Compactor, Report, Scope
+from router.errors import BadRequest
+
+EXIT_FAILED = 1
+COLUMNS = ["state", "kind", "owner", "day", "shard", "rows", "heap_bytes", "packed_bytes", "error"]
+
+
+async def _scope(ctx: Context, args: argparse.Namespace) -> Scope:
+    if not args.owner:
+        return Scope(day=args.day)
+    ids = set()
+    for key in args.owner:
+        mapping = await store.get_owner(ctx.metadata, "audit", key)
+        if mapping is None:
+            raise BadRequest(f"no audit owner {key!r}", "owner")
+        ids.add(mapping.id)
+    return Scope(day=args.day, owner_ids=frozenset(ids))
+
+
+def _json(report: Report, keys: dict[int, str]) -> dict[str, Any]:
+    return {
+        "owner_days": [o.to_json(keys) for o in report.owner_days],
+        "unreachable": report.unreachable,
+        "without_codec": report.without_codec,
+    }
+
+
+@with_context
+async def cmd_compact(ctx: Context, args: argparse.Namespace) -> int:
+    compactor = Compactor(ctx.metadata, ctx.pools, ctx.settings.compaction)
+    scope = await _scope(ctx, args)
+    if args.dry_run:
+        report = await compactor.survey(ctx.snapshot, scope)
+    else:
+        report = await compactor.run(ctx.snapshot, scope, clear_now=args.clear_now)
+    keys: dict[int, str] = {}
+    for owner_id in {o.table.owner_id for o in report.owner_days}:
+        mapping = await store.get_owner_by_id(ctx.metadata, "audit", owner_id)
+        if mapping is not None:
+            keys[owner_id] = mapping.key
+    data = _json(report, keys)
+    if not args.dry_run and any(o.steps or o.error for o in report.owner_days):
+        steps = sum(len(o.steps) for o in report.owner_days)
+        async with self_audit.standalone(ctx.settings) as audit:
+            await audit.record(
+                cli_auth.actor(),
+                "compaction.run",
+                f"day {args.day}" if args.day else "closed days",
+                owner_days=len(report.owner_days),
+                steps=steps,
+                failed=len(report.failed),
+            )
+
+    def show() -> None:
+        print_table(data["owner_days"], COLUMNS)
+        for shard in report.without_codec:
+            print(f"shardlog: {shard} lacks the shardlog_segments extension", file=sys.stderr)
+        for shard, why in sorted(report.unreachable.items()):
+            print(f"shardlog: {shard} could not be read: {why}", file=sys.stderr)
+
+    output(args, data, show)
+    return EXIT_FAILED if report.failed else 0
+
+
+def add_parsers(commands: Any) -> None:
+    compact = commands.add_parser(
+        "compact", help="pack closed audit days into compressed segments (or --dry-run: list)"
+    )
+    compact.add_argument("--dry-run", action="store_true", help="list the state; change nothing")
+    compact.add_argument("--day", type=parse_day, help="only this UTC day")
+    compact.add_argument("--owner", action="append", help="only this audit owner (repeatable)")
+    compact.add_argument(
+        "--clear-now",
+        action="store_true",
+        help="clear the heap rows at once instead of SHARDLOG_COMPACTION__CLEAR_AFTER_S after "
+        "the switch (the clear still waits for every transaction reading the heap)",
+    )
+    compact.add_argument("--json", action="store_true", help="print JSON")
+    compact.set_defaults(run=cmd_compact)

@@ -1,0 +1,336 @@
+"""Compaction of closed audit days: copy and verify, switch, clear (docs/architecture.md,
+"Compacted days"). Each step is one transaction and idempotent; the state of every owner-day
+is read back from the registry and the shards before each step, so a run stopped anywhere is
+completed by the next."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+import asyncpg
+
+from router import clock
+from router.catalog.snapshot import CatalogSnapshot
+from router.compaction import plan, statements
+from router.compaction.plan import OwnerDay, Packed, Step
+from router.db import names, roles
+from router.db.connection import Connection
+from router.db.failures import DRIVER_ERRORS, describe
+from router.db.names import DayTable, day_table
+from router.db.pools import ShardPools
+from router.settings import CompactionSettings
+
+log = logging.getLogger(__name__)
+
+CODEC = "shardlog_segments"
+# lock_not_available, serialization_failure, deadlock_detected: worth another attempt.
+_RETRIED = ("55P03", "40001", "40P01")
+
+
+class VerificationFailed(RuntimeError):
+    """The segments did not hold exactly the heap's rows; nothing was kept."""
+
+
+@dataclass(frozen=True)
+class Scope:
+    day: date | None = None
+    owner_ids: frozenset[int] | None = None
+
+
+@dataclass
+class Outcome:
+    """What one owner-day went through in a call: the steps taken and where it stands."""
+
+    shard: str
+    table: DayTable
+    steps: list[Step] = field(default_factory=list)
+    state: Step = "copy"
+    rows: int = 0
+    heap_bytes: int = 0
+    packed_bytes: int = 0
+    error: str | None = None
+
+    def to_json(self, owner_keys: dict[int, str] | None = None) -> dict[str, Any]:
+        return {
+            "kind": self.table.kind,
+            "owner": (owner_keys or {}).get(self.table.owner_id, str(self.table.owner_id)),
+            "day": self.table.day.isoformat(),
+            "shard": self.shard,
+            "steps": list(self.steps),
+            "state": "failed" if self.error else self.state,
+            "rows": self.rows,
+            "heap_bytes": self.heap_bytes,
+            "packed_bytes": self.packed_bytes,
+            "error": self.error,
+        }
+
+
+@dataclass
+class Report:
+    owner_days: list[Outcome] = field(default_factory=list)
+    # Shards that could not be read, and shards without the codec (nothing compacted there).
+    unreachable: dict[str, str] = field(default_factory=dict)
+    without_codec: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[Outcome]:
+        return [o for o in self.owner_days if o.error]
+
+
+class Compactor:
+    def __init__(
+        self, metadata: asyncpg.Pool, pools: ShardPools, settings: CompactionSettings
+    ) -> None:
+        self._metadata = metadata
+        self._pools = pools
+        self._settings = settings
+
+    # --- what there is -------------------------------------------------------------------
+
+    async def survey(self, snapshot: CatalogSnapshot, scope: Scope) -> Report:
+        """Every audit owner-day in scope with its state; nothing changed."""
+        rows = await self._metadata.fetch(
+            "SELECT owner_id, day, shard, layout, "
+            "extract(epoch FROM now() - layout_at)::float8 AS switched_s_ago "
+            "FROM day_tables WHERE kind = 'audit' AND ($1::date IS NULL OR day = $1) "
+            "AND ($2::bigint[] IS NULL OR owner_id = ANY($2)) ORDER BY day, owner_id, shard",
+            scope.day,
+            None if scope.owner_ids is None else sorted(scope.owner_ids),
+        )
+        report = Report()
+        packed: dict[str, dict[tuple[int, date], Packed]] = {}
+        for shard in sorted({row["shard"] for row in rows}):
+            state = snapshot.shards.get(shard)
+            if state is None or state.state == "down":
+                report.unreachable[shard] = "down" if state else "not in the catalog"
+                continue
+            try:
+                packed[shard] = await self._packed(shard)
+            except _CodecMissing:
+                report.without_codec.append(shard)
+            except DRIVER_ERRORS as exc:
+                report.unreachable[shard] = describe(exc)
+        for row in rows:
+            if row["shard"] not in packed:
+                continue
+            table = day_table("audit", row["owner_id"], row["day"])
+            owner_day = OwnerDay(
+                shard=row["shard"],
+                table=table,
+                compacted=row["layout"] == "compacted",
+                switched_s_ago=row["switched_s_ago"],
+                packed=packed[row["shard"]].get((table.owner_id, table.day)),
+            )
+            outcome = Outcome(owner_day.shard, table, state=self._step(owner_day))
+            if owner_day.packed is not None:
+                outcome.rows = owner_day.packed.rows
+                outcome.heap_bytes = owner_day.packed.heap_bytes
+                outcome.packed_bytes = owner_day.packed.packed_bytes
+            report.owner_days.append(outcome)
+        return report
+
+    async def _packed(self, shard: str) -> dict[tuple[int, date], Packed]:
+        async with self._pools.writer(shard).acquire() as connection:
+            if not await connection.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = $1)", CODEC
+            ):
+                raise _CodecMissing(shard)
+            rows = await connection.fetch(
+                "SELECT owner_id, day, segments, rows, heap_bytes, packed_bytes, "
+                "cleared_at IS NOT NULL AS cleared FROM compacted_days WHERE kind = 'audit'"
+            )
+        return {
+            (r["owner_id"], r["day"]): Packed(
+                r["segments"], r["rows"], r["heap_bytes"], r["packed_bytes"], r["cleared"]
+            )
+            for r in rows
+        }
+
+    def _step(self, owner_day: OwnerDay, clear_now: bool = False) -> Step:
+        return plan.next_step(
+            owner_day,
+            clock.now(),
+            self._settings.closed_after_s,
+            self._settings.clear_after_s,
+            clear_now,
+        )
+
+    # --- doing it ------------------------------------------------------------------------
+
+    async def run(self, snapshot: CatalogSnapshot, scope: Scope, clear_now: bool = False) -> Report:
+        """Every owner-day in scope taken as far as it can go now: shards in parallel, the
+        owner-days of one shard one after another."""
+        report = await self.survey(snapshot, scope)
+        by_shard: dict[str, list[Outcome]] = {}
+        for outcome in report.owner_days:
+            by_shard.setdefault(outcome.shard, []).append(outcome)
+
+        async def shard_run(outcomes: Iterable[Outcome]) -> None:
+            for outcome in outcomes:
+                await self._advance(outcome, clear_now)
+
+        await asyncio.gather(*(shard_run(o) for o in by_shard.values()))
+        return report
+
+    async def compact_owner_day(
+        self, table: DayTable, shard: str, *, clear_now: bool = False
+    ) -> Outcome:
+        """One owner-day of one shard taken as far as it can go now (all three steps when it
+        is closed and ``clear_now``): what tests and `shardlog compact --owner` use."""
+        outcome = Outcome(shard, table)
+        await self._advance(outcome, clear_now)
+        return outcome
+
+    async def _advance(self, outcome: Outcome, clear_now: bool) -> None:
+        try:
+            while True:
+                owner_day = await self._read(outcome.shard, outcome.table)
+                step = self._step(owner_day, clear_now)
+                outcome.state = step
+                if owner_day.packed is not None:
+                    outcome.rows = owner_day.packed.rows
+                    outcome.heap_bytes = owner_day.packed.heap_bytes
+                    outcome.packed_bytes = owner_day.packed.packed_bytes
+                if step in ("open", "wait", "done"):
+                    return
+                await self._attempts(step, outcome.shard, outcome.table)
+                outcome.steps.append(step)
+        except (VerificationFailed, _CodecMissing, _Unregistered, *DRIVER_ERRORS) as exc:
+            outcome.error = describe(exc) if not isinstance(exc, VerificationFailed) else str(exc)
+            log.warning(
+                "compaction of %s on %s failed: %s",
+                outcome.table.name,
+                outcome.shard,
+                outcome.error,
+            )
+
+    async def _read(self, shard: str, table: DayTable) -> OwnerDay:
+        row = await self._metadata.fetchrow(
+            "SELECT layout, extract(epoch FROM now() - layout_at)::float8 AS switched_s_ago "
+            "FROM day_tables WHERE kind = $1 AND owner_id = $2 AND day = $3 AND shard = $4",
+            table.kind,
+            table.owner_id,
+            table.day,
+            shard,
+        )
+        if row is None:
+            raise _Unregistered(f"{table.name} on {shard} is not in the registry")
+        packed = (await self._packed(shard)).get((table.owner_id, table.day))
+        return OwnerDay(shard, table, row["layout"] == "compacted", row["switched_s_ago"], packed)
+
+    async def _attempts(self, step: Step, shard: str, table: DayTable) -> None:
+        pause = self._settings.retry_backoff_s
+        for attempt in range(1, self._settings.attempts + 1):
+            try:
+                if step == "copy":
+                    await self._copy(shard, table)
+                elif step == "switch":
+                    await self._switch(shard, table)
+                else:
+                    await self._clear(shard, table)
+                return
+            except asyncpg.PostgresError as exc:
+                if exc.sqlstate not in _RETRIED or attempt == self._settings.attempts:
+                    raise
+            await asyncio.sleep(pause)
+            pause *= 2
+
+    async def _settings_of(self, connection: Connection) -> None:
+        await connection.execute(
+            f"SET LOCAL lock_timeout = {int(self._settings.lock_timeout_ms)}; "
+            "SET LOCAL TimeZone = 'UTC'"
+        )
+
+    async def _copy(self, shard: str, table: DayTable) -> None:
+        async with self._pools.writer(shard).acquire() as connection:
+            await self._segment_table(connection, table)
+            async with connection.transaction(isolation="repeatable_read"):
+                await self._settings_of(connection)
+                await connection.execute(
+                    statements.copy_sql(table),
+                    table.owner_id,
+                    self._settings.segment_rows,
+                    self._settings.segment_bytes,
+                    self._settings.zstd_level,
+                )
+                await connection.execute(statements.record_sql(table), table.owner_id, table.day)
+                heap = await connection.fetchrow(
+                    "SELECT rows, checksum FROM compacted_days "
+                    "WHERE kind = $1 AND owner_id = $2 AND day = $3",
+                    table.kind,
+                    table.owner_id,
+                    table.day,
+                )
+                packed = await connection.fetchrow(statements.verify_sql(table), table.owner_id)
+                assert heap is not None and packed is not None
+                if (packed["n"], packed["checksum"]) != (heap["rows"], heap["checksum"]):
+                    raise VerificationFailed(
+                        f"{table.name} on {shard}: the segments hold {packed['n']} rows "
+                        f"(checksum {packed['checksum']}), the heap {heap['rows']} "
+                        f"(checksum {heap['checksum']}); nothing was kept"
+                    )
+                await connection.execute(f"SET LOCAL ROLE {roles.TABLES}")
+                await connection.execute(statements.view_ddl(table))
+                await connection.execute(statements.view_grant(table))
+
+    async def _segment_table(self, connection: Connection, table: DayTable) -> None:
+        """The day's segment table, made once however many compactions start together."""
+        async with connection.transaction():
+            await connection.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended($1, 37))", table.segments
+            )
+            if await connection.fetchval("SELECT to_regclass($1) IS NOT NULL", table.segments):
+                return
+            await connection.execute(f"SET LOCAL ROLE {roles.TABLES}")
+            for statement in statements.segment_table_ddl(table):
+                await connection.execute(statement)
+
+    async def _switch(self, shard: str, table: DayTable) -> None:
+        """The registry says compacted; the coordinator's foreign table reads the view."""
+        async with self._metadata.acquire() as connection, connection.transaction():
+            await connection.execute(
+                "UPDATE day_tables SET layout = 'compacted', layout_at = now() "
+                "WHERE kind = $1 AND owner_id = $2 AND day = $3 AND shard = $4",
+                table.kind,
+                table.owner_id,
+                table.day,
+                shard,
+            )
+            child = names.foreign_table(table, shard)
+            view = names.quote_literal(f"{table.name}_all")
+            await connection.execute(
+                f"ALTER FOREIGN TABLE IF EXISTS {child} OPTIONS (SET table_name {view})"
+            )
+
+    async def _clear(self, shard: str, table: DayTable) -> None:
+        """The heap rows the copy saw removed, under a lock that waits for every transaction
+        still reading the heap (a plan made before the switch among them)."""
+        async with self._pools.writer(shard).acquire() as connection, connection.transaction():
+            await self._settings_of(connection)
+            await connection.execute(f"LOCK TABLE {table.quoted} IN ACCESS EXCLUSIVE MODE")
+            late_rows = bool(await connection.fetchval(statements.late_rows_sql(table)))
+            await connection.execute(statements.clear_sql(table, late_rows))
+            await connection.execute(
+                "UPDATE compacted_days SET cleared_at = now() "
+                "WHERE kind = $1 AND owner_id = $2 AND day = $3",
+                table.kind,
+                table.owner_id,
+                table.day,
+            )
+
+
+class _CodecMissing(RuntimeError):
+    def __init__(self, shard: str) -> None:
+        super().__init__(
+            f"{shard} lacks the {CODEC} extension (make install; then CREATE EXTENSION "
+            f"{CODEC} as the shard's superuser)"
+        )
+
+
+class _Unregistered(RuntimeError):
+    pass
