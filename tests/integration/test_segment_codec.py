@@ -56,6 +56,16 @@ async def shard(cluster: LocalCluster) -> AsyncIterator[asyncpg.Connection]:
 
 Row = tuple[int, str, str, str | None, int | None]
 
+
+def examples(count: int) -> Any:
+    """Hypothesis settings for a test on the module's connection."""
+    return settings(
+        max_examples=count,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+
+
 TEXTS = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"], exclude_characters="\0"))
 
 
@@ -114,9 +124,7 @@ async def assert_round_trip(shard: asyncpg.Connection, rows: list[Row]) -> None:
     assert block_rows == len(rows)
 
 
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@examples(60)
 @given(rows=ROWS)
 async def test_unpack_gives_back_what_was_packed(
     shard: asyncpg.Connection, rows: list[Row]
@@ -227,9 +235,7 @@ def swap_ascii_case(text: str) -> str:
     return "".join(c.swapcase() if c in string.ascii_letters else c for c in text)
 
 
-@settings(
-    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@examples(80)
 @given(contents=st.lists(TEXTS, min_size=1, max_size=8), data=st.data())
 async def test_the_filter_never_rejects_a_present_pattern(
     shard: asyncpg.Connection, contents: list[str], data: st.DataObject
@@ -417,9 +423,7 @@ MICROROWS = st.lists(
 )
 
 
-@settings(
-    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@examples(50)
 @given(rows=MICROROWS)
 async def test_a_block_made_by_the_description_unpacks(
     shard: asyncpg.Connection, rows: list[Microrow]
@@ -450,9 +454,7 @@ async def test_a_block_made_by_the_description_unpacks(
     ]
 
 
-@settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@examples(300)
 @given(rows=MICROROWS, data=st.data())
 async def test_a_crafted_payload_is_refused_or_read_in_bounds(
     shard: asyncpg.Connection, rows: list[Microrow], data: st.DataObject
