@@ -298,6 +298,8 @@ shardlog_unpack_audit(PG_FUNCTION_ARGS)
 
 		outer = MemoryContextSwitchTo(row_context);
 		ts += (uint64) take_zigzag(&stamps);
+		if (!TIMESTAMP_NOT_FINITE((TimestampTz) ts) && !IS_VALID_TIMESTAMP((TimestampTz) ts))
+			segment_corrupt("ts out of range");
 		id += (uint64) take_zigzag(&ids);
 		values[0] = Int32GetDatum((int32) row + 1);
 		values[1] = Int64GetDatum((int64) id);

@@ -43,6 +43,11 @@ ARRAYS = """
                 $5::text[]::xid8[]) WITH ORDINALITY AS a (id, ts, content, attrs, xid, ord)
     ORDER BY a.ord
 """
+# Every column as text: an instant PostgreSQL accepts may lie beyond Python's datetime.
+AS_TEXT = """
+    SELECT ord, id, ts::text, content, attrs::text, created_xid::text
+    FROM shardlog_unpack_audit($1)
+"""
 GRAMS_PROBE = "SELECT shardlog_may_contain(shardlog_grams($1::text[]), p) FROM unnest($2::text[]) p"
 
 
@@ -475,7 +480,12 @@ async def test_a_crafted_payload_is_refused_or_read_in_bounds(
         st.sampled_from([len(rows), len(rows) + 1, max(len(rows) - 1, 0), 2**31 - 1])
     )
     with contextlib.suppress(asyncpg.DataCorruptedError):
-        await shard.fetch(
-            "SELECT * FROM shardlog_unpack_audit($1)", raw_block(declared, bytes(payload))
-        )
+        await shard.fetch(AS_TEXT, raw_block(declared, bytes(payload)))
     assert await shard.fetchval("SELECT 1") == 1
+
+
+async def test_an_instant_beyond_timestamptz_is_refused(shard: asyncpg.Connection) -> None:
+    infinities = [(1, -(2**63), "x", None, None), (2, 2**63 - 1, "y", None, None)]
+    unpacked = await shard.fetch(AS_TEXT, raw_block(2, audit_payload(infinities)))
+    assert [row["ts"] for row in unpacked] == ["-infinity", "infinity"]
+    await assert_refused(shard, raw_block(1, audit_payload([(1, -(2**62), "x", None, None)])))
