@@ -24,39 +24,6 @@ PG_FUNCTION_INFO_V1(shardlog_block_rows);
 
 #define AUDIT_COLUMNS 6
 
-static void
-require_length(int count, int rows, const char *argument)
-{
-	if (count != rows)
-		ereport(ERROR,
-				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-				 errmsg("%s has %d elements, ids has %d", argument, count, rows)));
-}
-
-static void
-require_no_nulls(const bool *nulls, int rows, const char *argument)
-{
-	for (int row = 0; row < rows; row++)
-		if (nulls[row])
-			ereport(ERROR,
-					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("%s[%d] is NULL", argument, row + 1)));
-}
-
-static void
-put_null_bitmap(StringInfo out, const bool *nulls, int rows)
-{
-	for (int start = 0; start < rows; start += 8)
-	{
-		uint8		byte = 0;
-
-		for (int bit = 0; bit < 8 && start + bit < rows; bit++)
-			if (nulls[start + bit])
-				byte |= (uint8) (1 << bit);
-		appendStringInfoChar(out, (char) byte);
-	}
-}
-
 Datum
 shardlog_pack_audit(PG_FUNCTION_ARGS)
 {
@@ -159,21 +126,6 @@ shardlog_pack_audit(PG_FUNCTION_ARGS)
 	PG_RETURN_BYTEA_P(segment_seal(SEGMENT_KIND_AUDIT, (uint32) rows, &payload, level));
 }
 
-/* A null bitmap of `rows` bits; the count of NULLs through the pointer. */
-static const uint8 *
-take_null_bitmap(SegmentReader *reader, uint32 rows, uint32 *null_count)
-{
-	const uint8 *bitmap = take_bytes(reader, ((uint64) rows + 7) / 8);
-
-	*null_count = 0;
-	for (uint32 row = 0; row < rows; row++)
-		if (bitmap[row / 8] & (1 << (row % 8)))
-			(*null_count)++;
-	if (rows % 8 != 0 && (bitmap[rows / 8] >> (rows % 8)) != 0)
-		segment_corrupt("bits past the last row");
-	return bitmap;
-}
-
 /* A length, at most the payload's (so that at most 2^30 of them cannot wrap a 64-bit sum). */
 static uint64
 take_length(SegmentReader *reader, uint32 payload_length)
@@ -223,12 +175,6 @@ attrs_datum(const uint8 *bytes, uint64 length)
 	return value;
 }
 
-static inline bool
-is_null(const uint8 *bitmap, uint32 row)
-{
-	return (bitmap[row / 8] & (1 << (row % 8))) != 0;
-}
-
 Datum
 shardlog_unpack_audit(PG_FUNCTION_ARGS)
 {
@@ -238,7 +184,6 @@ shardlog_unpack_audit(PG_FUNCTION_ARGS)
 				payload_length,
 				xid_nulls,
 				attr_nulls;
-	uint8	   *payload;
 	SegmentReader reader;
 	SegmentReader stamps,
 				ids,
@@ -260,11 +205,8 @@ shardlog_unpack_audit(PG_FUNCTION_ARGS)
 	bool		nulls[AUDIT_COLUMNS];
 
 	InitMaterializedSRF(fcinfo, 0);
-	payload = segment_open(block, SEGMENT_KIND_AUDIT, &rows, &payload_length);
-	reader.cursor = payload;
-	reader.end = payload + payload_length;
-	if (take_varint(&reader) != rows)
-		segment_corrupt("row count differs from the header's");
+	reader = segment_payload(block, SEGMENT_KIND_AUDIT, &rows);
+	payload_length = (uint32) (reader.end - reader.cursor);
 
 	/* Walk the columns once to find where each starts and check every length. */
 	stamps = reader;
@@ -298,6 +240,8 @@ shardlog_unpack_audit(PG_FUNCTION_ARGS)
 
 		outer = MemoryContextSwitchTo(row_context);
 		ts += (uint64) take_zigzag(&stamps);
+		if (!TIMESTAMP_NOT_FINITE((TimestampTz) ts) && !IS_VALID_TIMESTAMP((TimestampTz) ts))
+			segment_corrupt("ts out of range");
 		id += (uint64) take_zigzag(&ids);
 		values[0] = Int32GetDatum((int32) row + 1);
 		values[1] = Int64GetDatum((int64) id);
@@ -323,7 +267,6 @@ shardlog_unpack_audit(PG_FUNCTION_ARGS)
 		MemoryContextReset(row_context);
 	}
 	MemoryContextDelete(row_context);
-	pfree(payload);
 	return (Datum) 0;
 }
 

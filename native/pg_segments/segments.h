@@ -32,6 +32,19 @@ extern const uint8 *take_bytes(SegmentReader *reader, uint64 length);
 extern bytea *segment_seal(uint8 kind, uint32 rows, StringInfo payload, int level);
 extern uint32 segment_header_rows(bytea *block);
 extern uint8 *segment_open(bytea *block, uint8 kind, uint32 *rows, uint32 *payload_length);
+extern SegmentReader segment_payload(bytea *block, uint8 kind, uint32 *rows);
+
+extern void require_length(int count, int rows, const char *argument);
+extern void require_no_nulls(const bool *nulls, int rows, const char *argument);
+extern void put_null_bitmap(StringInfo out, const bool *nulls, int rows);
+extern const uint8 *take_null_bitmap(SegmentReader *reader, uint32 rows, uint32 *null_count);
+extern bool is_null(const uint8 *bitmap, uint32 row);
+extern void put_int64_column(StringInfo out, const int64 *values, const bool *nulls, int rows,
+							 bool delta);
+extern int64 *take_int64_column(SegmentReader *reader, uint32 rows, bool nullable, bool delta,
+								bool **nulls);
+extern void check_column_range(const int64 *values, const bool *nulls, uint32 rows, int64 low,
+							   int64 high, const char *column);
 
 extern Datum *array_elements(ArrayType *array, Oid element_type, const char *argument,
 							 bool **nulls, int *count);

@@ -249,6 +249,20 @@ segment_open(bytea *block, uint8 kind, uint32 *rows, uint32 *payload_length)
 	return payload;
 }
 
+/* A reader over a block's payload, past the row count it repeats (checked against the header). */
+SegmentReader
+segment_payload(bytea *block, uint8 kind, uint32 *rows)
+{
+	uint32		payload_length;
+	SegmentReader reader;
+
+	reader.cursor = segment_open(block, kind, rows, &payload_length);
+	reader.end = reader.cursor + payload_length;
+	if (take_varint(&reader) != *rows)
+		segment_corrupt("row count differs from the header's");
+	return reader;
+}
+
 /* The elements of a one-dimensional array argument (an error naming the argument otherwise). */
 Datum *
 array_elements(ArrayType *array, Oid element_type, const char *argument, bool **nulls, int *count)

@@ -43,6 +43,11 @@ ARRAYS = """
                 $5::text[]::xid8[]) WITH ORDINALITY AS a (id, ts, content, attrs, xid, ord)
     ORDER BY a.ord
 """
+# Every column as text: an instant PostgreSQL accepts may lie beyond Python's datetime.
+AS_TEXT = """
+    SELECT ord, id, ts::text, content, attrs::text, created_xid::text
+    FROM shardlog_unpack_audit($1)
+"""
 GRAMS_PROBE = "SELECT shardlog_may_contain(shardlog_grams($1::text[]), p) FROM unnest($2::text[]) p"
 
 
@@ -55,6 +60,16 @@ async def shard(cluster: LocalCluster) -> AsyncIterator[asyncpg.Connection]:
 
 
 Row = tuple[int, str, str, str | None, int | None]
+
+
+def examples(count: int) -> Any:
+    """Hypothesis settings for a test on the module's connection."""
+    return settings(
+        max_examples=count,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture],
+    )
+
 
 TEXTS = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"], exclude_characters="\0"))
 
@@ -114,9 +129,7 @@ async def assert_round_trip(shard: asyncpg.Connection, rows: list[Row]) -> None:
     assert block_rows == len(rows)
 
 
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@examples(60)
 @given(rows=ROWS)
 async def test_unpack_gives_back_what_was_packed(
     shard: asyncpg.Connection, rows: list[Row]
@@ -227,9 +240,7 @@ def swap_ascii_case(text: str) -> str:
     return "".join(c.swapcase() if c in string.ascii_letters else c for c in text)
 
 
-@settings(
-    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@examples(80)
 @given(contents=st.lists(TEXTS, min_size=1, max_size=8), data=st.data())
 async def test_the_filter_never_rejects_a_present_pattern(
     shard: asyncpg.Connection, contents: list[str], data: st.DataObject
@@ -417,9 +428,7 @@ MICROROWS = st.lists(
 )
 
 
-@settings(
-    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@examples(50)
 @given(rows=MICROROWS)
 async def test_a_block_made_by_the_description_unpacks(
     shard: asyncpg.Connection, rows: list[Microrow]
@@ -450,9 +459,7 @@ async def test_a_block_made_by_the_description_unpacks(
     ]
 
 
-@settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@examples(300)
 @given(rows=MICROROWS, data=st.data())
 async def test_a_crafted_payload_is_refused_or_read_in_bounds(
     shard: asyncpg.Connection, rows: list[Microrow], data: st.DataObject
@@ -473,7 +480,12 @@ async def test_a_crafted_payload_is_refused_or_read_in_bounds(
         st.sampled_from([len(rows), len(rows) + 1, max(len(rows) - 1, 0), 2**31 - 1])
     )
     with contextlib.suppress(asyncpg.DataCorruptedError):
-        await shard.fetch(
-            "SELECT * FROM shardlog_unpack_audit($1)", raw_block(declared, bytes(payload))
-        )
+        await shard.fetch(AS_TEXT, raw_block(declared, bytes(payload)))
     assert await shard.fetchval("SELECT 1") == 1
+
+
+async def test_an_instant_beyond_timestamptz_is_refused(shard: asyncpg.Connection) -> None:
+    infinities = [(1, -(2**63), "x", None, None), (2, 2**63 - 1, "y", None, None)]
+    unpacked = await shard.fetch(AS_TEXT, raw_block(2, audit_payload(infinities)))
+    assert [row["ts"] for row in unpacked] == ["-infinity", "infinity"]
+    await assert_refused(shard, raw_block(1, audit_payload([(1, -(2**62), "x", None, None)])))
