@@ -1,0 +1,204 @@
+"""The compaction engine (docs/architecture.md, "Compacted days"): a closed audit day is
+copied into segments under one snapshot and verified, switched in the registry, and its heap
+cleared; each step leaves the owner-day whole, a stop between steps is completed by the next
+run, a late write is stored once and found, and a copy that does not verify keeps nothing.
+Rows are written through the router and read back through its search; the oracle is the list
+of rows written."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import httpx
+import pytest
+
+from bench.shard_view import catalog_shards, day_tables, owner_id, shard_sql
+from router.cli.lifecycle import context
+from router.compaction import statements
+from router.compaction.runner import Compactor
+from router.db.names import parse_day_table
+from router.settings import Settings
+from tests.integration.test_search import post
+from tests.support import clock_now, past_day, run_cli
+
+DAY = past_day(4, 0)
+WINDOW = {"from": DAY.isoformat(), "to": (DAY + timedelta(days=1)).isoformat()}
+
+
+def write(api: httpx.Client, owner: str, n: int, first: int = 0) -> list[str]:
+    """``n`` rows of ``owner`` over the day, in several requests (so on several shards)."""
+    contents = [
+        f"{owner} line {i} {'rare' if i % 17 == 0 else 'plain'}" for i in range(first, first + n)
+    ]
+    records = [
+        {"owner": owner, "ts": (DAY + timedelta(seconds=37 * i)).isoformat(), "content": c}
+        for i, c in zip(range(first, first + n), contents, strict=True)
+    ]
+    for start in range(0, n, 50):
+        post(api, "/v1/audit", records[start : start + 50])
+    return contents
+
+
+def found(api: httpx.Client, owner: str, **params: Any) -> list[str]:
+    """Every content the router's search returns for ``owner`` on the day, page after page."""
+    contents: list[str] = []
+    cursor = None
+    while True:
+        query = {"owner": owner, **WINDOW, "limit": 40, **params}
+        if cursor:
+            query["cursor"] = cursor
+        response = api.get("/v1/audit/search", params=query)
+        assert response.status_code == 200, response.text
+        page = response.json()
+        contents += [item["content"] for item in page["items"]]
+        cursor = page.get("next_cursor")
+        if not cursor:
+            return contents
+
+
+def counted(api: httpx.Client, owner: str) -> int:
+    response = api.get(
+        "/v1/audit/search", params={"owner": owner, **WINDOW, "count": "exact", "limit": 1}
+    )
+    assert response.status_code == 200, response.text
+    return int(response.json()["count"]["value"])
+
+
+def compact(settings: Settings, *args: str) -> dict[str, Any]:
+    result = run_cli(settings, "compact", "--json", *args)
+    assert result.returncode in (0, 1), result.stderr
+    return dict(json.loads(result.stdout))
+
+
+def heap_rows(api: httpx.Client, owner: str) -> int:
+    ident = owner_id(api, "audit", owner)
+    assert ident is not None
+    dsns = catalog_shards(api)
+    return sum(
+        int(shard_sql(dsns[shard], f"SELECT count(*) FROM {table}"))
+        for shard, tables in day_tables(api, "audit", ident).items()
+        for table in tables
+    )
+
+
+@pytest.fixture
+def owner() -> Iterator[str]:
+    yield f"compact-{uuid.uuid4().hex[:10]}"
+
+
+def states(report: dict[str, Any], owner: str) -> set[str]:
+    return {o["state"] for o in report["owner_days"] if o["owner"] == owner}
+
+
+def test_a_closed_day_is_copied_switched_and_cleared(api, settings, owner) -> None:
+    written = write(api, owner, 230)
+    listed = compact(settings, "--dry-run", "--owner", owner)
+    assert states(listed, owner) == {"copy"}
+    assert heap_rows(api, owner) == 230  # a dry run changes nothing
+
+    done = compact(settings, "--owner", owner, "--day", DAY.date().isoformat(), "--clear-now")
+    days = [o for o in done["owner_days"] if o["owner"] == owner]
+    assert days and all(o["steps"] == ["copy", "switch", "clear"] for o in days), days
+    assert {o["state"] for o in days} == {"done"}
+    assert sum(o["rows"] for o in days) == 230
+    assert all(0 < o["packed_bytes"] < o["heap_bytes"] for o in days)
+    assert heap_rows(api, owner) == 0
+    assert sorted(found(api, owner)) == sorted(written)
+    assert found(api, owner, q="rare") == [c for c in written if "rare" in c]
+    assert counted(api, owner) == 230
+    # Done is done: another run takes no step.
+    again = compact(settings, "--owner", owner)
+    assert all(not o["steps"] for o in again["owner_days"]) and states(again, owner) == {"done"}
+
+
+def test_a_day_that_has_not_closed_is_left_alone(api, settings, owner) -> None:
+    today = clock_now().replace(minute=0, second=0, microsecond=0)
+    post(api, "/v1/audit", [{"owner": owner, "ts": today.isoformat(), "content": "today"}])
+    report = compact(settings, "--owner", owner, "--clear-now")
+    assert states(report, owner) == {"open"}
+    assert all(not o["steps"] for o in report["owner_days"])
+
+
+def test_each_stop_between_steps_keeps_every_row_once(api, settings, owner) -> None:
+    """A run stopped after the copy, then after the switch: the search answers the same at
+    each stop, and the next run completes the owner-day."""
+    written = sorted(write(api, owner, 120))
+    ident = owner_id(api, "audit", owner)
+    assert ident is not None
+    located = [
+        (shard, parse_day_table(name))
+        for shard, names in day_tables(api, "audit", ident).items()
+        for name in names
+    ]
+
+    async def copy_only() -> None:
+        async with context(settings) as ctx:
+            compactor = Compactor(ctx.metadata, ctx.pools, settings.compaction)
+            for shard, table in located:
+                assert table is not None
+                await compactor._attempts("copy", shard, table)
+
+    asyncio.run(copy_only())
+    # Copied, not switched: the rows are in the heap and the segments; searches read the heap.
+    assert states(compact(settings, "--dry-run", "--owner", owner), owner) == {"switch"}
+    assert sorted(found(api, owner)) == written and counted(api, owner) == 120
+
+    # Switched, not cleared (the clear waits CLEAR_AFTER_S): searches read the segments and
+    # only the heap rows the copy did not see.
+    assert states(compact(settings, "--owner", owner), owner) == {"wait"}
+    assert heap_rows(api, owner) == 120
+    assert sorted(found(api, owner)) == written and counted(api, owner) == 120
+
+    late = write(api, owner, 3, first=1000)  # late rows, after the switch
+    assert sorted(found(api, owner)) == sorted(written + late) and counted(api, owner) == 123
+
+    assert states(compact(settings, "--owner", owner, "--clear-now"), owner) == {"done"}
+    assert heap_rows(api, owner) == 3  # the late rows stay in the heap, and are found
+    assert sorted(found(api, owner)) == sorted(written + late) and counted(api, owner) == 123
+    assert found(api, owner, order="desc") == sorted(
+        found(api, owner), key=lambda c: -int(c.split()[2])
+    )
+
+
+def test_a_copy_that_does_not_verify_keeps_nothing(api, settings, owner, monkeypatch) -> None:
+    written = sorted(write(api, owner, 40))
+    ident = owner_id(api, "audit", owner)
+    assert ident is not None
+    shard, names = next(iter(day_tables(api, "audit", ident).items()))
+    table = parse_day_table(names[0])
+    assert table is not None
+    honest = statements.copy_sql
+
+    def losing_one(table_: Any) -> str:  # a codec that would lose the day's last row
+        return honest(table_).replace(
+            f"FROM {table_.quoted} WINDOW",
+            f"FROM {table_.quoted} WHERE id <> (SELECT max(id) FROM {table_.quoted}) WINDOW",
+        )
+
+    monkeypatch.setattr(statements, "copy_sql", losing_one)
+
+    async def attempt() -> Any:
+        async with context(settings) as ctx:
+            return await Compactor(ctx.metadata, ctx.pools, settings.compaction).compact_owner_day(
+                table, shard, clear_now=True
+            )
+
+    outcome = asyncio.run(attempt())
+    assert outcome.error and "nothing was kept" in outcome.error
+    assert not outcome.steps
+    dsn = catalog_shards(api)[shard]
+    assert (
+        shard_sql(dsn, f"SELECT count(*) FROM compacted_days WHERE owner_id = {ident}").strip()
+        == "0"
+    )
+    assert states(compact(settings, "--dry-run", "--owner", owner), owner) == {"copy"}
+    assert sorted(found(api, owner)) == written
+
+    monkeypatch.setattr(statements, "copy_sql", honest)
+    assert states(compact(settings, "--owner", owner, "--clear-now"), owner) == {"done"}
+    assert sorted(found(api, owner)) == written
