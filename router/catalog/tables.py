@@ -11,6 +11,7 @@ from datetime import date
 import asyncpg
 
 from router.catalog.snapshot import Shard
+from router.compaction import registry
 from router.db.connection import Connection
 from router.db.names import DayTable, Kind, day_table, parse_day_table
 from router.db.pools import CoordinatorLogin
@@ -97,6 +98,13 @@ async def sync(
             )
         for kind, owner_id, day in have:
             await fdw.attach(meta, day_table(kind, owner_id, day), shard, login)
+        # What the shard compacted, the registry reads as compacted (and the coordinator
+        # through the owner-day's view), whatever the entry said.
+        for row in await connection.fetch("SELECT kind, owner_id, day FROM compacted_days"):
+            if (row["kind"], row["owner_id"], row["day"]) in have:
+                await registry.switch_in(
+                    meta, day_table(row["kind"], row["owner_id"], row["day"]), shard.name
+                )
         await fdw.refresh_login(meta, shard.name, login)
         for kind, owner_id, day in stale:
             await meta.execute(

@@ -16,9 +16,9 @@ import asyncpg
 
 from router import clock
 from router.catalog.snapshot import CatalogSnapshot
-from router.compaction import plan, statements
+from router.compaction import plan, registry, statements
 from router.compaction.plan import OwnerDay, Packed, Step
-from router.db import names, roles
+from router.db import roles
 from router.db.connection import Connection
 from router.db.failures import DRIVER_ERRORS, describe
 from router.db.names import DayTable, day_table
@@ -291,21 +291,7 @@ class Compactor:
                 await connection.execute(statement)
 
     async def _switch(self, shard: str, table: DayTable) -> None:
-        """The registry says compacted; the coordinator's foreign table reads the view."""
-        async with self._metadata.acquire() as connection, connection.transaction():
-            await connection.execute(
-                "UPDATE day_tables SET layout = 'compacted', layout_at = now() "
-                "WHERE kind = $1 AND owner_id = $2 AND day = $3 AND shard = $4",
-                table.kind,
-                table.owner_id,
-                table.day,
-                shard,
-            )
-            child = names.foreign_table(table, shard)
-            view = names.quote_literal(f"{table.name}_all")
-            await connection.execute(
-                f"ALTER FOREIGN TABLE IF EXISTS {child} OPTIONS (SET table_name {view})"
-            )
+        await registry.switch(self._metadata, table, shard)
 
     async def _clear(self, shard: str, table: DayTable) -> None:
         """The heap rows the copy saw removed, under a lock that waits for every transaction

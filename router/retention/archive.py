@@ -99,6 +99,13 @@ async def columns_of(connection: Connection, table: DayTable) -> list[str]:
     return [r["attname"] for r in rows if r["attname"] != ddl.CREATED_XID]
 
 
+async def readable(connection: Connection, table: DayTable) -> str:
+    """Where a day table's rows are read whole on its shard: its view once it is compacted
+    (docs/architecture.md, "Compacted days"), else the table."""
+    compacted = await connection.fetchval("SELECT to_regclass($1) IS NOT NULL", table.all_view)
+    return table.all_view if compacted else table.quoted
+
+
 async def write(
     connection: Connection,
     table: DayTable,
@@ -108,8 +115,10 @@ async def write(
     level: int,
 ) -> Manifest:
     """Export the table (the caller holds a lock that keeps writers out) and verify that the
-    file holds exactly the rows the table has."""
-    expected = await connection.fetchval(f"SELECT count(*) FROM {table.quoted}")
+    file holds exactly the rows the table has. A compacted owner-day is read through its view
+    (its segments and its late heap rows): the same lines a heap gives."""
+    source = await readable(connection, table)
+    expected = await connection.fetchval(f"SELECT count(*) FROM {source}")
     columns = await columns_of(connection, table)
     target = data_path(archive_dir, table, shard)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -124,8 +133,10 @@ async def write(
                 lines += chunk.count(b"\n")
                 gz.write(chunk)
 
-            await connection.copy_from_table(
-                table.name, columns=columns, output=sink, format="text"
+            await connection.copy_from_query(
+                f"SELECT {', '.join(quote_ident(c) for c in columns)} FROM {source}",
+                output=sink,
+                format="text",
             )
         raw.flush()
         os.fsync(raw.fileno())

@@ -20,6 +20,7 @@ import asyncpg
 
 from router.catalog import tables as day_tables
 from router.catalog.snapshot import CatalogSnapshot
+from router.compaction.registry import switch as compaction_switch
 from router.db.connection import Connection
 from router.db.failures import DRIVER_ERRORS, describe
 from router.db.names import DayTable
@@ -56,6 +57,10 @@ EXACT_COUNT_MAX_BYTES = 8 * 2**20
 
 
 async def _row_count(connection: Connection, table: DayTable) -> int:
+    source = await archive.readable(connection, table)
+    if source != table.quoted:
+        counted: int = await connection.fetchval(f"SELECT count(*) FROM {source}")
+        return counted
     size: int = await connection.fetchval("SELECT pg_relation_size($1::regclass)", table.quoted)
     if size <= EXACT_COUNT_MAX_BYTES:
         exact: int = await connection.fetchval(f"SELECT count(*) FROM {table.quoted}")
@@ -81,17 +86,19 @@ async def _cancel_autovacuum_sooner(connection: Connection, lock_timeout_ms: int
         await connection.execute(f"SET LOCAL deadlock_timeout = '{wait_ms}ms'")
 
 
-async def forget(metadata: asyncpg.Pool, table: DayTable, shard: str) -> None:
-    """Remove a table from the registry and the fdw coordinator."""
+async def forget(metadata: asyncpg.Pool, table: DayTable, shard: str) -> str | None:
+    """Remove a table from the registry and the fdw coordinator; its layout, if it was there."""
     async with metadata.acquire() as connection, connection.transaction():
-        await connection.execute(
-            "DELETE FROM day_tables WHERE kind = $1 AND owner_id = $2 AND day = $3 AND shard = $4",
+        layout: str | None = await connection.fetchval(
+            "DELETE FROM day_tables WHERE kind = $1 AND owner_id = $2 AND day = $3 AND shard = $4 "
+            "RETURNING layout",
             table.kind,
             table.owner_id,
             table.day,
             shard,
         )
         await fdw.detach(connection, table, shard)
+    return layout
 
 
 class Dropper:
@@ -111,7 +118,7 @@ class Dropper:
         archive_first: bool = False,
     ) -> Dropped:
         try:
-            await forget(self._metadata, table, shard)
+            layout = await forget(self._metadata, table, shard)
         except _ERRORS as exc:
             return Dropped("failed", error=f"metadata: {describe(exc)}")
         result = await self._drop_with_retries(table, shard, owner, archive_first)
@@ -121,6 +128,8 @@ class Dropper:
                 await day_tables.record(
                     self._metadata, table, known, self._pools.coordinator_login(known.dsn)
                 )
+                if layout == "compacted":
+                    await compaction_switch(self._metadata, table, shard)
             except _ERRORS as exc:
                 log.warning(
                     "%s on %s was not dropped and could not be re-registered: %s "
@@ -186,7 +195,12 @@ class Dropper:
                     await connection.execute(_LOCK, table.quoted, "ACCESS EXCLUSIVE")
                     rows = await _row_count(connection, table)
                 size: int = await connection.fetchval(
-                    "SELECT pg_total_relation_size($1::regclass)", table.quoted
+                    "SELECT pg_total_relation_size($1::regclass) + coalesce((SELECT packed_bytes "
+                    "FROM compacted_days WHERE kind = $2 AND owner_id = $3 AND day = $4), 0)",
+                    table.quoted,
+                    table.kind,
+                    table.owner_id,
+                    table.day,
                 )
                 await connection.execute(_DROP, table.quoted)
             except asyncpg.LockNotAvailableError:

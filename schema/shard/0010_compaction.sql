@@ -36,3 +36,47 @@ BEGIN
     END IF;
 END
 $codec$;
+
+-- Retention drops a compacted owner-day whole: its view, its segments (and the day's segment
+-- table once it holds no owner's any more), its compacted_days row, then its heap. Still
+-- only day tables, and still only through this function (0003).
+GRANT DELETE ON compacted_days TO shardlog_tables;
+
+CREATE OR REPLACE FUNCTION shardlog_drop_day_table(day_table regclass) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $function$
+DECLARE
+    name     text;
+    parts    text[];
+    day_kind text;
+    day_of   date;
+    segments regclass;
+BEGIN
+    SELECT c.relname INTO name FROM pg_class c
+    WHERE c.oid = day_table AND c.relkind = 'r' AND c.relnamespace = 'public'::regnamespace
+      AND c.relowner = 'shardlog_tables'::regrole;
+    IF name IS NULL THEN
+        RAISE EXCEPTION '% is not a day table', day_table USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    parts := regexp_match(name, '^(audit_o|flow_s)([1-9][0-9]{0,18})_([0-9]{8})$');
+    IF parts IS NULL THEN
+        RAISE EXCEPTION '% is not a day table', day_table USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    day_kind := CASE parts[1] WHEN 'audit_o' THEN 'audit' ELSE 'flow' END;
+    day_of := to_date(parts[3], 'YYYYMMDD');
+    EXECUTE format('DROP VIEW IF EXISTS public.%I', name || '_all');
+    segments := to_regclass(format('public.%I', day_kind || '_segments_' || parts[3]));
+    IF segments IS NOT NULL THEN
+        -- Locked first: a compaction of another owner of the day that commits meanwhile is
+        -- seen by the check below (each statement here takes a new snapshot).
+        EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', segments);
+        EXECUTE format('DELETE FROM %s WHERE owner_id = $1', segments) USING parts[2]::bigint;
+        IF NOT EXISTS (SELECT 1 FROM public.compacted_days c WHERE c.kind = day_kind
+                       AND c.day = day_of AND c.owner_id <> parts[2]::bigint) THEN
+            EXECUTE format('DROP TABLE %s', segments);
+        END IF;
+    END IF;
+    DELETE FROM public.compacted_days c
+    WHERE c.kind = day_kind AND c.owner_id = parts[2]::bigint AND c.day = day_of;
+    EXECUTE format('DROP TABLE %s', day_table);
+END
+$function$;

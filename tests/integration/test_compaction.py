@@ -23,6 +23,7 @@ from router.compaction import statements
 from router.compaction.runner import Compactor
 from router.db.names import parse_day_table
 from router.settings import Settings
+from tests.integration import test_retention as retention_helpers
 from tests.integration.test_search import post
 from tests.support import clock_now, past_day, run_cli
 
@@ -202,3 +203,63 @@ def test_a_copy_that_does_not_verify_keeps_nothing(api, settings, owner, monkeyp
     monkeypatch.setattr(statements, "copy_sql", honest)
     assert states(compact(settings, "--owner", owner, "--clear-now"), owner) == {"done"}
     assert sorted(found(api, owner)) == written
+
+
+def test_retention_archives_a_compacted_day_whole_and_restore_brings_it_back(api, settings) -> None:
+    key, group = retention_helpers.new_owner(api, archive=True)
+    retention_helpers.write(api, key, 6, rows=150, content=retention_helpers.HOSTILE)
+    retention_helpers.write(api, key, 0)
+    original = retention_helpers.search_all(api, key)
+    day = (retention_helpers.TODAY - timedelta(days=6)).isoformat()
+    done = compact(settings, "--owner", key, "--day", day, "--clear-now")
+    assert {o["state"] for o in done["owner_days"]} == {"done"}
+    assert retention_helpers.search_all(api, key) == original
+
+    retention_helpers.set_policy(api, key, group, 3, archive=True)
+    code, report = retention_helpers.retention(settings, key)
+    assert code == 0, report
+    dropped = [d for d in report["drops"] if d["outcome"] == "dropped"]
+    assert dropped and sum(d["rows"] for d in dropped) == 150
+    ident = owner_id(api, "audit", key)
+    compact_day = day.replace("-", "")
+    table = f"audit_o{ident}_{compact_day}"
+    for shard, dsn in catalog_shards(api).items():
+        left = shard_sql(
+            dsn,
+            f"SELECT count(*) FROM compacted_days WHERE owner_id = {ident}; "
+            f"SELECT count(*) FROM pg_class WHERE relname IN ('{table}', '{table}_all'); "
+            f"SELECT count(*) FROM pg_class WHERE relname = 'audit_segments_{compact_day}'",
+        ).split()
+        # The owner's day, its view and its segments are gone; the day's segment table with
+        # them, since no other owner of that day was compacted on this shard.
+        assert left == ["0", "0", "0"], (shard, left)
+    assert len(retention_helpers.search_all(api, key)) == 40
+
+    restored = run_cli(settings, "restore", key, day, "--json")
+    assert restored.returncode == 0, restored.stderr
+    assert json.loads(restored.stdout)["rows"] == 150
+    assert retention_helpers.search_all(api, key) == original
+
+
+def test_a_registry_rebuilt_by_sync_keeps_the_compacted_layout(api, settings, owner) -> None:
+    written = sorted(write(api, owner, 60))
+    compact(settings, "--owner", owner, "--clear-now")
+    ident = owner_id(api, "audit", owner)
+    shard_sql(settings.metadata_dsn(), f"DELETE FROM day_tables WHERE owner_id = {ident}")
+    assert found(api, owner) == []
+    result = run_cli(settings, "tables", "sync")
+    assert result.returncode == 0, result.stderr
+    assert sorted(found(api, owner)) == written
+    assert sorted(found(api, owner, backend="fdw")) == written
+
+
+def test_the_fdw_backend_reads_a_compacted_day_through_its_view(api, settings, owner) -> None:
+    written = write(api, owner, 90)
+    before = {f: found(api, owner, backend=f) for f in ("fanout", "fdw")}
+    compact(settings, "--owner", owner, "--clear-now")
+    late = write(api, owner, 2, first=500)
+    for backend in ("fanout", "fdw"):
+        assert found(api, owner, backend=backend) == sorted(
+            written + late, key=lambda c: int(c.split()[2])
+        )
+    assert before["fanout"] == before["fdw"]
