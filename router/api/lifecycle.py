@@ -11,8 +11,10 @@ from router.api.responses import errors
 from router.auth.dependency import Admin
 from router.auth.self_audit import record_run
 from router.catalog.snapshot import OwnerKind
+from router.compaction.runner import Compactor, Scope, owner_keys, report_json
 from router.errors import NotFound
 from router.models.admin import (
+    CompactionState,
     Policy,
     PolicyIn,
     RetentionReport,
@@ -58,6 +60,26 @@ async def list_tables(
         "tables": [t.to_json() for t in found.tables],
         "unreachable": found.unreachable,
     }
+
+
+@router.get(
+    "/compaction",
+    summary="Compaction of closed audit days: the state of each owner-day",
+    response_model=CompactionState,
+    responses=errors(503),
+)
+async def compaction_state(
+    runtime: RuntimeDep,
+    day: Annotated[Day | None, Query(description="Only this UTC day")] = None,
+    owner: Annotated[str | None, Query(min_length=1, max_length=256)] = None,
+) -> dict[str, Any]:
+    owner_ids = None
+    if owner is not None:
+        mapping = await runtime.owners.lookup("audit", owner)
+        owner_ids = frozenset([mapping.id] if mapping else [])
+    compactor = Compactor(runtime.metadata, runtime.pools, runtime.settings.compaction)
+    report = await compactor.survey(runtime.catalog.snapshot, Scope(day, owner_ids))
+    return report_json(report, await owner_keys(runtime.metadata, report))
 
 
 @router.get("/retention/policies", summary="Retention policies", response_model=list[Policy])

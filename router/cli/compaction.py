@@ -12,7 +12,7 @@ from router.catalog import store
 from router.cli import auth as cli_auth
 from router.cli.lifecycle import Context, parse_day, with_context
 from router.cli.output import output, print_table
-from router.compaction.runner import Compactor, Report, Scope
+from router.compaction.runner import Compactor, Scope, owner_keys, report_json
 from router.errors import BadRequest
 
 EXIT_FAILED = 1
@@ -31,14 +31,6 @@ async def _scope(ctx: Context, args: argparse.Namespace) -> Scope:
     return Scope(day=args.day, owner_ids=frozenset(ids))
 
 
-def _json(report: Report, keys: dict[int, str]) -> dict[str, Any]:
-    return {
-        "owner_days": [o.to_json(keys) for o in report.owner_days],
-        "unreachable": report.unreachable,
-        "without_codec": report.without_codec,
-    }
-
-
 @with_context
 async def cmd_compact(ctx: Context, args: argparse.Namespace) -> int:
     compactor = Compactor(ctx.metadata, ctx.pools, ctx.settings.compaction)
@@ -47,12 +39,7 @@ async def cmd_compact(ctx: Context, args: argparse.Namespace) -> int:
         report = await compactor.survey(ctx.snapshot, scope)
     else:
         report = await compactor.run(ctx.snapshot, scope, clear_now=args.clear_now)
-    keys: dict[int, str] = {}
-    for owner_id in {o.table.owner_id for o in report.owner_days}:
-        mapping = await store.get_owner_by_id(ctx.metadata, "audit", owner_id)
-        if mapping is not None:
-            keys[owner_id] = mapping.key
-    data = _json(report, keys)
+    data = report_json(report, await owner_keys(ctx.metadata, report))
     if not args.dry_run and any(o.steps or o.error for o in report.owner_days):
         steps = sum(len(o.steps) for o in report.owner_days)
         async with self_audit.standalone(ctx.settings) as audit:

@@ -82,6 +82,23 @@ class Report:
         return [o for o in self.owner_days if o.error]
 
 
+async def owner_keys(metadata: asyncpg.Pool, report: Report) -> dict[int, str]:
+    """The keys of the audit owners a report names."""
+    rows = await metadata.fetch(
+        "SELECT id, key FROM owners WHERE kind = 'audit' AND id = ANY($1::bigint[])",
+        sorted({o.table.owner_id for o in report.owner_days}),
+    )
+    return {row["id"]: row["key"] for row in rows}
+
+
+def report_json(report: Report, keys: dict[int, str]) -> dict[str, Any]:
+    return {
+        "owner_days": [o.to_json(keys) for o in report.owner_days],
+        "unreachable": report.unreachable,
+        "without_codec": report.without_codec,
+    }
+
+
 class Compactor:
     def __init__(
         self, metadata: asyncpg.Pool, pools: ShardPools, settings: CompactionSettings

@@ -154,6 +154,28 @@ class Tables(Out):
     unreachable: dict[str, str] = Field(description="Shard -> why it could not be read")
 
 
+class CompactedOwnerDay(Out):
+    kind: OwnerKind
+    owner: str
+    day: date
+    shard: str
+    state: Literal["open", "copy", "switch", "wait", "clear", "done", "failed"] = Field(
+        description="open: not closed yet; copy/switch/clear: the next step; wait: switched, "
+        "its heap cleared after SHARDLOG_COMPACTION__CLEAR_AFTER_S; done; failed"
+    )
+    steps: list[str] = Field(description="The steps this call took (none for a listing)")
+    rows: int
+    heap_bytes: int
+    packed_bytes: int
+    error: str | None
+
+
+class CompactionState(Out):
+    owner_days: list[CompactedOwnerDay]
+    unreachable: dict[str, str] = Field(description="Shard -> why it could not be read")
+    without_codec: list[str] = Field(description="Shards lacking the shardlog_segments extension")
+
+
 DropOutcome = Literal["dropped", "already_gone", "failed"]
 
 

@@ -719,6 +719,9 @@ CALLS: dict[str, Call] = {
         after=unclaimed,
     ),
     "tables": Call("GET", "/v1/admin/tables", ADMIN, lambda w, _c: {"params": {"owner": w.owner}}),
+    "compaction": Call(
+        "GET", "/v1/admin/compaction", ADMIN, lambda w, _c: {"params": {"owner": w.owner}}
+    ),
     "policies": Call("GET", "/v1/admin/retention/policies", ADMIN, plain()),
     "set policy": Call(
         "PUT",

@@ -9,6 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
@@ -25,7 +30,7 @@ from router.db.names import parse_day_table
 from router.settings import Settings
 from tests.integration import test_retention as retention_helpers
 from tests.integration.test_search import post
-from tests.support import clock_now, past_day, run_cli
+from tests.support import cli_env, clock_now, past_day, run_cli
 
 DAY = past_day(4, 0)
 WINDOW = {"from": DAY.isoformat(), "to": (DAY + timedelta(days=1)).isoformat()}
@@ -263,3 +268,91 @@ def test_the_fdw_backend_reads_a_compacted_day_through_its_view(api, settings, o
             written + late, key=lambda c: int(c.split()[2])
         )
     assert before["fanout"] == before["fdw"]
+
+
+def test_the_admin_api_lists_what_the_cli_does(api, settings, owner) -> None:
+    write(api, owner, 20)
+    listed = api.get("/v1/admin/compaction", params={"owner": owner})
+    assert listed.status_code == 200, listed.text
+    assert {o["state"] for o in listed.json()["owner_days"]} == {"copy"}
+    assert listed.json() == compact(settings, "--dry-run", "--owner", owner)
+    compact(settings, "--owner", owner, "--clear-now")
+    after = api.get("/v1/admin/compaction", params={"owner": owner, "day": DAY.date().isoformat()})
+    assert {o["state"] for o in after.json()["owner_days"]} == {"done"}
+    assert (
+        api.get("/v1/admin/compaction", params={"owner": "nobody-" + owner}).json()["owner_days"]
+        == []
+    )
+
+
+def _backends(dsn: str, pattern: str) -> list[str]:
+    return shard_sql(
+        dsn,
+        "SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+        f"AND query LIKE '{pattern}'",
+    ).split()
+
+
+def test_a_run_killed_inside_its_copy_leaves_nothing_and_the_next_completes(
+    api, settings, owner
+) -> None:
+    """kill -9 of `shardlog compact` while its copy waits inside its transaction: nothing of
+    the copy stays, the rows are found once, and the next run compacts the owner-day."""
+    written = sorted(write(api, owner, 80))
+    ident = owner_id(api, "audit", owner)
+    assert ident is not None
+    shard, names = next(iter(day_tables(api, "audit", ident).items()))
+    dsn = catalog_shards(api)[shard]
+    segments = f"audit_segments_{DAY:%Y%m%d}"
+    # The day's segment table exists; a lock on it holds the copy inside its transaction,
+    # before its INSERT can run.
+    table = parse_day_table(names[0])
+    assert table is not None
+    shard_sql(dsn, "SET ROLE shardlog_tables; " + "; ".join(statements.segment_table_ddl(table)))
+    holder = subprocess.Popen(
+        ["psql", "-X", "-q", "-d", dsn],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    assert holder.stdin is not None
+    holder.stdin.write(f"BEGIN; LOCK TABLE {segments} IN SHARE MODE; SELECT pg_sleep(60);\n")
+    holder.stdin.flush()
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "router.cli", "compact", "--owner", owner, "--clear-now"],
+        env={**cli_env(settings), "SHARDLOG_COMPACTION__LOCK_TIMEOUT_MS": "60000"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not _backends(dsn, f'%INSERT INTO "{segments}"%'):
+            assert time.monotonic() < deadline, "the copy never reached its INSERT"
+            time.sleep(0.05)
+        os.kill(cli.pid, signal.SIGKILL)
+        cli.wait(timeout=10)
+    finally:
+        # The holder's backend would sleep on with its lock after psql goes: ended first.
+        for pid in _backends(dsn, "SELECT pg_sleep(60);%"):
+            shard_sql(dsn, f"SELECT pg_terminate_backend({pid})")
+        holder.kill()
+        holder.wait(timeout=10)
+        cli.kill()
+    deadline = time.monotonic() + 60
+    while _backends(dsn, f'%INSERT INTO "{segments}"%'):
+        assert time.monotonic() < deadline, "the killed copy's backend stayed"
+        time.sleep(0.05)
+
+    assert (
+        shard_sql(dsn, f"SELECT count(*) FROM {segments} WHERE owner_id = {ident}").strip() == "0"
+    )
+    assert states(compact(settings, "--dry-run", "--owner", owner), owner) <= {
+        "copy",
+        "switch",
+        "wait",
+        "done",
+    }
+    assert sorted(found(api, owner)) == written
+    rerun = compact(settings, "--owner", owner, "--clear-now")
+    assert states(rerun, owner) == {"done"}, [o["error"] for o in rerun["owner_days"]]
+    assert names  # the owner-day the copy was held on
