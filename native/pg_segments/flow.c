@@ -258,7 +258,11 @@ shardlog_unpack_flow(PG_FUNCTION_ARGS)
 	Datum		values[FLOW_ARGUMENTS + 1];
 	bool		value_nulls[FLOW_ARGUMENTS + 1];
 
-	InitMaterializedSRF(fcinfo, 0);
+	/*
+	 * The executor's own row type, not get_call_result_type(): that one leaves ~800 bytes in the
+	 * query's memory at every call, which a LATERAL unpack of many segments would pile up.
+	 */
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	reader = segment_payload(block, SEGMENT_KIND_FLOW, &rows);
 
 	memset(nulls, 0, sizeof(nulls));
