@@ -274,6 +274,19 @@ def log_lines(rng: random.Random, count: int) -> list[str]:
     return lines
 
 
+async def test_the_shards_case_insensitive_matching_folds_what_the_filter_folds(
+    shard: asyncpg.Connection,
+) -> None:
+    """The filter folds A-Z only, so `~*` and ILIKE literals may use it only where PostgreSQL
+    folds no other letter: the C locale of the shards (services/postgres.py's initdb)."""
+    assert await shard.fetchval("SELECT current_setting('lc_ctype')") == "C"
+    answers = await shard.fetchrow(
+        "SELECT 'ééé' ~* 'ÉÉÉ', 'ééé' ILIKE 'ÉÉÉ', 'kkk' ~* E'\\u212A\\u212A\\u212A', "
+        "'abc' ~* 'ABC', 'abc' ILIKE 'ABC'"
+    )
+    assert tuple(answers) == (False, False, False, True, True)
+
+
 async def test_the_filter_rejects_most_absent_patterns(shard: asyncpg.Connection) -> None:
     rng = random.Random(37)
     contents = log_lines(rng, 1000)
