@@ -204,7 +204,11 @@ shardlog_unpack_audit(PG_FUNCTION_ARGS)
 	Datum		values[AUDIT_COLUMNS];
 	bool		nulls[AUDIT_COLUMNS];
 
-	InitMaterializedSRF(fcinfo, 0);
+	/*
+	 * The executor's own row type, not get_call_result_type(): that one leaves ~800 bytes in the
+	 * query's memory at every call, which a LATERAL unpack of many segments would pile up.
+	 */
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	reader = segment_payload(block, SEGMENT_KIND_AUDIT, &rows);
 	payload_length = (uint32) (reader.end - reader.cursor);
 

@@ -77,50 +77,36 @@ put_int64_column(StringInfo out, const int64 *values, const bool *nulls, int row
 }
 
 /*
- * A column written by put_int64_column, read whole; its NULLs through the pointer when it has
- * a bitmap (else NULL), their places' values 0.
+ * A column written by put_int64_column, opened for reading one row at a time: its bitmap and
+ * values are checked against the bytes that remain, and the reader moves past them.
  */
-int64 *
-take_int64_column(SegmentReader *reader, uint32 rows, bool nullable, bool delta, bool **nulls)
+void
+open_int64_column(SegmentReader *reader, uint32 rows, bool nullable, bool delta,
+				  Int64Column *column)
 {
-	int64	   *values = palloc0(sizeof(int64) * Max(rows, 1));
-	const uint8 *bitmap = NULL;
 	uint32		null_count = 0;
-	uint64		previous = 0;
 
-	if (nullable)
-	{
-		bitmap = take_null_bitmap(reader, rows, &null_count);
-		*nulls = palloc(sizeof(bool) * Max(rows, 1));
-	}
-	else if (nulls != NULL)
-		*nulls = NULL;
-	for (uint32 row = 0; row < rows; row++)
-	{
-		int64		value;
-
-		if (bitmap != NULL)
-		{
-			(*nulls)[row] = is_null(bitmap, row);
-			if ((*nulls)[row])
-				continue;
-		}
-		value = take_zigzag(reader);
-		if (delta)
-			value = (int64) (previous + (uint64) value);
-		values[row] = value;
-		previous = (uint64) value;
-	}
-	return values;
+	column->nulls = nullable ? take_null_bitmap(reader, rows, &null_count) : NULL;
+	column->values = *reader;
+	column->delta = delta;
+	column->previous = 0;
+	for (uint32 row = null_count; row < rows; row++)
+		take_varint(reader);
+	column->values.end = reader->cursor;
 }
 
-void
-check_column_range(const int64 *values, const bool *nulls, uint32 rows, int64 low, int64 high,
-				   const char *column)
+/* The value of the next row (rows in order), or false where it is NULL. */
+bool
+next_int64(Int64Column *column, uint32 row, int64 *value)
 {
-	for (uint32 row = 0; row < rows; row++)
-		if ((nulls == NULL || !nulls[row]) && (values[row] < low || values[row] > high))
-			ereport(ERROR,
-					(errcode(ERRCODE_DATA_CORRUPTED),
-					 errmsg("corrupt shardlog segment: %s out of range", column)));
+	int64		raw;
+
+	if (column->nulls != NULL && is_null(column->nulls, row))
+		return false;
+	raw = take_zigzag(&column->values);
+	if (column->delta)
+		raw = (int64) (column->previous + (uint64) raw);
+	column->previous = (uint64) raw;
+	*value = raw;
+	return true;
 }

@@ -24,6 +24,7 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "utils/inet.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 #include "utils/xid8.h"
@@ -143,29 +144,46 @@ put_addresses(StringInfo out, Datum *addresses, int rows)
 	pfree(v6);
 }
 
-static Datum *
-take_addresses(SegmentReader *reader, uint32 rows)
+/* An address column, opened for reading one row at a time. */
+typedef struct AddressColumn
+{
+	const uint8 *v6;
+	const uint8 *bits;
+	SegmentReader bytes;
+} AddressColumn;
+
+static void
+open_addresses(SegmentReader *reader, uint32 rows, AddressColumn *column)
 {
 	uint32		v6_count;
-	const uint8 *v6 = take_null_bitmap(reader, rows, &v6_count);
-	const uint8 *bits = take_bytes(reader, rows);
-	Datum	   *addresses = palloc(sizeof(Datum) * Max(rows, 1));
 
-	for (uint32 row = 0; row < rows; row++)
-	{
-		inet	   *address = palloc0(sizeof(inet));
-		bool		is_v6 = is_null(v6, row);
-		int			length = is_v6 ? 16 : 4;
+	column->v6 = take_null_bitmap(reader, rows, &v6_count);
+	column->bits = take_bytes(reader, rows);
+	column->bytes.cursor = take_bytes(reader, (uint64) v6_count * 16 + (uint64) (rows - v6_count) * 4);
+	column->bytes.end = reader->cursor;
+}
 
-		if (bits[row] > length * 8)
-			segment_corrupt("netmask longer than its address");
-		ip_family(address) = is_v6 ? PGSQL_AF_INET6 : PGSQL_AF_INET;
-		ip_bits(address) = bits[row];
-		memcpy(ip_addr(address), take_bytes(reader, length), length);
-		SET_INET_VARSIZE(address);
-		addresses[row] = InetPGetDatum(address);
-	}
-	return addresses;
+static Datum
+next_address(AddressColumn *column, uint32 row)
+{
+	inet	   *address = palloc0(sizeof(inet));
+	bool		is_v6 = is_null(column->v6, row);
+	int			length = is_v6 ? 16 : 4;
+
+	if (column->bits[row] > length * 8)
+		segment_corrupt("netmask longer than its address");
+	ip_family(address) = is_v6 ? PGSQL_AF_INET6 : PGSQL_AF_INET;
+	ip_bits(address) = column->bits[row];
+	memcpy(ip_addr(address), take_bytes(&column->bytes, length), length);
+	SET_INET_VARSIZE(address);
+	return InetPGetDatum(address);
+}
+
+static void
+check_instant(int64 value)
+{
+	if (!TIMESTAMP_NOT_FINITE(value) && !IS_VALID_TIMESTAMP(value))
+		segment_corrupt("first_seen or last_seen out of range");
 }
 
 Datum
@@ -242,6 +260,10 @@ shardlog_pack_flow(PG_FUNCTION_ARGS)
 	PG_RETURN_BYTEA_P(segment_seal(SEGMENT_KIND_FLOW, (uint32) rows, &payload, level));
 }
 
+/*
+ * Decoded row by row, as audit blocks are: the memory it takes is one row's, whatever the row
+ * count a block claims (rows go to the tuplestore, which spills to disk past work_mem).
+ */
 Datum
 shardlog_unpack_flow(PG_FUNCTION_ARGS)
 {
@@ -250,64 +272,78 @@ shardlog_unpack_flow(PG_FUNCTION_ARGS)
 	uint32		rows,
 				ignored;
 	SegmentReader reader;
-	int64	   *integers[FLOW_ARGUMENTS];
-	bool	   *nulls[FLOW_ARGUMENTS];
-	Datum	   *addresses[2];
+	Int64Column integers[FLOW_ARGUMENTS];
+	AddressColumn addresses[2];
 	const uint8 *sampled,
 			   *mixed;
+	MemoryContext row_context,
+				outer;
 	Datum		values[FLOW_ARGUMENTS + 1];
 	bool		value_nulls[FLOW_ARGUMENTS + 1];
 
-	InitMaterializedSRF(fcinfo, 0);
+	/*
+	 * The executor's own row type, not get_call_result_type(): that one leaves ~800 bytes in the
+	 * query's memory at every call, which a LATERAL unpack of many segments would pile up.
+	 */
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
 	reader = segment_payload(block, SEGMENT_KIND_FLOW, &rows);
 
-	memset(nulls, 0, sizeof(nulls));
-	integers[FLOW_ID] = take_int64_column(&reader, rows, false, true, NULL);
-	integers[FLOW_FIRST_SEEN] = take_int64_column(&reader, rows, false, true, NULL);
-	integers[FLOW_LAST_SEEN] = take_int64_column(&reader, rows, false, false, NULL);
-	for (uint32 row = 0; row < rows; row++)
-		integers[FLOW_LAST_SEEN][row] = (int64) ((uint64) integers[FLOW_LAST_SEEN][row] +
-												 (uint64) integers[FLOW_FIRST_SEEN][row]);
-	for (int seen = FLOW_FIRST_SEEN; seen <= FLOW_LAST_SEEN; seen++)
-		for (uint32 row = 0; row < rows; row++)
-			if (!TIMESTAMP_NOT_FINITE(integers[seen][row]) && !IS_VALID_TIMESTAMP(integers[seen][row]))
-				segment_corrupt("first_seen or last_seen out of range");
-	addresses[0] = take_addresses(&reader, rows);
-	addresses[1] = take_addresses(&reader, rows);
+	/* Walk the columns once to find where each starts and check every length. */
+	open_int64_column(&reader, rows, false, true, &integers[FLOW_ID]);
+	open_int64_column(&reader, rows, false, true, &integers[FLOW_FIRST_SEEN]);
+	open_int64_column(&reader, rows, false, false, &integers[FLOW_LAST_SEEN]);
+	open_addresses(&reader, rows, &addresses[0]);
+	open_addresses(&reader, rows, &addresses[1]);
 	for (size_t at = 0; at < lengthof(flow_payload_order); at++)
 	{
 		int			argument = flow_payload_order[at];
 		const FlowInteger *column = &flow_integers[argument];
 
-		integers[argument] = take_int64_column(&reader, rows, column->nullable, column->delta,
-											   &nulls[argument]);
-		check_column_range(integers[argument], nulls[argument], rows, column->low, column->high,
-						   column->name);
+		open_int64_column(&reader, rows, column->nullable, column->delta, &integers[argument]);
 	}
 	sampled = take_null_bitmap(&reader, rows, &ignored);
 	mixed = take_null_bitmap(&reader, rows, &ignored);
 	if (reader.cursor != reader.end)
 		segment_corrupt("bytes after the last column");
 
-	memset(value_nulls, 0, sizeof(value_nulls));
+	row_context = AllocSetContextCreate(CurrentMemoryContext, "shardlog_unpack_flow row",
+										ALLOCSET_SMALL_SIZES);
 	for (uint32 row = 0; row < rows; row++)
 	{
+		int64		first_seen = 0;
+
+		outer = MemoryContextSwitchTo(row_context);
 		values[0] = Int32GetDatum((int32) row + 1);
+		value_nulls[0] = false;
 		for (int argument = 0; argument < FLOW_ARGUMENTS; argument++)
 		{
 			const FlowInteger *column = &flow_integers[argument];
+			int64		value;
 
 			value_nulls[argument + 1] = false;
 			if (argument == FLOW_SRC_IP || argument == FLOW_DST_IP)
-				values[argument + 1] = addresses[argument - FLOW_SRC_IP][row];
+				values[argument + 1] = next_address(&addresses[argument - FLOW_SRC_IP], row);
 			else if (argument == FLOW_SAMPLED || argument == FLOW_SAMPLING_MIXED)
 				values[argument + 1] = BoolGetDatum(is_null(argument == FLOW_SAMPLED ? sampled : mixed, row));
-			else if (nulls[argument] != NULL && nulls[argument][row])
+			else if (!next_int64(&integers[argument], row, &value))
 				value_nulls[argument + 1] = true;
 			else
-				values[argument + 1] = int64_datum(integers[argument][row], column->type);
+			{
+				if (argument == FLOW_FIRST_SEEN)
+					first_seen = value;
+				if (argument == FLOW_LAST_SEEN)
+					value = (int64) ((uint64) value + (uint64) first_seen);
+				if (column->type == TIMESTAMPTZOID)
+					check_instant(value);
+				else if (value < column->low || value > column->high)
+					segment_corrupt(psprintf("%s out of range", column->name));
+				values[argument + 1] = int64_datum(value, column->type);
+			}
 		}
+		MemoryContextSwitchTo(outer);
 		tuplestore_putvalues(result->setResult, result->setDesc, values, value_nulls);
+		MemoryContextReset(row_context);
 	}
+	MemoryContextDelete(row_context);
 	return (Datum) 0;
 }

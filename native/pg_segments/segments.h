@@ -21,6 +21,15 @@ typedef struct SegmentReader
 	const uint8 *end;
 } SegmentReader;
 
+/* An integer column read one row at a time (columns.c). */
+typedef struct Int64Column
+{
+	SegmentReader values;
+	const uint8 *nulls;			/* the null bitmap, NULL for a column without one */
+	bool		delta;
+	uint64		previous;
+} Int64Column;
+
 extern void segment_corrupt(const char *what) pg_attribute_noreturn();
 
 extern void put_varint(StringInfo out, uint64 value);
@@ -41,10 +50,9 @@ extern const uint8 *take_null_bitmap(SegmentReader *reader, uint32 rows, uint32 
 extern bool is_null(const uint8 *bitmap, uint32 row);
 extern void put_int64_column(StringInfo out, const int64 *values, const bool *nulls, int rows,
 							 bool delta);
-extern int64 *take_int64_column(SegmentReader *reader, uint32 rows, bool nullable, bool delta,
-								bool **nulls);
-extern void check_column_range(const int64 *values, const bool *nulls, uint32 rows, int64 low,
-							   int64 high, const char *column);
+extern void open_int64_column(SegmentReader *reader, uint32 rows, bool nullable, bool delta,
+							  Int64Column *column);
+extern bool next_int64(Int64Column *column, uint32 row, int64 *value);
 
 extern Datum *array_elements(ArrayType *array, Oid element_type, const char *argument,
 							 bool **nulls, int *count);

@@ -274,6 +274,19 @@ def log_lines(rng: random.Random, count: int) -> list[str]:
     return lines
 
 
+async def test_the_shards_case_insensitive_matching_folds_what_the_filter_folds(
+    shard: asyncpg.Connection,
+) -> None:
+    """The filter folds A-Z only, so `~*` and ILIKE literals may use it only where PostgreSQL
+    folds no other letter: the C locale of the shards (services/postgres.py's initdb)."""
+    assert await shard.fetchval("SELECT current_setting('lc_ctype')") == "C"
+    answers = await shard.fetchrow(
+        "SELECT 'ééé' ~* 'ÉÉÉ', 'ééé' ILIKE 'ÉÉÉ', 'kkk' ~* E'\\u212A\\u212A\\u212A', "
+        "'abc' ~* 'ABC', 'abc' ILIKE 'ABC'"
+    )
+    assert tuple(answers) == (False, False, False, True, True)
+
+
 async def test_the_filter_rejects_most_absent_patterns(shard: asyncpg.Connection) -> None:
     rng = random.Random(37)
     contents = log_lines(rng, 1000)
@@ -397,18 +410,38 @@ def audit_payload(rows: list[Microrow]) -> bytes:
     )
 
 
-def raw_block(rows: int, payload: bytes) -> bytes:
-    """A block whose zstd frame stores the payload as raw blocks (no checksum): what an
-    attacker who knows the format can hand to the decoder."""
+def raw_block(rows: int, payload: bytes, kind: int = 1) -> bytes:
+    """A block (of audit rows, kind 1, unless told) whose zstd frame stores the payload as raw
+    blocks (no checksum): what an attacker who knows the format can hand to the decoder."""
     frame = bytearray(b"\x28\xb5\x2f\xfd\xe0" + len(payload).to_bytes(8, "little"))
     chunks = [payload[at : at + 100_000] for at in range(0, len(payload), 100_000)] or [b""]
     for index, chunk in enumerate(chunks):
         last = int(index == len(chunks) - 1)
         frame += (last | len(chunk) << 3).to_bytes(3, "little") + chunk
     header = (
-        b"SLSG\x01\x01\x00\x00" + rows.to_bytes(4, "little") + len(payload).to_bytes(4, "little")
+        b"SLSG\x01"
+        + bytes([kind, 0, 0])
+        + rows.to_bytes(4, "little")
+        + len(payload).to_bytes(4, "little")
     )
     return header + bytes(frame)
+
+
+def crafted_block(payload: bytes, rows: int, kind: int, data: st.DataObject) -> bytes:
+    """A valid payload damaged by a few byte changes, cuts and insertions, in a raw frame that
+    declares the true row count, one more or less, or 2^31 - 1."""
+    damaged = bytearray(payload)
+    for _ in range(data.draw(st.integers(1, 4))):
+        action = data.draw(st.sampled_from(["set", "cut", "insert"]))
+        at = data.draw(st.integers(0, len(damaged)))
+        if action == "set" and at < len(damaged):
+            damaged[at] = data.draw(st.integers(0, 255))
+        elif action == "cut":
+            del damaged[at : at + data.draw(st.integers(1, 8))]
+        else:
+            damaged[at:at] = data.draw(st.binary(min_size=1, max_size=8))
+    declared = data.draw(st.sampled_from([rows, rows + 1, max(rows - 1, 0), 2**31 - 1]))
+    return raw_block(declared, bytes(damaged), kind)
 
 
 MICROROWS = st.lists(
@@ -466,21 +499,8 @@ async def test_a_crafted_payload_is_refused_or_read_in_bounds(
 ) -> None:
     """Valid frames around damaged payloads (no checksum to catch them): every one is read
     whole or refused with XX001, never another error, and the backend lives on."""
-    payload = bytearray(audit_payload(rows))
-    for _ in range(data.draw(st.integers(1, 4))):
-        action = data.draw(st.sampled_from(["set", "cut", "insert"]))
-        at = data.draw(st.integers(0, len(payload)))
-        if action == "set" and at < len(payload):
-            payload[at] = data.draw(st.integers(0, 255))
-        elif action == "cut":
-            del payload[at : at + data.draw(st.integers(1, 8))]
-        else:
-            payload[at:at] = data.draw(st.binary(min_size=1, max_size=8))
-    declared = data.draw(
-        st.sampled_from([len(rows), len(rows) + 1, max(len(rows) - 1, 0), 2**31 - 1])
-    )
     with contextlib.suppress(asyncpg.DataCorruptedError):
-        await shard.fetch(AS_TEXT, raw_block(declared, bytes(payload)))
+        await shard.fetch(AS_TEXT, crafted_block(audit_payload(rows), len(rows), 1, data))
     assert await shard.fetchval("SELECT 1") == 1
 
 
