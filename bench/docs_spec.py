@@ -207,6 +207,13 @@ def _ingest() -> dict[str, tuple[Part, ...]]:
                         "heap_copy_postgres_rows_per_cpu_s",
                         ",.0f",
                     ),
+                    C(
+                        "shardlog REST rows per CPU-second (router + PostgreSQL)",
+                        "shardlog_rest_rows_per_cpu_s",
+                        ",.0f",
+                    ),
+                    C("router µs/row", "shardlog_rest_router_us_per_row"),
+                    C("PostgreSQL µs/row", "shardlog_rest_postgres_us_per_row"),
                 ),
                 rows="ingest",
             ),

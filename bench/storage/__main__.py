@@ -7,7 +7,8 @@ Rows: the real log lines of bench/storage/corpus (loghub, 16 systems, each line 
 owner per system) and the synthetic 512-character text over 'abcdef ' (one owner), over one
 past UTC day. VictoriaLogs is built from its Go module when its cached binary is missing
 (bench/storage/victorialogs.py); if it cannot be built, the run says so and compares with
-nothing in its place. PostgreSQL: one shard of the project's launcher.
+nothing in its place. PostgreSQL: one shard of the project's launcher, and its router for the
+REST ingest of the same rows (bench/storage/rest_ingest.py).
 
     python -m bench.storage [--quick] [--repeats 21] [--per-owner 2000]
         [--synthetic-rows 32000] [--victorialogs-port 22428]
@@ -36,7 +37,7 @@ from bench.harness import (
     write_results,
 )
 from bench.stamps import mode_of
-from bench.storage import corpus, layouts, searches, victorialogs
+from bench.storage import corpus, layouts, rest_ingest, searches, victorialogs
 from bench.storage.corpus import Row
 from bench.storage.searches import Search
 from router.search.query import Window
@@ -49,6 +50,7 @@ TARGETS = {
     "rare_first_page_compacted_vs_victorialogs": 1.0,
     "rare_count_compacted_vs_victorialogs": 1.0,
     "common_first_page_compacted_vs_heap": 2.0,
+    "real_ingest_rest_vs_victorialogs": 1.0,  # rows per CPU-second, at least
 }
 HEAP, LZ4, ZSTD, VL = "heap", "lz4_arrays", "zstd_segments", "victorialogs"
 
@@ -219,10 +221,20 @@ def targets(measured: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
             took("common_first_page", ZSTD), took("common_first_page", HEAP)
         ),
     }
-    judged = {k: verdict(v, TARGETS[k]) for k, v in values.items() if v is not None}
+    ingest = measured["ingest"].get("real", {})
+    values["real_ingest_rest_vs_victorialogs"] = ratio(
+        ingest.get("shardlog_rest_rows_per_cpu_s"), ingest.get("victorialogs_rows_per_cpu_s")
+    )
+    judged = {
+        k: verdict(v, TARGETS[k], at_most="ingest" not in k)
+        for k, v in values.items()
+        if v is not None
+    }
     shown = {
         f"{data}_bytes_{layout}_vs_victorialogs": context(
-            value, f"{layout} bytes/row ÷ VictoriaLogs' (a layout the design does not keep)"
+            value,
+            f"{layout} bytes/row ÷ VictoriaLogs' (not a target: the heap stays today's "
+            "layout, lz4 arrays are the codec not chosen)",
         )
         for data in sizes
         for layout in (HEAP, LZ4)
@@ -292,7 +304,7 @@ def main() -> int:
         print(f"SHORTFALL: VictoriaLogs {build.note}; nothing stands in for it", flush=True)
     settings = bench_settings(args.data_dir, shards=1, groups=1)
     try:
-        with bench_cluster(settings, with_router=False) as (cluster, _):
+        with bench_cluster(settings) as (cluster, router):
             measured = asyncio.run(
                 measure(
                     cluster.shards[0].spec.dsn(),
@@ -303,6 +315,12 @@ def main() -> int:
                     repeats,
                 )
             )
+            router_pid = router.pid() if router is not None else None
+            assert router is not None and router_pid is not None
+            for name, rows in data.items():
+                rest = rest_ingest.rows_per_cpu_s(router.url, router_pid, cluster, rows)
+                measured["ingest"][name] |= rest
+                print(f"  {name:9} REST ingest    {rest}", flush=True)
     finally:
         if not args.keep:
             shutil.rmtree(args.data_dir, ignore_errors=True)
@@ -327,9 +345,10 @@ def main() -> int:
 def report(judged: dict[str, Any], measured: dict[str, Any]) -> None:
     for name, found in judged.items():
         state = "met" if found["met"] else "SHORTFALL"
-        print(f"  {name:45} {found['value']:8.3f} (target <= {found['target']}): {state}")
+        bound = "<=" if found["at_most"] else ">="
+        print(f"  {name:45} {found['value']:8.3f} (target {bound} {found['target']}): {state}")
         if not found["met"]:
-            print(f"SHORTFALL: {name} {found['value']} > {found['target']}", flush=True)
+            print(f"SHORTFALL: {name} {found['value']}, target {bound} {found['target']}")
     for name, found in measured["searches"].items():
         if not found["equal"]:
             print(f"  answers differ in {name}: {'; '.join(found['differences'])}", flush=True)
