@@ -84,13 +84,15 @@ def synthetic_rows(day: date, count: int, seed: int = 38) -> list[Row]:
 
 
 def pattern_with_share(rows: list[Row], share: float) -> str:
-    """A word of 6+ characters of the rows (letters, digits and ``_.:/-``) whose substring
-    matches the line share closest to ``share``, ties broken by the word: deterministic."""
+    """A word of 6+ characters of the rows (letters, digits and ``_.:/-``, three letters at
+    least: what a person searches, not a bare number or time of day) whose substring matches
+    the line share closest to ``share``, ties broken by the word: deterministic."""
     target = share * len(rows)
     frequency: dict[str, int] = {}
     for row in rows:
         for word in set(WORD.findall(row.content)):
-            frequency[word] = frequency.get(word, 0) + 1
+            if sum(c.isalpha() for c in word) >= 3:
+                frequency[word] = frequency.get(word, 0) + 1
     candidates = sorted(frequency, key=lambda w: (abs(frequency[w] - target), w))[:50]
 
     def matched(word: str) -> int:
