@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shutil
+import statistics
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -127,8 +128,11 @@ async def measure(
     planned: list[tuple[str, Search]],
     build: victorialogs.Build,
     port: int,
-    repeats: int,
+    repeats: tuple[int, int],
 ) -> dict[str, Any]:
+    """Every layout, search and VictoriaLogs figure of the data sets; ``repeats``: of each
+    search, and of each ingest (fresh VictoriaLogs instances)."""
+    searches_repeats, ingest_repeats = repeats
     connection = await asyncpg.connect(dsn)
     sizes: dict[str, Any] = {}
     found: dict[str, Any] = {}
@@ -140,16 +144,22 @@ async def measure(
             )
             mine = [search for of, search in planned if of == name]
             if build.binary is None:
-                found |= await ask_all(connection, loaded, segments, None, mine, repeats)
+                found |= await ask_all(connection, loaded, segments, None, mine, searches_repeats)
                 continue
             home = Path(f"/tmp/shardlog-bench-storage-{port}")
             with victorialogs.running(build.binary, port, home / name) as peer:
-                cpu = peer.load(rows)
+                cpu = [peer.load(rows)]
                 peer.merge()
                 sizes[name][VL] = {"bytes_per_row": round(peer.bytes_on_disk() / len(rows), 1)}
-                ingest[name] = {"victorialogs_rows_per_cpu_s": round(len(rows) / cpu)}
-                print(f"  {name:9} {VL:14} {sizes[name][VL]} {ingest[name]}", flush=True)
-                found |= await ask_all(connection, loaded, segments, peer, mine, repeats)
+                found |= await ask_all(connection, loaded, segments, peer, mine, searches_repeats)
+            for run in range(1, ingest_repeats):
+                with victorialogs.running(build.binary, port, home / f"{name}-{run}") as peer:
+                    cpu.append(peer.load(rows))
+            ingest[name] = {
+                "victorialogs_rows_per_cpu_s": round(len(rows) / statistics.median(cpu)),
+                "victorialogs_rows_per_cpu_s_runs": [round(len(rows) / c) for c in cpu],
+            }
+            print(f"  {name:9} {VL:14} {sizes[name][VL]} {ingest[name]}", flush=True)
     finally:
         await connection.close()
     for name, figures in sizes.items():
@@ -284,6 +294,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.storage")
     parser.add_argument("--quick", action="store_true", help="500 lines per system, 5 repeats")
     parser.add_argument("--repeats", type=int, default=21)
+    parser.add_argument("--ingest-repeats", type=int, default=5, help="loads of each data set")
     parser.add_argument("--per-owner", type=int, default=2000, help="lines per system (max 2000)")
     parser.add_argument("--synthetic-rows", type=int, default=32_000)
     parser.add_argument("--victorialogs-port", type=int, default=22428)
@@ -291,6 +302,7 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the shard's data directory")
     args = parser.parse_args()
     repeats = 5 if args.quick else args.repeats
+    ingest_repeats = 1 if args.quick else args.ingest_repeats
     per_owner = 500 if args.quick else args.per_owner
     synthetic_rows = 4_000 if args.quick else args.synthetic_rows
     day = corpus.past_day()
@@ -312,13 +324,13 @@ def main() -> int:
                     planned,
                     build,
                     args.victorialogs_port,
-                    repeats,
+                    (repeats, ingest_repeats),
                 )
             )
             router_pid = router.pid() if router is not None else None
             assert router is not None and router_pid is not None
             for name, rows in data.items():
-                rest = rest_ingest.rows_per_cpu_s(router.url, router_pid, cluster, rows)
+                rest = rest_ingest.median_of(router.url, router_pid, cluster, rows, ingest_repeats)
                 measured["ingest"][name] |= rest
                 print(f"  {name:9} REST ingest    {rest}", flush=True)
     finally:
@@ -330,6 +342,7 @@ def main() -> int:
         "corpus": describe_corpus(data["real"], data["synthetic"]),
         "victorialogs": build.record(),
         "repeats": repeats,
+        "ingest_repeats": ingest_repeats,
         **measured,
         "targets": judged,
         "context": shown,
