@@ -179,6 +179,8 @@ def _ingest() -> dict[str, tuple[Part, ...]]:
                         C("bytes/row on disk, everything counted", "bytes_per_row"),
                         C("of which zstd blocks", "block_bytes_per_row"),
                         C("of which trigram filters", "grams_bytes_per_row"),
+                        C("lz4: of which ids, ts, xids", "integers_bytes_per_row"),
+                        C("lz4: of which text", "contents_bytes_per_row"),
                     ),
                     rows=f"layouts.{data}",
                     caption=f"rows: {data}",

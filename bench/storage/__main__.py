@@ -103,6 +103,7 @@ async def postgres_side(
         HEAP: {"bytes_per_row": round(await layouts.heap_bytes(connection, loaded) / len(rows), 1)},
         LZ4: {"bytes_per_row": round(await layouts.pack_lz4(connection, loaded) / len(rows), 1)},
     }
+    measured[LZ4] |= await layouts.lz4_parts(connection)
     measured[HEAP]["copy_rows_per_cpu_s"] = round(len(rows) / copy_cpu)
     missing = await layouts.has_extension(connection)
     segments = None

@@ -134,6 +134,21 @@ async def pack_lz4(connection: asyncpg.Connection, loaded: Loaded) -> int:
     return await total_bytes(connection, [LZ4_TABLE])
 
 
+async def lz4_parts(connection: asyncpg.Connection) -> dict[str, float]:
+    """Where the lz4 arrays' bytes go, per row: the integer columns (ids, ts, created_xid),
+    the text, and the rest (attrs, metadata, tuple headers, the primary key)."""
+    found = await connection.fetchrow(
+        "SELECT sum(rows) AS rows, "
+        "sum(pg_column_size(ids) + pg_column_size(ts) + pg_column_size(xids)) AS integers, "
+        f"sum(pg_column_size(contents)) AS contents FROM {LZ4_TABLE}"
+    )
+    assert found is not None
+    return {
+        "integers_bytes_per_row": round(found["integers"] / found["rows"], 2),
+        "contents_bytes_per_row": round(found["contents"] / found["rows"], 2),
+    }
+
+
 async def has_extension(connection: asyncpg.Connection) -> str | None:
     """None when shardlog_segments is created (or now creatable) here, else why not."""
     available = await connection.fetchval(
