@@ -135,6 +135,7 @@ async def measure(
     search, and of each ingest (fresh VictoriaLogs instances)."""
     searches_repeats, ingest_repeats = repeats
     connection = await asyncpg.connect(dsn)
+    home = Path(f"/tmp/shardlog-bench-storage-{port}")
     sizes: dict[str, Any] = {}
     found: dict[str, Any] = {}
     ingest: dict[str, Any] = {}
@@ -147,7 +148,6 @@ async def measure(
             if build.binary is None:
                 found |= await ask_all(connection, loaded, segments, None, mine, searches_repeats)
                 continue
-            home = Path(f"/tmp/shardlog-bench-storage-{port}")
             with victorialogs.running(build.binary, port, home / name) as peer:
                 cpu = [peer.load(rows)]
                 peer.merge()
@@ -163,6 +163,7 @@ async def measure(
             print(f"  {name:9} {VL:14} {sizes[name][VL]} {ingest[name]}", flush=True)
     finally:
         await connection.close()
+        shutil.rmtree(home, ignore_errors=True)
     for name, figures in sizes.items():
         ingest.setdefault(name, {})["heap_copy_postgres_rows_per_cpu_s"] = figures[HEAP][
             "copy_rows_per_cpu_s"
