@@ -170,6 +170,57 @@ def _ingest() -> dict[str, tuple[Part, ...]]:
             ),
             Verdicts("ingest-storage"),
         ),
+        "storage.figures": (
+            *(
+                Table(
+                    "storage",
+                    (
+                        C("layout", "@key"),
+                        C("bytes/row on disk, everything counted", "bytes_per_row"),
+                        C("of which zstd blocks", "block_bytes_per_row"),
+                        C("of which trigram filters", "grams_bytes_per_row"),
+                        C("lz4: of which ids, ts, xids", "integers_bytes_per_row"),
+                        C("lz4: of which text", "contents_bytes_per_row"),
+                    ),
+                    rows=f"layouts.{data}",
+                    caption=f"rows: {data}",
+                )
+                for data in ("real", "synthetic")
+            ),
+            Table(
+                "storage",
+                (
+                    C("search", "@key"),
+                    C("answer (rows or count)", "answer"),
+                    C("same answer everywhere", "equal"),
+                    C("heap ms", "median_ms.heap"),
+                    C("zstd segments ms", "median_ms.zstd_segments"),
+                    C("VictoriaLogs ms", "median_ms.victorialogs"),
+                ),
+                rows="searches",
+            ),
+            Table(
+                "storage",
+                (
+                    C("rows", "@key"),
+                    C("VictoriaLogs rows per CPU-second", "victorialogs_rows_per_cpu_s", ",.0f"),
+                    C(
+                        "heap COPY, PostgreSQL rows per CPU-second",
+                        "heap_copy_postgres_rows_per_cpu_s",
+                        ",.0f",
+                    ),
+                    C(
+                        "shardlog REST rows per CPU-second (router + PostgreSQL)",
+                        "shardlog_rest_rows_per_cpu_s",
+                        ",.0f",
+                    ),
+                    C("router µs/row", "shardlog_rest_router_us_per_row"),
+                    C("PostgreSQL µs/row", "shardlog_rest_postgres_us_per_row"),
+                ),
+                rows="ingest",
+            ),
+            Verdicts("storage"),
+        ),
         "placement.figures": (
             Table(
                 "placement",
