@@ -19,6 +19,9 @@ from router.auth.self_audit import SelfAudit, record_run
 from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
 from router.catalog.snapshot import SHARD_STATES, CatalogSnapshot
+from router.compaction.job import CompactionJob
+from router.compaction.metrics import CompactionMetrics
+from router.compaction.runner import Compactor, Report
 from router.db import catalog_login
 from router.db.failures import DRIVER_ERRORS
 from router.db.pools import ShardPools
@@ -44,9 +47,9 @@ from router.tail.signal import CommitSignal
 log = logging.getLogger(__name__)
 
 
-def job_actor() -> str:
-    """How the self-audit names the router's own retention runs."""
-    return f"retention job (router on {socket.gethostname()}, pid {os.getpid()})"
+def job_actor(job: str = "retention") -> str:
+    """How the self-audit names the router's own runs of a job (retention, compaction)."""
+    return f"{job} job (router on {socket.gethostname()}, pid {os.getpid()})"
 
 
 @dataclass
@@ -65,6 +68,7 @@ class Runtime:
     reports: ReportService
     retention: RetentionRunner
     retention_job: RetentionJob
+    compaction_job: CompactionJob
     auth: TokenRegistry
     self_audit: SelfAudit
     rows: RowService
@@ -99,6 +103,17 @@ class Runtime:
         async def observe(report: RunReport) -> bool:
             return await record_run(self_audit, job_actor(), report, always=False)
 
+        async def audit_compaction(report: Report) -> bool:
+            return await self_audit.record(
+                job_actor("compaction"),
+                "compaction.run",
+                "closed days",
+                **report.audit_details(),
+            )
+
+        compactor = Compactor(
+            metadata, pools, settings.compaction, CompactionMetrics(metrics.registry)
+        )
         search = SearchService(metadata, catalog, owners, pools, settings.search)
         runtime = cls(
             settings,
@@ -121,6 +136,9 @@ class Runtime:
             ReportService(metadata, catalog, owners, pools, search, settings.report),
             retention,
             RetentionJob(retention, catalog, settings.retention.interval_s, observe),
+            CompactionJob(
+                metadata, compactor, catalog, settings.compaction.interval_s, audit_compaction
+            ),
             TokenRegistry(metadata, settings.auth, metrics.registry),
             self_audit,
             RowService(metadata, catalog, pools, settings.search),

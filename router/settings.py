@@ -611,8 +611,14 @@ class RetentionSettings(Section):
 
 class CompactionSettings(Section):
     """Closed days packed into compressed segments (router/compaction, docs/architecture.md
-    "Compacted days"). Run by `shardlog compact`; the router runs no compaction job yet."""
+    "Compacted days")."""
 
+    enabled: bool = Field(
+        False,
+        description="Run the compaction job in the router (off by default: the shards need "
+        "the shardlog_segments extension, which the images and Ansible roles do not carry yet).",
+    )
+    interval_s: float = Field(600.0, gt=0, description="Seconds between the router's runs.")
     closed_after_s: float = Field(
         6 * 3600.0,
         ge=0,

@@ -12,10 +12,11 @@ from router.catalog import store
 from router.cli import auth as cli_auth
 from router.cli.lifecycle import Context, parse_day, with_context
 from router.cli.output import output, print_table
+from router.compaction.job import locked_run
 from router.compaction.runner import Compactor, Scope, owner_keys, report_json
 from router.errors import BadRequest
 
-EXIT_FAILED = 1
+EXIT_FAILED, EXIT_BUSY = 1, 4
 COLUMNS = ["state", "kind", "owner", "day", "shard", "rows", "heap_bytes", "packed_bytes", "error"]
 
 
@@ -38,18 +39,19 @@ async def cmd_compact(ctx: Context, args: argparse.Namespace) -> int:
     if args.dry_run:
         report = await compactor.survey(ctx.snapshot, scope)
     else:
-        report = await compactor.run(ctx.snapshot, scope, clear_now=args.clear_now)
+        ran = await locked_run(ctx.metadata, compactor, ctx.snapshot, scope, args.clear_now)
+        if ran is None:
+            print("shardlog: another compaction run holds the lock; try again", file=sys.stderr)
+            return EXIT_BUSY
+        report = ran
     data = report_json(report, await owner_keys(ctx.metadata, report))
-    if not args.dry_run and any(o.steps or o.error for o in report.owner_days):
-        steps = sum(len(o.steps) for o in report.owner_days)
+    if not args.dry_run and report.changed:
         async with self_audit.standalone(ctx.settings) as audit:
             await audit.record(
                 cli_auth.actor(),
                 "compaction.run",
                 f"day {args.day}" if args.day else "closed days",
-                owner_days=len(report.owner_days),
-                steps=steps,
-                failed=len(report.failed),
+                **report.audit_details(),
             )
 
     def show() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
@@ -17,6 +18,7 @@ import asyncpg
 from router import clock
 from router.catalog.snapshot import CatalogSnapshot
 from router.compaction import plan, registry, statements
+from router.compaction.metrics import CompactionMetrics
 from router.compaction.plan import OwnerDay, Packed, Step
 from router.db import roles
 from router.db.connection import Connection
@@ -81,6 +83,25 @@ class Report:
     def failed(self) -> list[Outcome]:
         return [o for o in self.owner_days if o.error]
 
+    @property
+    def changed(self) -> bool:
+        """Whether a step was taken or failed: what the self-audit records."""
+        return any(o.steps or o.error for o in self.owner_days)
+
+    def audit_details(self) -> dict[str, int]:
+        return {
+            "owner_days": len(self.owner_days),
+            "steps": sum(len(o.steps) for o in self.owner_days),
+            "failed": len(self.failed),
+        }
+
+    def summary(self) -> str:
+        details = self.audit_details()
+        return (
+            f"{details['steps']} step(s) over {details['owner_days']} owner-day(s), "
+            f"{details['failed']} failed"
+        )
+
 
 async def owner_keys(metadata: asyncpg.Pool, report: Report) -> dict[int, str]:
     """The keys of the audit owners a report names."""
@@ -101,11 +122,16 @@ def report_json(report: Report, keys: dict[int, str]) -> dict[str, Any]:
 
 class Compactor:
     def __init__(
-        self, metadata: asyncpg.Pool, pools: ShardPools, settings: CompactionSettings
+        self,
+        metadata: asyncpg.Pool,
+        pools: ShardPools,
+        settings: CompactionSettings,
+        metrics: CompactionMetrics | None = None,
     ) -> None:
         self._metadata = metadata
         self._pools = pools
         self._settings = settings
+        self._metrics = metrics
 
     # --- what there is -------------------------------------------------------------------
 
@@ -215,9 +241,20 @@ class Compactor:
                     outcome.packed_bytes = owner_day.packed.packed_bytes
                 if step in ("open", "wait", "done"):
                     return
+                started = time.monotonic()
                 await self._attempts(step, outcome.shard, outcome.table)
                 outcome.steps.append(step)
+                if self._metrics is not None:
+                    self._metrics.step(step, time.monotonic() - started)
+                    if step == "copy":
+                        copied = (await self._read(outcome.shard, outcome.table)).packed
+                        if copied is not None:
+                            self._metrics.copied(
+                                copied.rows, copied.heap_bytes, copied.packed_bytes
+                            )
         except (VerificationFailed, _CodecMissing, _Unregistered, *DRIVER_ERRORS) as exc:
+            if self._metrics is not None:
+                self._metrics.failures.inc()
             outcome.error = describe(exc) if not isinstance(exc, VerificationFailed) else str(exc)
             log.warning(
                 "compaction of %s on %s failed: %s",

@@ -65,7 +65,8 @@ BEGIN
     day_of := to_date(parts[3], 'YYYYMMDD');
     EXECUTE format('DROP VIEW IF EXISTS public.%I', name || '_all');
     segments := to_regclass(format('public.%I', day_kind || '_segments_' || parts[3]));
-    IF segments IS NOT NULL THEN
+    IF segments IS NOT NULL AND EXISTS (SELECT 1 FROM public.compacted_days c
+            WHERE c.kind = day_kind AND c.owner_id = parts[2]::bigint AND c.day = day_of) THEN
         -- Locked first: a compaction of another owner of the day that commits meanwhile is
         -- seen by the check below (each statement here takes a new snapshot).
         EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', segments);

@@ -9,6 +9,7 @@ must take its place in the order."""
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import uuid
 from collections.abc import Iterator
@@ -25,13 +26,14 @@ from bench.shard_view import catalog_shards, day_tables, owner_id, shard_sql
 from router.db.names import parse_day_table
 from router.search import sql
 from router.search.query import AuditQuery, Keys, Window
+from router.settings import Settings
 from tests.integration.test_search import cursor_position, key_of, post
-from tests.support import past_day
+from tests.support import past_day, run_cli
 
 DAY = past_day(3, 0)
 WINDOW = {"from": DAY.isoformat(), "to": (DAY + timedelta(days=1)).isoformat()}
 ROWS_PER_OWNER = 70
-SEGMENT_ROWS = 6  # many segments of a few rows: the bounds and the keyset folding matter
+SEGMENT_ROWS = 16  # many segments of a few rows: the bounds and the keyset folding matter
 WORDS = ["alpha", "beta", "gamma", "Abc", "abx", "delta", "epsilon"]
 RARE = "zebra-rare"
 LONG = "a-long-and-common-phrase-of-the-log"
@@ -133,80 +135,28 @@ def report(api: httpx.Client, owners: list[str]) -> Any:
 # --- compacting an owner-day, by the design's rules ------------------------------------------
 
 
-def compact(api: httpx.Client, metadata_dsn: str, owner: str, clear: bool = True) -> int:
-    """Every day table of ``owner`` compacted: copied into segments under one snapshot,
-    switched in the catalog, its heap cleared (unless not ``clear``: the rows are then in the
-    heap and the segments both). The number of owner-days compacted."""
-    ident = owner_id(api, "audit", owner)
-    assert ident is not None
-    dsns = catalog_shards(api)
-    done = 0
-    for shard, tables in day_tables(api, "audit", ident).items():
-        for table in tables:
-            day = table.rsplit("_", 1)[1]
-            _copy(dsns[shard], table, ident, day)
-            shard_sql(
-                metadata_dsn,
-                "UPDATE day_tables SET layout = 'compacted', layout_at = now() "
-                f"WHERE kind = 'audit' AND owner_id = {ident} AND day = DATE '{day}' "
-                f"AND shard = '{shard}'",
-            )
-            if clear:
-                shard_sql(
-                    dsns[shard],
-                    f"DELETE FROM {table} WHERE created_xid IS NULL OR pg_visible_in_snapshot("
-                    f"created_xid, (SELECT snapshot FROM compacted_days WHERE kind = 'audit' "
-                    f"AND owner_id = {ident} AND day = DATE '{day}'))",
-                )
-            # Nothing is read from the heap but late rows from here on.
-            left = int(shard_sql(dsns[shard], f"SELECT count(*) FROM {table}"))
-            assert (left == 0) == clear
-            done += 1
-    return done
-
-
-def _copy(dsn: str, table: str, ident: int, day: str) -> None:
-    segments = f"audit_segments_{day}"
-    shard_sql(
-        dsn,
-        f"CREATE TABLE IF NOT EXISTS {segments} (owner_id bigint, seq int, "
-        "first_ts timestamptz, first_id bigint, last_ts timestamptz, last_id bigint, "
-        "rows int, grams bytea, block bytea, PRIMARY KEY (owner_id, seq)); "
-        f"GRANT SELECT ON {segments} TO shardlog_reader",
+def compact(settings: Settings, owner: str, clear: bool = True) -> int:
+    """Every day table of ``owner`` compacted by `shardlog compact`: copied into segments under
+    one snapshot, switched in the catalog, its heap cleared (unless not ``clear``: the rows are
+    then in the heap and the segments both, the heap's excluded by the snapshot). The number
+    of owner-days compacted."""
+    result = run_cli(
+        settings,
+        "compact",
+        "--json",
+        "--owner",
+        owner,
+        *(["--clear-now"] if clear else []),
+        env={"SHARDLOG_COMPACTION__SEGMENT_ROWS": str(SEGMENT_ROWS)},
     )
-    # One transaction (psql runs one -c's statements as one), its snapshot recorded.
-    shard_sql(
-        dsn,
-        "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; "
-        f"INSERT INTO {segments} SELECT {ident}, n, "
-        "(array_agg(ts ORDER BY ts, id))[1], (array_agg(id ORDER BY ts, id))[1], "
-        "(array_agg(ts ORDER BY ts DESC, id DESC))[1], "
-        "(array_agg(id ORDER BY ts DESC, id DESC))[1], count(*), "
-        "shardlog_grams(array_agg(content ORDER BY ts, id)), "
-        "shardlog_pack_audit(array_agg(id ORDER BY ts, id), array_agg(ts ORDER BY ts, id), "
-        "array_agg(content ORDER BY ts, id), array_agg(attrs ORDER BY ts, id), "
-        "array_agg(created_xid ORDER BY ts, id)) "
-        f"FROM (SELECT *, (row_number() OVER (ORDER BY ts, id) - 1) / {SEGMENT_ROWS} AS n "
-        f"FROM {table}) AS numbered GROUP BY n; "
-        "INSERT INTO compacted_days (kind, owner_id, day, snapshot, segments, rows, checksum, "
-        "heap_bytes, packed_bytes) "
-        f"SELECT 'audit', {ident}, DATE '{day}', pg_current_snapshot(), count(*), "
-        f"coalesce(sum(rows), 0), 0, 0, 0 FROM {segments} WHERE owner_id = {ident}",
-    )
+    assert result.returncode == 0, result.stderr
+    owner_days = json.loads(result.stdout)["owner_days"]
+    assert {o["state"] for o in owner_days} == ({"done"} if clear else {"wait"}), owner_days
+    return len(owner_days)
 
 
 @pytest.fixture(scope="module")
-def segment_codec(api) -> None:
-    """The shardlog_segments extension on every shard (make install puts it on the machine)."""
-    for dsn in catalog_shards(api).values():
-        shard_sql(dsn, "CREATE EXTENSION IF NOT EXISTS shardlog_segments")
-
-
-# --- the dataset -------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def compacted(api, settings, segment_codec) -> dict[str, Any]:
+def compacted(api, settings) -> dict[str, Any]:
     """The answers on the heap, then every owner-day compacted."""
     tag = uuid.uuid4().hex[:8]
     owners = [f"packed-{tag}-{n}" for n in range(3)]
@@ -225,10 +175,7 @@ def compacted(api, settings, segment_codec) -> dict[str, Any]:
         "late": pages(api, {"owner": late, **WINDOW, "limit": 1000}),
     }
     # The first owner's heap is kept: its rows are in the heap and the segments both.
-    days = sum(
-        compact(api, settings.metadata_dsn(), owner, clear=owner != owners[0])
-        for owner in [*owners, late]
-    )
+    days = sum(compact(settings, owner, clear=owner != owners[0]) for owner in [*owners, late])
     assert days >= len(owners) + 1
     return {"owners": owners, "late": late, "before": before}
 
@@ -255,16 +202,23 @@ def test_a_page_unpacks_the_first_segments_alone(api, compacted) -> None:
         f"LATERAL (SELECT TIMESTAMPTZ '{DAY.isoformat()}' + n * INTERVAL '1 s' AS t) AS at; "
         f"ANALYZE {table.segments}",
     )
-    for descending in (False, True):
-        query = AuditQuery(
-            Keys.of(["any"]), Window(DAY, DAY + timedelta(days=1)), (), "substring", "asc"
+    try:
+        for descending in (False, True):
+            query = AuditQuery(
+                Keys.of(["any"]), Window(DAY, DAY + timedelta(days=1)), (), "substring", "asc"
+            )
+            text, params = sql.page_sql(query, [table], shard, None, descending, 120)
+            plan = asyncio.run(explain(dsn, text, params))
+            nodes = list(walk(plan[0]["Plan"]))
+            assert any(n["Node Type"] == "Incremental Sort" for n in nodes), plan
+            read = [n for n in nodes if n.get("Relation Name") == table.segments.strip('"')]
+            assert read and read[0]["Actual Rows"] <= 4, plan  # of 1,000 segments
+    finally:
+        shard_sql(
+            dsn,
+            f"DROP TABLE {table.quoted}; "
+            f"DELETE FROM {table.segments} WHERE owner_id = {table.owner_id}",
         )
-        text, params = sql.page_sql(query, [table], shard, None, descending, 120)
-        plan = asyncio.run(explain(dsn, text, params))
-        nodes = list(walk(plan[0]["Plan"]))
-        assert any(n["Node Type"] == "Incremental Sort" for n in nodes), plan
-        read = [n for n in nodes if n.get("Relation Name") == table.segments.strip('"')]
-        assert read and read[0]["Actual Rows"] <= 4, plan  # of 1,000 segments
 
 
 def walk(node: dict[str, Any]) -> Iterator[dict[str, Any]]:

@@ -30,7 +30,15 @@ from router.db.names import parse_day_table
 from router.settings import Settings
 from tests.integration import test_retention as retention_helpers
 from tests.integration.test_search import post
-from tests.support import cli_env, clock_now, past_day, run_cli
+from tests.support import (
+    another_router,
+    cli_env,
+    clock_now,
+    past_day,
+    recent_window,
+    run_cli,
+    running_router,
+)
 
 DAY = past_day(4, 0)
 WINDOW = {"from": DAY.isoformat(), "to": (DAY + timedelta(days=1)).isoformat()}
@@ -356,3 +364,65 @@ def test_a_run_killed_inside_its_copy_leaves_nothing_and_the_next_completes(
     rerun = compact(settings, "--owner", owner, "--clear-now")
     assert states(rerun, owner) == {"done"}, [o["error"] for o in rerun["owner_days"]]
     assert names  # the owner-day the copy was held on
+
+
+def test_the_routers_job_compacts_closed_days_once_across_routers(
+    api, settings, owner, tmp_path
+) -> None:
+    """Two routers with the job on: the owner-day is compacted in the background, each step
+    taken once (the run lock), and every row found. Only days 27 or more days old close for
+    them (CLOSED_AFTER_S of 26 days): nothing another test wrote."""
+    old_day = past_day(27, 0)
+    records = [
+        {
+            "owner": owner,
+            "ts": (old_day + timedelta(seconds=11 * i)).isoformat(),
+            "content": f"old {i}",
+        }
+        for i in range(150)
+    ]
+    for start in range(0, 150, 50):
+        post(api, "/v1/audit", records[start : start + 50])
+    window = {"from": old_day.isoformat(), "to": (old_day + timedelta(days=1)).isoformat()}
+    env = {
+        "SHARDLOG_COMPACTION__ENABLED": "true",
+        "SHARDLOG_COMPACTION__INTERVAL_S": "0.3",
+        "SHARDLOG_COMPACTION__CLEAR_AFTER_S": "0",
+        "SHARDLOG_COMPACTION__CLOSED_AFTER_S": str(26 * 86400),
+    }
+    routers = [another_router(settings, tmp_path / f"router{n}", env) for n in range(2)]
+    with running_router(routers[0]), running_router(routers[1]):
+        deadline = time.monotonic() + 60
+        while True:
+            state = api.get("/v1/admin/compaction", params={"owner": owner}).json()
+            if state["owner_days"] and {o["state"] for o in state["owner_days"]} == {"done"}:
+                break
+            assert time.monotonic() < deadline, state
+            time.sleep(0.1)
+        metrics = [httpx.get(f"{r.url}/metrics").text for r in routers]
+    owner_days = len(state["owner_days"])
+
+    def total(name: str, step: str | None = None) -> float:
+        label = f'{{step="{step}"}}' if step else ""
+        return sum(
+            float(line.split()[-1])
+            for text in metrics
+            for line in text.splitlines()
+            if line.startswith(f"{name}{label} ")
+        )
+
+    # Only this owner's days are old enough for these routers to copy: each copy and switch
+    # once per owner-day (they also clear what other tests left switched and waiting).
+    for step in ("copy", "switch"):
+        assert total("shardlog_compaction_steps_total", step) == owner_days
+    assert total("shardlog_compaction_steps_total", "clear") >= owner_days
+    assert total("shardlog_compaction_rows_total") == 150
+    assert total("shardlog_compaction_failures_total") == 0
+    assert heap_rows(api, owner) == 0
+    items = api.get("/v1/audit/search", params={"owner": owner, **window, "limit": 1000}).json()
+    assert [i["content"] for i in items["items"]] == [f"old {i}" for i in range(150)]
+    audit = api.get(
+        "/v1/audit/search",
+        params={"owner": "shardlog.admin", "q": "compaction.run", **recent_window(), "limit": 5},
+    )
+    assert audit.status_code == 200 and audit.json()["items"], audit.text

@@ -1,0 +1,78 @@
+"""The router's compaction job (SHARDLOG_COMPACTION__ENABLED): a run every
+SHARDLOG_COMPACTION__INTERVAL_S (the first one an interval after start) over every closed
+owner-day. Several routers may run it, and `shardlog compact` beside them: a session advisory
+lock on the metadata database lets one run through at a time, the others skip."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+import asyncpg
+
+from router.catalog.cache import CatalogCache
+from router.catalog.snapshot import CatalogSnapshot
+from router.compaction.runner import Compactor, Report, Scope
+from router.periodic import PeriodicTask
+
+log = logging.getLogger(__name__)
+
+# pg_advisory_lock key of compaction runs ('shardlog compact' as a number).
+RUN_LOCK = 0x73686C636D7061
+Observer = Callable[[Report], Awaitable[object]]
+
+
+async def locked_run(
+    metadata: asyncpg.Pool,
+    compactor: Compactor,
+    snapshot: CatalogSnapshot,
+    scope: Scope,
+    clear_now: bool = False,
+) -> Report | None:
+    """A run over the closed owner-days of ``scope``, or None when another run holds the
+    lock."""
+    async with metadata.acquire() as lock_connection:
+        try:
+            if not await lock_connection.fetchval("SELECT pg_try_advisory_lock($1)", RUN_LOCK):
+                return None
+            try:
+                return await compactor.run(snapshot, scope, clear_now)
+            finally:
+                await lock_connection.execute("SELECT pg_advisory_unlock($1)", RUN_LOCK)
+        except BaseException:
+            # Connections go back to the pool without a reset query: a lock that may still be
+            # held ends with its session.
+            lock_connection.terminate()
+            raise
+
+
+class CompactionJob:
+    def __init__(
+        self,
+        metadata: asyncpg.Pool,
+        compactor: Compactor,
+        catalog: CatalogCache,
+        interval_s: float,
+        observer: Observer | None = None,
+    ) -> None:
+        self._metadata = metadata
+        self._compactor = compactor
+        self._catalog = catalog
+        self._observer = observer
+        self._periodic = PeriodicTask("compaction run", lambda: interval_s, self.run_once)
+
+    def start(self) -> None:
+        self._periodic.start()
+
+    async def stop(self) -> None:
+        await self._periodic.stop()
+
+    async def run_once(self) -> Report | None:
+        report = await locked_run(self._metadata, self._compactor, self._catalog.snapshot, Scope())
+        if report is None:
+            return None
+        if report.changed:
+            log.info("compaction run: %s", report.summary())
+            if self._observer is not None:
+                await self._observer(report)
+        return report

@@ -1,0 +1,53 @@
+"""What compaction counts on /metrics (the router's job and its API; a CLI run reports on
+its standard output)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from router.compaction.plan import Step
+
+
+class CompactionMetrics:
+    def __init__(self, registry: CollectorRegistry | None) -> None:
+        self.steps = Counter(
+            "shardlog_compaction_steps",
+            "Steps of compaction taken (copy, switch, clear), by step",
+            ["step"],
+            registry=registry,
+        )
+        self.failures = Counter(
+            "shardlog_compaction_failures",
+            "Owner-days whose step failed (retried next run; a copy that did not verify keeps "
+            "nothing)",
+            registry=registry,
+        )
+        self.rows = Counter(
+            "shardlog_compaction_rows", "Rows copied into segments", registry=registry
+        )
+        self.bytes_before = Counter(
+            "shardlog_compaction_bytes_before",
+            "Bytes of the heaps copied (table and indexes)",
+            registry=registry,
+        )
+        self.bytes_after = Counter(
+            "shardlog_compaction_bytes_after",
+            "Bytes of the segments they became (blocks and filters)",
+            registry=registry,
+        )
+        self.seconds = Histogram(
+            "shardlog_compaction_step_seconds",
+            "Seconds one step of one owner-day took",
+            ["step"],
+            buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60, 300),
+            registry=registry,
+        )
+
+    def step(self, step: Step, seconds: float) -> None:
+        self.steps.labels(step).inc()
+        self.seconds.labels(step).observe(seconds)
+
+    def copied(self, rows: int, heap_bytes: int, packed_bytes: int) -> None:
+        self.rows.inc(rows)
+        self.bytes_before.inc(heap_bytes)
+        self.bytes_after.inc(packed_bytes)
