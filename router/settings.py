@@ -801,6 +801,18 @@ class Settings(BaseSettings):
     schema_dir: Path = REPO_ROOT / "schema"
 
     @model_validator(mode="after")
+    def _compaction_after_the_tail(self) -> Settings:
+        """A tail resumes by reading the heap rows its log names: a day must not be compacted
+        (and its heap cleared) while the tail's log may still name them."""
+        if self.compaction.closed_after_s < self.tail.log_keep_s:
+            raise ValueError(
+                f"compaction.closed_after_s ({self.compaction.closed_after_s:g}) must be at least "
+                f"tail.log_keep_s ({self.tail.log_keep_s:g}): a tail resume reads the rows its "
+                "log names from the heap"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _default_passfile(self) -> Settings:
         """The password file defaults to the local cluster's, wherever its data directory is."""
         if self.pools.passfile is None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
+from pydantic import ValidationError
 
 from router.compaction.plan import OwnerDay, Packed, closed, next_step
 from router.db.names import day_table
+from router.settings import CompactionSettings, Settings, TailSettings
 
 DAY = date(2026, 11, 20)
 END = datetime(2026, 11, 21, tzinfo=UTC)
@@ -67,3 +69,16 @@ def test_a_registry_that_says_compacted_without_a_copy_is_copied_never_cleared()
     """The shard's record is what clears: without it the heap is the only copy."""
     orphan = owner_day(True, 5000.0, None)
     assert next_step(orphan, END, SIX_HOURS, 120, clear_now=True) == "copy"
+
+
+def test_a_day_may_not_close_before_the_tail_forgets_it() -> None:
+    with pytest.raises(ValidationError, match="closed_after_s"):
+        Settings(
+            compaction=CompactionSettings(closed_after_s=60), tail=TailSettings(log_keep_s=900)
+        )
+    assert (
+        Settings(
+            compaction=CompactionSettings(closed_after_s=900), tail=TailSettings(log_keep_s=900)
+        ).compaction.closed_after_s
+        == 900
+    )
