@@ -177,7 +177,10 @@ class Compactor:
             report.owner_days.append(outcome)
         return report
 
-    async def _packed(self, shard: str) -> dict[tuple[int, date], Packed]:
+    async def _packed(
+        self, shard: str, table: DayTable | None = None
+    ) -> dict[tuple[int, date], Packed]:
+        """The shard's compacted_days rows (of one owner-day when ``table`` is given)."""
         async with self._pools.writer(shard).acquire() as connection:
             if not await connection.fetchval(
                 "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = $1)", CODEC
@@ -185,7 +188,10 @@ class Compactor:
                 raise _CodecMissing(shard)
             rows = await connection.fetch(
                 "SELECT owner_id, day, segments, rows, heap_bytes, packed_bytes, "
-                "cleared_at IS NOT NULL AS cleared FROM compacted_days WHERE kind = 'audit'"
+                "cleared_at IS NOT NULL AS cleared FROM compacted_days WHERE kind = 'audit' "
+                "AND ($1::bigint IS NULL OR (owner_id = $1 AND day = $2))",
+                None if table is None else table.owner_id,
+                None if table is None else table.day,
             )
         return {
             (r["owner_id"], r["day"]): Packed(
@@ -274,7 +280,7 @@ class Compactor:
         )
         if row is None:
             raise _Unregistered(f"{table.name} on {shard} is not in the registry")
-        packed = (await self._packed(shard)).get((table.owner_id, table.day))
+        packed = (await self._packed(shard, table)).get((table.owner_id, table.day))
         return OwnerDay(shard, table, row["layout"] == "compacted", row["switched_s_ago"], packed)
 
     async def _attempts(self, step: Step, shard: str, table: DayTable) -> None:
