@@ -133,11 +133,15 @@ async def write(
                 lines += chunk.count(b"\n")
                 gz.write(chunk)
 
-            await connection.copy_from_query(
-                f"SELECT {', '.join(quote_ident(c) for c in columns)} FROM {source}",
-                output=sink,
-                format="text",
-            )
+            if source == table.quoted:
+                await connection.copy_from_table(
+                    table.name, columns=columns, output=sink, format="text"
+                )
+            else:
+                listed = ", ".join(quote_ident(c) for c in columns)
+                await connection.copy_from_query(
+                    f"SELECT {listed} FROM {source}", output=sink, format="text"
+                )
         raw.flush()
         os.fsync(raw.fileno())
     if lines != expected:
