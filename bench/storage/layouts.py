@@ -7,7 +7,8 @@ everything counted (heap, indexes, TOAST, filters, segment metadata):
   attrs and created_xid as arrays with lz4 compression, the primary key (owner_id, seq);
 - zstd segments: the design's segment table (docs/architecture.md "Compacted days"): first
   and last (ts, id), rows, the trigram filter ``shardlog_grams(contents, 8)`` and the block
-  ``shardlog_pack_audit(...)`` of the extension shardlog_segments (STORAGE EXTERNAL), cut at
+  ``shardlog_pack_audit(...)`` of the extension shardlog_segments (stored as the router's
+  segment tables store them: router/compaction/statements.py storage_ddl), cut at
   1,000 rows and 256 KiB of content, the primary key (owner_id, seq)."""
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import asyncpg
 
 from bench.storage.corpus import Row
+from router.compaction import statements
 from router.db import ddl
 from router.db.names import DayTable, day_table, segment_table
 
@@ -172,7 +174,8 @@ async def pack_zstd(connection: asyncpg.Connection, loaded: Loaded) -> tuple[str
             rows int NOT NULL, grams bytea NOT NULL, block bytea NOT NULL,
             PRIMARY KEY (owner_id, seq))"""
     )
-    await connection.execute(f"ALTER TABLE {name} ALTER COLUMN block SET STORAGE EXTERNAL")
+    for statement in statements.storage_ddl(name):
+        await connection.execute(statement)
     for table in loaded.tables.values():
         await connection.execute(
             f"""INSERT INTO {name}

@@ -5,9 +5,11 @@ answers compared: a first page (up to 100 rows, ascending) as (ts, content), and
   tables of one shard (the statement shapes the router sends);
 - shardlog, zstd segments: the design's page statement (docs/architecture.md "Compacted
   days"): per owner-day the segments pruned by their ts bounds and ``shardlog_may_contain``
-  for each pattern, unpacked LATERAL, filtered by the page's own condition, ``ORDER BY seq,
-  ord`` under the page's LIMIT; the owners' branches merged in (ts, owner id, id) order. The
-  branch of late heap rows is left out: after the clear a compacted day's heap is empty;
+  for each pattern, unpacked LATERAL (only the rows in the window built: extension 1.1's
+  bounded unpack, as router/compaction/layout.py passes it), filtered by the page's
+  condition, ``ORDER BY seq, ord`` under the page's LIMIT; the owners' branches merged in
+  (ts, owner id, id) order. The branch of late heap rows is left out: after the clear a
+  compacted day's heap is empty;
 - VictoriaLogs: LogsQL over /select/logsql/query: the window as a ``_time`` filter, each
   pattern as a substring filter of ``_msg``, ``sort by (_time) | limit``, or ``stats count()``.
 
@@ -76,7 +78,7 @@ def segments_statement(
     pruned = "".join(f" AND shardlog_may_contain(s.grams, {p})" for p in patterns)
     matched = "".join(f" AND strpos(u.content, {p}) > 0" for p in patterns)
     source = (
-        f"FROM {segments} s CROSS JOIN LATERAL shardlog_unpack_audit(s.block) u "
+        f"FROM {segments} s CROSS JOIN LATERAL shardlog_unpack_audit(s.block, $1, $2) u "
         "WHERE s.owner_id = {owner} AND s.last_ts >= $1 AND s.first_ts < $2"
         f"{pruned} AND u.ts >= $1 AND u.ts < $2{matched}"
     )

@@ -203,6 +203,9 @@ shardlog_unpack_audit(PG_FUNCTION_ARGS)
 				outer;
 	Datum		values[AUDIT_COLUMNS];
 	bool		nulls[AUDIT_COLUMNS];
+	bool		bounded = PG_NARGS() == 3;
+	TimestampTz from_ts = bounded ? PG_GETARG_TIMESTAMPTZ(1) : 0;
+	TimestampTz to_ts = bounded ? PG_GETARG_TIMESTAMPTZ(2) : 0;
 
 	/*
 	 * The executor's own row type, not get_call_result_type(): that one leaves ~800 bytes in the
@@ -242,11 +245,25 @@ shardlog_unpack_audit(PG_FUNCTION_ARGS)
 	{
 		uint64		content_length = take_varint(&content_lengths);
 
-		outer = MemoryContextSwitchTo(row_context);
 		ts += (uint64) take_zigzag(&stamps);
 		if (!TIMESTAMP_NOT_FINITE((TimestampTz) ts) && !IS_VALID_TIMESTAMP((TimestampTz) ts))
 			segment_corrupt("ts out of range");
 		id += (uint64) take_zigzag(&ids);
+		/*
+		 * With bounds, a row outside [from_ts, to_ts) is stepped over without being built: its
+		 * lengths only move the column cursors. (Compaction stores rows in (ts, id) order, but
+		 * a block need not be: this does not depend on it.)
+		 */
+		if (bounded && ((TimestampTz) ts < from_ts || (TimestampTz) ts >= to_ts))
+		{
+			content_bytes += content_length;
+			if (!is_null(attr_bitmap, row))
+				attr_text += take_varint(&attr_lengths);
+			if (!is_null(xid_bitmap, row))
+				xid += (uint64) take_zigzag(&xids);
+			continue;
+		}
+		outer = MemoryContextSwitchTo(row_context);
 		values[0] = Int32GetDatum((int32) row + 1);
 		values[1] = Int64GetDatum((int64) id);
 		values[2] = TimestampTzGetDatum((TimestampTz) ts);

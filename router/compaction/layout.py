@@ -21,7 +21,6 @@ Add = Callable[[Any], str]
 
 # The columns of an audit day table, in its order (router/db/ddl.py).
 AUDIT_TABLE_COLUMNS = "id, ts, content, attrs, created_xid"
-_UNPACKED = "shardlog_unpack_audit(s.block) AS u"
 
 
 def _compacted(table: DayTable) -> bool:
@@ -45,9 +44,12 @@ def late(table: DayTable) -> str:
     return f"created_xid IS NOT NULL AND NOT pg_visible_in_snapshot(created_xid, {snapshot(table)})"
 
 
-def segments(table: DayTable) -> str:
-    """The owner's segments of the day, each row unpacked (``s``: the segment, ``u``: the row)."""
-    return f"{table.segments} AS s CROSS JOIN LATERAL {_UNPACKED}"
+def segments(table: DayTable, window: tuple[str, str] | None = None) -> str:
+    """The owner's segments of the day, each row unpacked (``s``: the segment, ``u``: the row);
+    with ``window`` (SQL expressions), only each segment's rows with start <= ts < end are
+    built (extension 1.1: the others are stepped over)."""
+    bounds = "" if window is None else f", {window[0]}, {window[1]}"
+    return f"{table.segments} AS s CROSS JOIN LATERAL shardlog_unpack_audit(s.block{bounds}) AS u"
 
 
 def owned(table: DayTable) -> str:
@@ -91,21 +93,23 @@ def page_branch(
     condition: str,
     order: str,
     cap: str,
-    segments_where: Callable[[], str],
+    segments_where: Callable[[], tuple[str, tuple[str, str]]],
 ) -> str:
     """One table's branch of a page: its first ``cap`` rows that meet ``condition`` in
     ``order`` ("ts ASC, id ASC" or the DESC twin), with its owner id. A compacted owner-day:
     the late heap rows and the segments (``segments_where()``: which may hold a row of the
-    page), read in segment order and each segment's rows in stored order, which is (ts, id)
-    order, so the page stops unpacking once it is full."""
+    page, and the ts range whose rows the unpack builds), read in segment order and each
+    segment's rows in stored order, which is (ts, id) order, so the page stops unpacking
+    once it is full."""
     owner = f"{int(table.owner_id)}::bigint AS owner_id"
     heap = f"SELECT {select}, {owner} FROM {table.quoted} WHERE {condition}"
     if not _compacted(table):
         return f"({heap} ORDER BY {order} LIMIT {cap})"
     direction = "DESC" if order.endswith("DESC") else "ASC"
+    which, window = segments_where()
     packed = (
-        f"SELECT {select}, {owner} FROM {segments(table)} "
-        f"WHERE {owned(table)} AND {segments_where()} AND {condition} "
+        f"SELECT {select}, {owner} FROM {segments(table, window)} "
+        f"WHERE {owned(table)} AND {which} AND {condition} "
         f"ORDER BY s.seq {direction}, u.ord {direction} LIMIT {cap}"
     )
     return (
@@ -139,7 +143,8 @@ def count_branch(
         )
         opened += f" AND NOT ({inside(start, end)})"
     branches.append(
-        f"SELECT count(*) FROM {segments(table)} WHERE {opened} AND {candidates} AND {condition}"
+        f"SELECT count(*) FROM {segments(table, window)} "
+        f"WHERE {opened} AND {candidates} AND {condition}"
     )
     return " UNION ALL ".join(branches)
 
@@ -154,7 +159,7 @@ def source(table: DayTable, window: tuple[str, str] | None = None) -> str:
     return (
         f"(SELECT {AUDIT_TABLE_COLUMNS} FROM {table.quoted} WHERE {late(table)} "
         f"UNION ALL SELECT u.id, u.ts, u.content, u.attrs, u.created_xid "
-        f"FROM {segments(table)} WHERE {owned(table)}{bounds}) AS {table.quoted}"
+        f"FROM {segments(table, window)} WHERE {owned(table)}{bounds}) AS {table.quoted}"
     )
 
 

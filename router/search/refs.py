@@ -217,6 +217,10 @@ def point_sql(ref: RowRef) -> tuple[str, list[Any]]:
     )
 
 
+# The range of the instant $1 alone: a segment's other rows are not built.
+ONE_INSTANT = ("$1::timestamptz", "$1::timestamptz + interval '1 microsecond'")
+
+
 def segment_point_sql(ref: RowRef) -> tuple[str, list[Any]] | None:
     """An audit row of a compacted owner-day, once its heap row is cleared: read from the one
     segment whose (first, last) bounds hold its (ts, id). None for a flow (flow days are not
@@ -225,7 +229,7 @@ def segment_point_sql(ref: RowRef) -> tuple[str, list[Any]] | None:
         return None
     table = ref.table
     return (
-        f"SELECT u.ts, u.id, u.content, u.attrs FROM {layout.segments(table)} "
+        f"SELECT u.ts, u.id, u.content, u.attrs FROM {layout.segments(table, ONE_INSTANT)} "
         f"WHERE {layout.owned(table)} AND (s.first_ts, s.first_id) <= ($1, $2) "
         "AND (s.last_ts, s.last_id) >= ($1, $2) AND u.ts = $1 AND u.id = $2",
         [ref.ts, ref.id],

@@ -205,16 +205,23 @@ def _segments_of_page(
     after: Position | None,
     descending: bool,
     params: Params,
-) -> str:
-    """The segments of a compacted owner-day that may hold a row of the page: in the window,
-    after the cursor, not ruled out by a substring pattern's trigrams."""
-    window = params.add(query.window.start), params.add(query.window.end)
+) -> tuple[str, tuple[str, str]]:
+    """The segments of a compacted owner-day that may hold a row of the page (in the window,
+    after the cursor, not ruled out by a substring pattern's trigrams), and the ts range of
+    their rows to unpack: the window, narrowed by the cursor (a later page does not build
+    the rows before its cursor again)."""
+    start, end = params.add(query.window.start), params.add(query.window.end)
     parts = [
-        layout.overlapping(*window),
+        layout.overlapping(start, end),
         layout.segment_keyset(after, shard, table.owner_id, descending, params.add),
         _candidates(query, params),
     ]
-    return " AND ".join(part for part in parts if part != "true") or "true"
+    if after is not None and descending:
+        cursor = params.add(after.ts)
+        end = f"LEAST({end}::timestamptz, {cursor}::timestamptz + interval '1 microsecond')"
+    elif after is not None:
+        start = f"GREATEST({start}::timestamptz, {params.add(after.ts)}::timestamptz)"
+    return " AND ".join(part for part in parts if part != "true") or "true", (start, end)
 
 
 def _candidates(query: AuditQuery | FlowQuery, params: Params) -> str:

@@ -15,6 +15,7 @@ import string
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -47,6 +48,17 @@ ARRAYS = """
 AS_TEXT = """
     SELECT ord, id, ts::text, content, attrs::text, created_xid::text
     FROM shardlog_unpack_audit($1)
+"""
+# A bounded unpack, and PostgreSQL's own range test over the arrays it was packed from.
+BOUNDED = f"""
+    SELECT u.ord, u.id, u.ts::text, u.content, u.attrs::text, u.created_xid::text
+    FROM shardlog_unpack_audit({PACK}, $6::text::timestamptz, $7::text::timestamptz) AS u
+    ORDER BY u.ord
+"""
+IN_RANGE = f"""
+    SELECT * FROM ({ARRAYS}) AS a
+    WHERE a.ts::timestamptz >= $6::text::timestamptz AND a.ts::timestamptz < $7::text::timestamptz
+    ORDER BY a.ord
 """
 GRAMS_PROBE = "SELECT shardlog_may_contain(shardlog_grams($1::text[]), p) FROM unnest($2::text[]) p"
 
@@ -135,6 +147,19 @@ async def test_unpack_gives_back_what_was_packed(
     shard: asyncpg.Connection, rows: list[Row]
 ) -> None:
     await assert_round_trip(shard, rows)
+
+
+@examples(60)
+@given(rows=ROWS, data=st.data())
+async def test_a_bounded_unpack_builds_the_rows_of_its_range_alone(
+    shard: asyncpg.Connection, rows: list[Row], data: st.DataObject
+) -> None:
+    """[from, to): the rows PostgreSQL's own comparison keeps, in stored order with their
+    ordinals, whatever the order of the block's ts (a block need not be sorted)."""
+    bound = st.one_of(INSTANTS, st.sampled_from([row[1] for row in rows])) if rows else INSTANTS
+    arguments = [*columns(rows), data.draw(bound), data.draw(bound)]
+    bounded = [tuple(row) for row in await shard.fetch(BOUNDED, *arguments)]
+    assert bounded == [tuple(row) for row in await shard.fetch(IN_RANGE, *arguments)]
 
 
 async def test_long_lines_and_an_empty_block_round_trip(shard: asyncpg.Connection) -> None:
@@ -349,6 +374,48 @@ async def test_a_database_owner_may_create_the_extension(
     finally:
         await shard.execute(f'DROP DATABASE IF EXISTS "{name}"')
         await shard.execute(f'DROP ROLE IF EXISTS "{name}"')
+
+
+async def test_a_shard_of_version_1_0_is_updated_by_its_migration(
+    shard: asyncpg.Connection, cluster: LocalCluster
+) -> None:
+    """Shard migration 0011 brings a database with extension 1.0 (migration 0010's) to 1.1:
+    the bounded unpack, and the filter probed after a segment's owner and bounds."""
+    migration = (Path(__file__).parents[2] / "schema/shard/0011_segments_range.sql").read_text()
+    name = f"pgseg_update_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    await shard.execute(f'CREATE DATABASE "{name}"')
+    try:
+        scratch = await asyncpg.connect(cluster.shards[0].spec.dsn(name))
+        try:
+            await scratch.execute("CREATE EXTENSION shardlog_segments VERSION '1.0'")
+            await scratch.execute(migration)
+            assert (
+                await scratch.fetchval(
+                    "SELECT extversion FROM pg_extension WHERE extname = 'shardlog_segments'"
+                )
+                == "1.1"
+            )
+            packed = (
+                "shardlog_pack_audit('{1,2}', $1::timestamptz[], '{a,b}', '{NULL,NULL}', '{1,2}')"
+            )
+            instants = [datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC)]
+            bounded = await scratch.fetch(
+                f"SELECT ord, content FROM shardlog_unpack_audit({packed}, $2, $3)",
+                instants,
+                instants[1],
+                instants[1] + timedelta(microseconds=1),
+            )
+            assert [tuple(row) for row in bounded] == [(2, "b")]
+            assert (
+                await scratch.fetchval(
+                    "SELECT procost FROM pg_proc WHERE proname = 'shardlog_may_contain'"
+                )
+                == 1000
+            )
+        finally:
+            await scratch.close()
+    finally:
+        await shard.execute(f'DROP DATABASE IF EXISTS "{name}"')
 
 
 # --- blocks made here from the format's description (native/pg_segments/shardlog_segments.c)
