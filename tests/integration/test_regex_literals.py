@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from router.compaction.literals import required_literals
 from services.cluster import LocalCluster
-from tests.integration.test_segment_codec import EXTENSION, examples
+from tests.integration.test_segment_codec import codec_connection, examples
 
 ALPHABET = "abcAB-. {}|1"
 LITERAL = st.sampled_from(list("abcAB- 1"))
@@ -48,10 +48,8 @@ def fold(text: str) -> bytes:
 
 @pytest.fixture(scope="module")
 async def shard(cluster: LocalCluster) -> AsyncIterator[asyncpg.Connection]:
-    connection = await asyncpg.connect(cluster.shards[0].spec.dsn())
-    await connection.execute(EXTENSION)
-    yield connection
-    await connection.close()
+    async with codec_connection(cluster) as connection:
+        yield connection
 
 
 MATCHED = """
