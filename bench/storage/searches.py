@@ -13,7 +13,8 @@ answers compared: a first page (up to 100 rows, ascending) as (ts, content), and
 - VictoriaLogs: LogsQL over /select/logsql/query: the window as a ``_time`` filter, each
   pattern as a substring filter of ``_msg``, ``sort by (_time) | limit``, or ``stats count()``.
 
-Each is timed warm: medians of ``repeats`` runs after one unmeasured."""
+Each is timed warm: medians of ``repeats`` rounds after one unmeasured, every store asked in
+turn in each round."""
 
 from __future__ import annotations
 
@@ -120,14 +121,19 @@ def ask_victorialogs(peer: VictoriaLogs, search: Search) -> Answer:
     return [(datetime.fromisoformat(r["_time"]), r["_msg"]) for r in found], None
 
 
-async def median_ms(ask: Callable[[], Awaitable[Answer]], repeats: int) -> tuple[float, Answer]:
-    answer = await ask()  # warm
-    samples = []
+async def medians_ms(
+    stores: dict[str, Callable[[], Awaitable[Answer]]], repeats: int
+) -> tuple[dict[str, float], dict[str, Answer]]:
+    """Each store's median time and its answer: one unmeasured ask of each, then ``repeats``
+    rounds asking every store in turn, so that the machine's drift falls on all alike."""
+    answers = {name: await ask() for name, ask in stores.items()}  # warm
+    samples: dict[str, list[float]] = {name: [] for name in stores}
     for _ in range(repeats):
-        started = time.perf_counter()
-        answer = await ask()
-        samples.append((time.perf_counter() - started) * 1000)
-    return round(statistics.median(samples), 3), answer
+        for name, ask in stores.items():
+            started = time.perf_counter()
+            answers[name] = await ask()
+            samples[name].append((time.perf_counter() - started) * 1000)
+    return {name: round(statistics.median(taken), 3) for name, taken in samples.items()}, answers
 
 
 def compare(answers: dict[str, Answer]) -> dict[str, Any]:
@@ -153,9 +159,7 @@ async def run(
     stores: dict[str, Callable[[], Awaitable[Answer]]],
     repeats: int,
 ) -> dict[str, Any]:
-    timings, answers = {}, {}
-    for name, ask in stores.items():
-        timings[name], answers[name] = await median_ms(ask, repeats)
+    timings, answers = await medians_ms(stores, repeats)
     return {**search.describe(), "median_ms": timings, **compare(answers)}
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from router.compaction import layout
+from router.compaction import layout, literals
 from router.db import ddl
 from router.db.names import DayTable
 from router.search.cursor import Position
@@ -225,10 +225,19 @@ def _segments_of_page(
 
 
 def _candidates(query: AuditQuery | FlowQuery, params: Params) -> str:
-    """Segments a query's patterns do not rule out (the filter is of substrings alone)."""
-    if isinstance(query, AuditQuery) and query.match == "substring":
+    """Segments a query's patterns do not rule out: by each substring, or by the substrings
+    every match of each regular expression contains (router/compaction/literals.py)."""
+    if not isinstance(query, AuditQuery):
+        return "true"
+    if query.match == "substring":
         return layout.may_contain(query.patterns, params.add)
-    return "true"
+    required = [
+        literal
+        for pattern in query.patterns
+        for literal in literals.required_literals(pattern)
+        if len(literal.encode()) >= literals.FILTERED_BYTES
+    ]
+    return layout.may_contain(required, params.add)
 
 
 def _window_of(

@@ -47,6 +47,10 @@ FORMS: list[dict[str, Any]] = [
     {"q": LONG},
     {"q": "ab[cx]", "match": "regex"},
     {"q": "^ABC", "match": "iregex"},
+    # Literals every match holds (router/compaction/literals.py) probe the segments' filters.
+    {"q": "zebra-.are", "match": "regex"},
+    {"q": "ZEBRA-(x|r)are", "match": "iregex"},
+    {"q": "(gamma|delta) .*phrase", "match": "regex"},
     {"q": "beta", "consistent": "true"},
 ]
 ORDERS = ["asc", "desc"]

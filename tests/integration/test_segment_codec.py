@@ -63,12 +63,21 @@ IN_RANGE = f"""
 GRAMS_PROBE = "SELECT shardlog_may_contain(shardlog_grams($1::text[]), p) FROM unnest($2::text[]) p"
 
 
+@contextlib.asynccontextmanager
+async def codec_connection(cluster: LocalCluster) -> AsyncIterator[asyncpg.Connection]:
+    """A connection to the first shard, with the extension created."""
+    connection = await asyncpg.connect(cluster.shards[0].spec.dsn())
+    try:
+        await connection.execute(EXTENSION)
+        yield connection
+    finally:
+        await connection.close()
+
+
 @pytest.fixture(scope="module")
 async def shard(cluster: LocalCluster) -> AsyncIterator[asyncpg.Connection]:
-    connection = await asyncpg.connect(cluster.shards[0].spec.dsn())
-    await connection.execute(EXTENSION)
-    yield connection
-    await connection.close()
+    async with codec_connection(cluster) as connection:
+        yield connection
 
 
 Row = tuple[int, str, str, str | None, int | None]
