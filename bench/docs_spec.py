@@ -221,6 +221,71 @@ def _ingest() -> dict[str, tuple[Part, ...]]:
             ),
             Verdicts("storage"),
         ),
+        "compaction.figures": (
+            Table(
+                "compaction",
+                VALUE,
+                entries=(
+                    ("rows of each day", "rates.rows"),
+                    ("owners of each day (one shard)", "rates.owners"),
+                    ("REST ingest rows/s (median)", "rates.ingest_rows_per_s"),
+                    ("compaction rows/s (median)", "rates.compaction_rows_per_s"),
+                    ("compaction ÷ ingest, rows/s", "rates.compaction_vs_ingest"),
+                    (
+                        "compaction ÷ ingest, rows per CPU-second",
+                        "rates.compaction_vs_ingest_per_cpu_s",
+                    ),
+                ),
+            ),
+            Table(
+                "compaction",
+                (
+                    C("day", "day"),
+                    C("ingest rows/s", "ingest.rows_per_s", ",.0f"),
+                    C("ingest rows/CPU-s", "ingest.rows_per_cpu_s", ",.0f"),
+                    C("router µs/row", "ingest.driver_us_per_row"),
+                    C("PostgreSQL µs/row", "ingest.postgres_us_per_row"),
+                    C("compaction rows/s", "compaction.rows_per_s", ",.0f"),
+                    C("compaction rows/CPU-s", "compaction.rows_per_cpu_s", ",.0f"),
+                    C("compacting process µs/row", "compaction.driver_us_per_row"),
+                    C("PostgreSQL µs/row", "compaction.postgres_us_per_row"),
+                    C("copy s", "step_seconds.copy"),
+                    C("switch s", "step_seconds.switch"),
+                    C("clear s", "step_seconds.clear"),
+                ),
+                rows="rates.runs",
+                caption="each measured day: ingest, then compaction",
+            ),
+            Table(
+                "compaction",
+                VALUE,
+                rows="beside.copy_profile_s",
+                caption="the copy's statements over one day's owner-days, seconds (rolled back)",
+            ),
+            Table(
+                "compaction",
+                (
+                    C("alone rows/s", "alone.rows_per_s", ",.0f"),
+                    C("alone s", "alone.seconds"),
+                    C("beside rows/s", "beside.rows_per_s", ",.0f"),
+                    C("beside s", "beside.seconds"),
+                    C("beside ÷ alone", "ratio"),
+                    C("rows compacted meanwhile", "beside.compacted_rows"),
+                ),
+                rows="beside.runs",
+                caption="writes of today's rows, alone and beside `shardlog compact`",
+            ),
+            Table(
+                "compaction",
+                (
+                    C("1,000-row page", "@key"),
+                    C("compacted p50 ms", "compacted"),
+                    C("heap p50 ms", "heap"),
+                ),
+                rows="pages.p50_ms",
+            ),
+            Verdicts("compaction"),
+        ),
         "placement.figures": (
             Table(
                 "placement",
