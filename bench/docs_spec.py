@@ -235,6 +235,8 @@ def _ingest() -> dict[str, tuple[Part, ...]]:
                         "compaction ÷ ingest, rows per CPU-second",
                         "rates.compaction_vs_ingest_per_cpu_s",
                     ),
+                    ("machine load average (1, 5, 15 min) before the run", "load_average.before"),
+                    ("after it", "load_average.after"),
                 ),
             ),
             Table(

@@ -14,7 +14,7 @@ shard of the project's launcher and its router (docs/architecture.md "Compacted 
   rows in the heap (two owners, identical rows): first page ascending, descending, second
   page by cursor. Target: compacted p50 <= 25 ms; the heap's as context.
 
-    python -m bench.compaction [--quick] [--repeats 3] [--copies 4] [--per-owner 2000]
+    python -m bench.compaction [--quick] [--repeats 5] [--copies 4] [--per-owner 2000]
         [--ingest-clients 2] [--writer-batch 1000] [--page-rows 4000] [--page-repeats 31]
 """
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import statistics
 import sys
@@ -97,11 +98,11 @@ def beside_phase(
     cluster: Any,
     router: Any,
     days: list[date],
-    alone_s: float,
     args: argparse.Namespace,
 ) -> dict[str, Any]:
     """A day per repeat loaded (untimed), its copy profiled (rolled back), then the writer
-    alone for ``alone_s`` and beside that day's compaction, in alternating order."""
+    beside that day's compaction and alone, in alternating order (beside first, then alone
+    first, ...): alone for as long as the last writer beside took."""
     for k, when in enumerate(days):
         rows = day.day_rows(when, args.copies, args.per_owner, f"beside{k}-")
         day.ingest(router.url, router.pid(), cluster, rows, args.ingest_clients)
@@ -111,15 +112,17 @@ def beside_phase(
     batch = args.writer_batch
     asyncio.run(beside.alone(router.url, lines, batch, 1.0))  # warm-up: the owner, today's table
     runs = []
+    alone_s = 0.0
     for k, when in enumerate(days):
         measured: dict[str, Any] = {}
-        for phase in ("alone", "beside") if k % 2 == 0 else ("beside", "alone"):
+        for phase in ("beside", "alone") if k % 2 == 0 else ("alone", "beside"):
             if phase == "alone":
                 rows_, seconds = asyncio.run(beside.alone(router.url, lines, batch, alone_s))
                 measured["alone"] = {"rows": rows_, "seconds": round(seconds, 3)}
             else:
                 found = asyncio.run(beside.beside(settings, router.url, lines, batch, when))
-                measured["beside"] = {k: round(v, 3) for k, v in found.items()}
+                measured["beside"] = {name: round(v, 3) for name, v in found.items()}
+                alone_s = found["seconds"]
         for phase in ("alone", "beside"):
             measured[phase]["rows_per_s"] = round(
                 measured[phase]["rows"] / measured[phase]["seconds"]
@@ -131,7 +134,6 @@ def beside_phase(
         runs.append(measured)
     return {
         "writer_batch": batch,
-        "alone_s": round(alone_s, 3),
         "runs": runs,
         "alone_rows_per_s": statistics.median(r["alone"]["rows_per_s"] for r in runs),
         "beside_rows_per_s": statistics.median(r["beside"]["rows_per_s"] for r in runs),
@@ -230,7 +232,7 @@ def plot(payload: dict[str, Any]) -> Any:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench.compaction")
     p.add_argument("--quick", action="store_true", help="small days, few repeats: seconds")
-    p.add_argument("--repeats", type=int, default=3, help="measured days of each phase")
+    p.add_argument("--repeats", type=int, default=5, help="measured days of each phase")
     p.add_argument("--copies", type=int, default=4, help="times 16 owners a day")
     p.add_argument("--per-owner", type=int, default=2000, help="lines per owner (max 2000)")
     p.add_argument("--ingest-clients", type=int, default=2)
@@ -254,19 +256,20 @@ def main() -> int:
     rate_days = [today - timedelta(days=3 + k) for k in range(args.repeats + 1)]
     beside_days = [today - timedelta(days=10 + k) for k in range(args.repeats)]
     page_day = today - timedelta(days=18)
+    load = {"before": os.getloadavg()}
     try:
         with bench_cluster(settings) as (cluster, router):
             assert router is not None
             print("rates: ingest, then compaction of each day", flush=True)
             found = rates_phase(settings, cluster, router, rate_days, args)
-            alone_s = max(1.0, statistics.median(r["compaction"]["seconds"] for r in found["runs"]))
             print("beside: writes alone and beside a compaction", flush=True)
-            beside_ = beside_phase(settings, cluster, router, beside_days, alone_s, args)
+            beside_ = beside_phase(settings, cluster, router, beside_days, args)
             print("pages: 1,000-row pages, compacted and heap", flush=True)
             paged = pages_phase(settings, cluster, router, page_day, args)
     finally:
         if not args.keep:
             shutil.rmtree(args.data_dir, ignore_errors=True)
+    load["after"] = os.getloadavg()
     measured = {"rates": found, "beside": beside_, "pages": paged}
     judged, shown = targets(measured)
     print_verdicts(judged)
@@ -278,6 +281,9 @@ def main() -> int:
         **measured,
         "targets": judged,
         "context": shown,
+        # The machine's load average (1, 5, 15 min) around the run: other work shares its
+        # cores, which absolute figures (the page p50s) feel and side-by-side ratios less.
+        "load_average": {k: [round(x, 2) for x in v] for k, v in load.items()},
         "machine_note": baseline.MACHINE_NOTE,
     }
     json_path, png_path = write_results(
