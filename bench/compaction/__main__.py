@@ -8,14 +8,16 @@ shard of the project's launcher and its router (docs/architecture.md "Compacted 
   PostgreSQL process). Target: compaction >= 5x ingest, elapsed (one shard: the run is one
   sequential job, one core). Where the copy's time goes, statement by statement, beside it.
 - beside: one client writing today's rows in fixed batches, alone and while `shardlog
-  compact` (a process of its own) compacts another closed day of the same size; the order
-  alternates each repeat. Target: rows/s beside >= 0.8x alone.
+  compact` (a process of its own) compacts another closed day of the same size, and beside a
+  compaction throttled by SHARDLOG_COMPACTION__MAX_ROWS_PER_S (context); the order reverses
+  each repeat. Target: rows/s beside >= 0.8x alone.
 - pages: 1,000-row pages through the REST search of a compacted owner-day and of the same
   rows in the heap (two owners, identical rows): first page ascending, descending, second
   page by cursor. Target: compacted p50 <= 25 ms; the heap's as context.
 
     python -m bench.compaction [--quick] [--repeats 5] [--copies 4] [--per-owner 2000]
-        [--ingest-clients 2] [--writer-batch 1000] [--page-rows 4000] [--page-repeats 31]
+        [--ingest-clients 2] [--writer-batch 1000] [--throttle-rows-per-s 20000]
+        [--page-rows 4000] [--page-repeats 31]
 """
 
 from __future__ import annotations
@@ -97,47 +99,66 @@ def beside_phase(
     settings: Settings,
     cluster: Any,
     router: Any,
-    days: list[date],
+    days: list[tuple[date, date]],
     args: argparse.Namespace,
 ) -> dict[str, Any]:
-    """A day per repeat loaded (untimed), its copy profiled (rolled back), then the writer
-    beside that day's compaction and alone, in alternating order (beside first, then alone
-    first, ...): alone for as long as the last writer beside took."""
-    for k, when in enumerate(days):
-        rows = day.day_rows(when, args.copies, args.per_owner, f"beside{k}-")
-        day.ingest(router.url, router.pid(), cluster, rows, args.ingest_clients)
-    profile = asyncio.run(rates.copy_profile(settings, days[0]))
+    """Two days per repeat loaded (untimed), one's copy profiled (rolled back), then the
+    writer beside the first day's compaction, alone, and beside the second day's compaction
+    throttled to ``--throttle-rows-per-s`` (the order reversed every other repeat): alone for
+    as long as the last writer beside an unthrottled compaction took."""
+    for k, pair in enumerate(days):
+        for n, when in enumerate(pair):
+            rows = day.day_rows(when, args.copies, args.per_owner, f"beside{k}-{n}-")
+            day.ingest(router.url, router.pid(), cluster, rows, args.ingest_clients)
+    profile = asyncio.run(rates.copy_profile(settings, days[0][0]))
     print(f"  the copy's statements, one day, seconds: {profile}", flush=True)
     lines = [line for lines in corpus.systems().values() for line in lines]
     batch = args.writer_batch
     asyncio.run(beside.alone(router.url, lines, batch, 1.0))  # warm-up: the owner, today's table
+    phases = ("beside", "alone", "throttled")
     runs = []
     alone_s = 0.0
-    for k, when in enumerate(days):
+    for k, (when, throttled_day) in enumerate(days):
         measured: dict[str, Any] = {}
-        for phase in ("beside", "alone") if k % 2 == 0 else ("alone", "beside"):
+        for phase in phases if k % 2 == 0 else phases[::-1]:
             if phase == "alone":
-                rows_, seconds = asyncio.run(beside.alone(router.url, lines, batch, alone_s))
+                rows_, seconds = asyncio.run(beside.alone(router.url, lines, batch, alone_s or 1.0))
                 measured["alone"] = {"rows": rows_, "seconds": round(seconds, 3)}
-            else:
-                found = asyncio.run(beside.beside(settings, router.url, lines, batch, when))
-                measured["beside"] = {name: round(v, 3) for name, v in found.items()}
+                continue
+            throttle = args.throttle_rows_per_s if phase == "throttled" else 0
+            found = asyncio.run(
+                beside.beside(
+                    settings,
+                    router.url,
+                    lines,
+                    batch,
+                    throttled_day if throttle else when,
+                    throttle,
+                )
+            )
+            measured[phase] = {name: round(v, 3) for name, v in found.items()}
+            if not throttle:
                 alone_s = found["seconds"]
-        for phase in ("alone", "beside"):
+        for phase in phases:
             measured[phase]["rows_per_s"] = round(
                 measured[phase]["rows"] / measured[phase]["seconds"]
             )
-        measured["ratio"] = round(
-            measured["beside"]["rows_per_s"] / measured["alone"]["rows_per_s"], 3
-        )
+        for phase in ("beside", "throttled"):
+            measured[f"{phase}_ratio"] = round(
+                measured[phase]["rows_per_s"] / measured["alone"]["rows_per_s"], 3
+            )
         print(f"  repeat {k + 1}: {measured}", flush=True)
         runs.append(measured)
     return {
         "writer_batch": batch,
+        "throttle_rows_per_s": args.throttle_rows_per_s,
         "runs": runs,
-        "alone_rows_per_s": statistics.median(r["alone"]["rows_per_s"] for r in runs),
-        "beside_rows_per_s": statistics.median(r["beside"]["rows_per_s"] for r in runs),
-        "beside_vs_alone": round(statistics.median(r["ratio"] for r in runs), 3),
+        **{
+            f"{phase}_rows_per_s": statistics.median(r[phase]["rows_per_s"] for r in runs)
+            for phase in phases
+        },
+        "beside_vs_alone": round(statistics.median(r["beside_ratio"] for r in runs), 3),
+        "throttled_vs_alone": round(statistics.median(r["throttled_ratio"] for r in runs), 3),
         "copy_profile_s": profile,
     }
 
@@ -171,6 +192,12 @@ def targets(measured: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         },
     }
     shown = {
+        "writes_beside_throttled_compaction_vs_alone": context(
+            beside_["throttled_vs_alone"],
+            f"the writer beside a compaction throttled to {beside_['throttle_rows_per_s']:,} "
+            "rows/s (SHARDLOG_COMPACTION__MAX_ROWS_PER_S) ÷ alone: what the throttle buys; "
+            "not a target (the default is unthrottled)",
+        ),
         "compaction_vs_ingest_rows_per_cpu_s": context(
             found["compaction_vs_ingest_per_cpu_s"],
             "compaction rows per CPU-second (compacting process + PostgreSQL) ÷ ingest's "
@@ -203,9 +230,13 @@ def plot(payload: dict[str, Any]) -> Any:
         axes.set_title(f"one day of {found['rows']:,} rows (red: 5x ingest)", fontsize=9)
         axes = figure.add_subplot(1, 3, 2)
         axes.bar(
-            ["alone", "beside compaction"],
-            [beside_["alone_rows_per_s"], beside_["beside_rows_per_s"]],
-            color=["tab:blue", "tab:orange"],
+            ["alone", "beside\ncompaction", "beside\nthrottled"],
+            [
+                beside_["alone_rows_per_s"],
+                beside_["beside_rows_per_s"],
+                beside_["throttled_rows_per_s"],
+            ],
+            color=["tab:blue", "tab:orange", "tab:green"],
         )
         axes.axhline(
             beside_["alone_rows_per_s"] * WRITES_BESIDE_VS_ALONE, color="red", linestyle="--"
@@ -237,6 +268,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--per-owner", type=int, default=2000, help="lines per owner (max 2000)")
     p.add_argument("--ingest-clients", type=int, default=2)
     p.add_argument("--writer-batch", type=int, default=1000, help="rows per write beside")
+    p.add_argument(
+        "--throttle-rows-per-s",
+        type=int,
+        default=20_000,
+        help="SHARDLOG_COMPACTION__MAX_ROWS_PER_S of the throttled compaction beside the writer",
+    )
     p.add_argument("--page-rows", type=int, default=4000, help="rows of each page owner")
     p.add_argument("--page-repeats", type=int, default=31)
     p.add_argument("--data-dir", type=Path, default=Path("var/bench-compaction"))
@@ -250,11 +287,15 @@ def main() -> int:
     if args.quick:
         args.repeats, args.copies, args.per_owner = 2, 1, 500
         args.page_rows, args.page_repeats = 2500, 9
+        args.throttle_rows_per_s = 4000
     settings = bench_settings(args.data_dir, shards=1, groups=1)
     today = clock.today()
     # Closed days well inside the default retention (30 days), one per day of each phase.
     rate_days = [today - timedelta(days=3 + k) for k in range(args.repeats + 1)]
-    beside_days = [today - timedelta(days=10 + k) for k in range(args.repeats)]
+    beside_days = [
+        (today - timedelta(days=10 + k), today - timedelta(days=20 + k))
+        for k in range(args.repeats)
+    ]
     page_day = today - timedelta(days=18)
     load = {"before": os.getloadavg()}
     try:

@@ -102,10 +102,11 @@ async def _run_lock(settings: Settings, ended: asyncio.Task[Any], held: bool) ->
 
 
 async def beside(
-    settings: Settings, url: str, lines: list[str], batch: int, day: date
+    settings: Settings, url: str, lines: list[str], batch: int, day: date, max_rows_per_s: int = 0
 ) -> dict[str, Any]:
-    """The writer while `shardlog compact --day` runs: rows, seconds, and the run's own
-    elapsed seconds and rows (every owner-day done, or the run fails)."""
+    """The writer while `shardlog compact --day` runs (throttled to ``max_rows_per_s`` when
+    given): rows, seconds, and the run's own elapsed seconds and rows (every owner-day done,
+    or the run fails)."""
     started = time.perf_counter()
     process = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -116,7 +117,7 @@ async def beside(
         day.isoformat(),
         "--clear-now",
         "--json",
-        env=cli_env(settings),
+        env={**cli_env(settings), "SHARDLOG_COMPACTION__MAX_ROWS_PER_S": str(max_rows_per_s)},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
