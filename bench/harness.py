@@ -270,6 +270,16 @@ def verdict(value: float, target: float, *, at_most: bool = True) -> dict[str, A
     return {"value": value, "target": target, "met": met, "at_most": at_most}
 
 
+def print_verdicts(judged: Mapping[str, Mapping[str, Any]]) -> None:
+    """Each target's verdict on a line, and a SHORTFALL line for each one missed."""
+    for name, found in judged.items():
+        state = "met" if found["met"] else "SHORTFALL"
+        bound = "<=" if found["at_most"] else ">="
+        print(f"  {name:45} {found['value']:9.3f} (target {bound} {found['target']}): {state}")
+        if not found["met"]:
+            print(f"SHORTFALL: {name} {found['value']}, target {bound} {found['target']}")
+
+
 def context(value: float, compared_with: str) -> dict[str, Any]:
     """A figure shown beside the targets, not judged: a comparison that cannot miss (with a
     path slow by design) or a figure of other code. ``compared_with`` says what it measures

@@ -641,6 +641,13 @@ class CompactionSettings(Section):
     attempts: int = Field(5, ge=1, description="Attempts per step before an owner-day fails.")
     retry_backoff_s: float = Field(0.2, ge=0, description="First pause between attempts.")
     zstd_level: int = Field(3, ge=1, le=19, description="zstd level of the segments.")
+    max_rows_per_s: float = Field(
+        0.0,
+        ge=0,
+        description="Most rows a run copies per second, waiting after each owner-day's copy "
+        "(0: no limit, the default: a run is one sequential job per shard, so it takes at most "
+        "one core of a shard; a limit is for shards without a core to spare).",
+    )
 
 
 class AuthSettings(Section):

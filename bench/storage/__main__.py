@@ -34,6 +34,7 @@ from bench.harness import (
     context,
     cpu_seconds,
     grouped_bars,
+    print_verdicts,
     verdict,
     write_results,
 )
@@ -358,12 +359,7 @@ def main() -> int:
 
 
 def report(judged: dict[str, Any], measured: dict[str, Any]) -> None:
-    for name, found in judged.items():
-        state = "met" if found["met"] else "SHORTFALL"
-        bound = "<=" if found["at_most"] else ">="
-        print(f"  {name:45} {found['value']:8.3f} (target {bound} {found['target']}): {state}")
-        if not found["met"]:
-            print(f"SHORTFALL: {name} {found['value']}, target {bound} {found['target']}")
+    print_verdicts(judged)
     for name, found in measured["searches"].items():
         if not found["equal"]:
             print(f"  answers differ in {name}: {'; '.join(found['differences'])}", flush=True)

@@ -32,7 +32,7 @@ def postgres_pids(cluster: Any) -> set[int]:
     return found
 
 
-def _cpu(pids: set[int]) -> dict[int, float]:
+def cpu_of(pids: set[int]) -> dict[int, float]:
     seen = {}
     for pid in pids:
         try:
@@ -70,7 +70,7 @@ def rows_per_cpu_s(
         b"\n".join(records[start : start + BODY_ROWS]) + b"\n"
         for start in range(0, len(records), BODY_ROWS)
     ]
-    before = _cpu(postgres_pids(cluster) | {router_pid})
+    before = cpu_of(postgres_pids(cluster) | {router_pid})
     with httpx.Client(base_url=url, timeout=600, headers=auth_for(url)) as http:
         for body in bodies:
             answer = http.post(
@@ -78,7 +78,7 @@ def rows_per_cpu_s(
             )
             if answer.status_code != 200:
                 raise RuntimeError(f"/v1/audit: {answer.status_code} {answer.text[:300]}")
-    after = _cpu(postgres_pids(cluster) | {router_pid})
+    after = cpu_of(postgres_pids(cluster) | {router_pid})
     spent = {pid: seconds - before.get(pid, 0.0) for pid, seconds in after.items()}
     router = spent.pop(router_pid, 0.0)
     postgres = sum(spent.values())

@@ -19,6 +19,7 @@ from router import clock
 from router.catalog.snapshot import CatalogSnapshot
 from router.compaction import plan, registry, statements
 from router.compaction.metrics import CompactionMetrics
+from router.compaction.pace import Pace
 from router.compaction.plan import OwnerDay, Packed, Step
 from router.db import roles
 from router.db.connection import Connection
@@ -213,15 +214,16 @@ class Compactor:
 
     async def run(self, snapshot: CatalogSnapshot, scope: Scope, clear_now: bool = False) -> Report:
         """Every owner-day in scope taken as far as it can go now: shards in parallel, the
-        owner-days of one shard one after another."""
+        owner-days of one shard one after another, the copies paced by MAX_ROWS_PER_S."""
         report = await self.survey(snapshot, scope)
+        pace = Pace(self._settings.max_rows_per_s)
         by_shard: dict[str, list[Outcome]] = {}
         for outcome in report.owner_days:
             by_shard.setdefault(outcome.shard, []).append(outcome)
 
         async def shard_run(outcomes: Iterable[Outcome]) -> None:
             for outcome in outcomes:
-                await self._advance(outcome, clear_now)
+                await self._advance(outcome, clear_now, pace)
 
         await asyncio.gather(*(shard_run(o) for o in by_shard.values()))
         return report
@@ -232,10 +234,10 @@ class Compactor:
         """One owner-day of one shard taken as far as it can go now (all three steps when it
         is closed and ``clear_now``): what tests and `shardlog compact --owner` use."""
         outcome = Outcome(shard, table)
-        await self._advance(outcome, clear_now)
+        await self._advance(outcome, clear_now, Pace(self._settings.max_rows_per_s))
         return outcome
 
-    async def _advance(self, outcome: Outcome, clear_now: bool) -> None:
+    async def _advance(self, outcome: Outcome, clear_now: bool, pace: Pace) -> None:
         try:
             while True:
                 owner_day = await self._read(outcome.shard, outcome.table)
@@ -252,12 +254,8 @@ class Compactor:
                 outcome.steps.append(step)
                 if self._metrics is not None:
                     self._metrics.step(step, time.monotonic() - started)
-                    if step == "copy":
-                        copied = (await self._read(outcome.shard, outcome.table)).packed
-                        if copied is not None:
-                            self._metrics.copied(
-                                copied.rows, copied.heap_bytes, copied.packed_bytes
-                            )
+                if step == "copy":
+                    await self._copied(outcome, pace)
         except (VerificationFailed, _CodecMissing, _Unregistered, *DRIVER_ERRORS) as exc:
             if self._metrics is not None:
                 self._metrics.failures.inc()
@@ -268,6 +266,17 @@ class Compactor:
                 outcome.shard,
                 outcome.error,
             )
+
+    async def _copied(self, outcome: Outcome, pace: Pace) -> None:
+        """After a copy: its rows counted in the metrics, and the run's pace kept."""
+        packed = (await self._packed(outcome.shard, outcome.table)).get(
+            (outcome.table.owner_id, outcome.table.day)
+        )
+        if packed is None:
+            return
+        if self._metrics is not None:
+            self._metrics.copied(packed.rows, packed.heap_bytes, packed.packed_bytes)
+        await pace.copied(packed.rows)
 
     async def _read(self, shard: str, table: DayTable) -> OwnerDay:
         row = await self._metadata.fetchrow(

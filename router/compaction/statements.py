@@ -9,10 +9,9 @@ from router.compaction import layout
 from router.db import roles
 from router.db.names import DayTable
 
-# A row's canonical text, hashed to 64 bits: what the copy's verification sums on both sides.
-_ROW_HASH = (
-    "hashtextextended(format('%s|%s|%s|%s|%s', id, ts, content, attrs, created_xid), 0)::numeric"
-)
+# A row's canonical text, hashed to 64 bits: what the copy's verification sums on both sides
+# (sum() of bigint is already an exact numeric, summed in 128-bit integers: no cast needed).
+_ROW_HASH = "hashtextextended(format('%s|%s|%s|%s|%s', id, ts, content, attrs, created_xid), 0)"
 
 
 def storage_ddl(segments: str) -> list[str]:
@@ -43,30 +42,31 @@ def segment_table_ddl(table: DayTable) -> list[str]:
 def copy_sql(table: DayTable) -> str:
     """The owner-day's segments from every heap row the transaction sees, in (ts, id) order,
     cut at $2 rows and at $3 bytes of content: a row opens a new segment when either count
-    passes a multiple of its limit. $1: the owner id, $4: the zstd level."""
+    passes a multiple of its limit. $1: the owner id, $4: the zstd level. Each column is
+    aggregated once in that order; a segment's bounds are its arrays' first and last items."""
     ordered = "ORDER BY ts, id"
     return f"""
         INSERT INTO {table.segments}
             (owner_id, seq, first_ts, first_id, last_ts, last_id, rows, grams, block)
-        SELECT $1, seq,
-            (array_agg(ts {ordered}))[1], (array_agg(id {ordered}))[1],
-            (array_agg(ts ORDER BY ts DESC, id DESC))[1],
-            (array_agg(id ORDER BY ts DESC, id DESC))[1],
-            count(*),
-            shardlog_grams(array_agg(content {ordered})),
-            shardlog_pack_audit(array_agg(id {ordered}), array_agg(ts {ordered}),
-                array_agg(content {ordered}), array_agg(attrs {ordered}),
-                array_agg(created_xid {ordered}), $4)
+        SELECT $1, seq, tss[1], ids[1], tss[cardinality(tss)], ids[cardinality(ids)],
+            cardinality(ids), shardlog_grams(contents),
+            shardlog_pack_audit(ids, tss, contents, attrs, xids, $4)
         FROM (
-            SELECT *, dense_rank() OVER (ORDER BY by_rows, by_bytes) - 1 AS seq
+            SELECT seq, array_agg(id {ordered}) AS ids, array_agg(ts {ordered}) AS tss,
+                array_agg(content {ordered}) AS contents, array_agg(attrs {ordered}) AS attrs,
+                array_agg(created_xid {ordered}) AS xids
             FROM (
-                SELECT id, ts, content, attrs, created_xid,
-                    (row_number() OVER w - 1) / $2 AS by_rows,
-                    (sum(octet_length(content)) OVER w - octet_length(content)) / $3 AS by_bytes
-                FROM {table.quoted} WINDOW w AS ({ordered})
-            ) AS cut
-        ) AS numbered
-        GROUP BY seq"""
+                SELECT *, dense_rank() OVER (ORDER BY by_rows, by_bytes) - 1 AS seq
+                FROM (
+                    SELECT id, ts, content, attrs, created_xid,
+                        (row_number() OVER w - 1) / $2 AS by_rows,
+                        (sum(octet_length(content)) OVER w - octet_length(content)) / $3
+                            AS by_bytes
+                    FROM {table.quoted} WINDOW w AS ({ordered})
+                ) AS cut
+            ) AS numbered
+            GROUP BY seq
+        ) AS packed"""
 
 
 def record_sql(table: DayTable) -> str:

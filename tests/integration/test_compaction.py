@@ -25,7 +25,7 @@ import pytest
 from bench.shard_view import catalog_shards, day_tables, owner_id, shard_sql
 from router.cli.lifecycle import context
 from router.compaction import statements
-from router.compaction.runner import Compactor
+from router.compaction.runner import Compactor, Scope
 from router.db.names import parse_day_table
 from router.settings import Settings
 from tests.integration import test_retention as retention_helpers
@@ -215,6 +215,35 @@ def test_a_copy_that_does_not_verify_keeps_nothing(api, settings, owner, monkeyp
 
     monkeypatch.setattr(statements, "copy_sql", honest)
     assert states(compact(settings, "--owner", owner, "--clear-now"), owner) == {"done"}
+    assert sorted(found(api, owner)) == written
+
+
+def test_a_throttled_run_keeps_to_its_rows_per_second_and_compacts_everything(
+    api, settings, owner
+) -> None:
+    """SHARDLOG_COMPACTION__MAX_ROWS_PER_S: a run over N rows at a limit of R rows a second
+    takes at least N / R seconds (its own time, timed around the run alone), and still takes
+    every owner-day to done with every row found."""
+    rows, limit = 300, 200.0
+    written = sorted(write(api, owner, rows))
+    ident = owner_id(api, "audit", owner)
+    assert ident is not None
+    throttled = settings.compaction.model_copy(update={"max_rows_per_s": limit})
+
+    async def throttled_run() -> tuple[float, Any]:
+        async with context(settings) as ctx:
+            compactor = Compactor(ctx.metadata, ctx.pools, throttled)
+            started = time.monotonic()
+            report = await compactor.run(
+                ctx.snapshot, Scope(day=DAY.date(), owner_ids=frozenset({ident})), clear_now=True
+            )
+            return time.monotonic() - started, report
+
+    took, report = asyncio.run(throttled_run())
+    assert not report.failed and {o.state for o in report.owner_days} == {"done"}
+    assert sum(o.rows for o in report.owner_days) == rows
+    assert took >= rows / limit, took
+    assert heap_rows(api, owner) == 0
     assert sorted(found(api, owner)) == written
 
 
