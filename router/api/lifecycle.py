@@ -11,8 +11,8 @@ from router.api.responses import errors
 from router.auth.dependency import Admin
 from router.auth.self_audit import record_run
 from router.catalog.snapshot import OwnerKind
-from router.compaction.runner import Compactor, Scope, owner_keys, report_json
-from router.errors import NotFound
+from router.compaction.runner import Compactor, Position, Scope, owner_keys, report_json
+from router.errors import BadRequest, NotFound
 from router.models.admin import (
     CompactionState,
     Policy,
@@ -62,23 +62,40 @@ async def list_tables(
     }
 
 
+# A page's next_after (runner.Position.text): day/owner id/shard.
+AFTER_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}/[0-9]{1,19}/[a-z][a-z0-9_-]{0,62}$"
+
+
 @router.get(
     "/compaction",
     summary="Compaction of closed audit days: the state of each owner-day",
     response_model=CompactionState,
-    responses=errors(503),
+    responses=errors(400, 503),
 )
 async def compaction_state(
     runtime: RuntimeDep,
     day: Annotated[Day | None, Query(description="Only this UTC day")] = None,
     owner: Annotated[str | None, Query(min_length=1, max_length=256)] = None,
+    failed: Annotated[
+        bool, Query(description="Only the owner-days whose last step failed")
+    ] = False,
+    limit: Annotated[int, Query(ge=1, le=10_000, description="Owner-days per page")] = 1000,
+    after: Annotated[
+        str | None,
+        Query(pattern=AFTER_PATTERN, description="A page's next_after: the next page"),
+    ] = None,
 ) -> dict[str, Any]:
     owner_ids = None
     if owner is not None:
         mapping = await runtime.owners.lookup("audit", owner)
         owner_ids = frozenset([mapping.id] if mapping else [])
+    try:
+        position = None if after is None else Position.parse(after)
+    except ValueError:
+        raise BadRequest("not a next_after of this endpoint", "after") from None
+    scope = Scope(day, owner_ids, failed_only=failed, after=position, limit=limit)
     compactor = Compactor(runtime.metadata, runtime.pools, runtime.settings.compaction)
-    report = await compactor.survey(runtime.catalog.snapshot, Scope(day, owner_ids))
+    report = await compactor.survey(runtime.catalog.snapshot, scope)
     return report_json(report, await owner_keys(runtime.metadata, report))
 
 

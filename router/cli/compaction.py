@@ -17,19 +17,30 @@ from router.compaction.runner import Compactor, Scope, owner_keys, report_json
 from router.errors import BadRequest
 
 EXIT_FAILED, EXIT_BUSY = 1, 4
-COLUMNS = ["state", "kind", "owner", "day", "shard", "rows", "heap_bytes", "packed_bytes", "error"]
+COLUMNS = [
+    "state",
+    "kind",
+    "owner",
+    "day",
+    "shard",
+    "rows",
+    "heap_bytes",
+    "packed_bytes",
+    "failures",
+    "error",
+]
 
 
 async def _scope(ctx: Context, args: argparse.Namespace) -> Scope:
     if not args.owner:
-        return Scope(day=args.day)
+        return Scope(day=args.day, failed_only=args.failed)
     ids = set()
     for key in args.owner:
         mapping = await store.get_owner(ctx.metadata, "audit", key)
         if mapping is None:
             raise BadRequest(f"no audit owner {key!r}", "owner")
         ids.add(mapping.id)
-    return Scope(day=args.day, owner_ids=frozenset(ids))
+    return Scope(day=args.day, owner_ids=frozenset(ids), failed_only=args.failed)
 
 
 @with_context
@@ -77,6 +88,11 @@ def add_parsers(commands: Any) -> None:
         action="store_true",
         help="clear the heap rows at once instead of SHARDLOG_COMPACTION__CLEAR_AFTER_S after "
         "the switch (the clear still waits for every transaction reading the heap)",
+    )
+    compact.add_argument(
+        "--failed",
+        action="store_true",
+        help="only the owner-days whose last step failed (listed, or tried again)",
     )
     compact.add_argument("--json", action="store_true", help="print JSON")
     compact.set_defaults(run=cmd_compact)

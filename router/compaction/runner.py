@@ -10,7 +10,7 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime
 from typing import Any
 
 import asyncpg
@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 CODEC = "shardlog_segments"
 # lock_not_available, serialization_failure, deadlock_detected: worth another attempt.
 _RETRIED = ("55P03", "40001", "40P01")
+# The most of an error's text a failure record keeps.
+ERROR_CHARS = 2000
 
 
 class VerificationFailed(RuntimeError):
@@ -43,6 +45,32 @@ class VerificationFailed(RuntimeError):
 class Scope:
     day: date | None = None
     owner_ids: frozenset[int] | None = None
+    failed_only: bool = False
+    # A page of the registry's owner-days in (day, owner id, shard) order: those after
+    # ``after``, at most ``limit`` (None: all).
+    after: Position | None = None
+    limit: int | None = None
+
+
+@dataclass(frozen=True, order=True)
+class Position:
+    """An owner-day's place in the survey's order, and its text in the admin API's paging."""
+
+    day: date
+    owner_id: int
+    shard: str
+
+    def text(self) -> str:
+        return f"{self.day.isoformat()}/{self.owner_id}/{self.shard}"
+
+    @classmethod
+    def parse(cls, text: str) -> Position:
+        """Raises ValueError on text that ``text()`` did not make."""
+        day, owner_id, shard = text.split("/", 2)
+        position = cls(date.fromisoformat(day), int(owner_id), shard)
+        if not 0 <= position.owner_id < 2**63:
+            raise ValueError("owner id out of range")
+        return position
 
 
 @dataclass
@@ -57,20 +85,39 @@ class Outcome:
     heap_bytes: int = 0
     packed_bytes: int = 0
     error: str | None = None
+    # The owner-day's failure record, as the survey read it (None: its last attempt did not
+    # fail), and whether this call failed it again or took it further.
+    failure: Failure | None = None
 
     def to_json(self, owner_keys: dict[int, str] | None = None) -> dict[str, Any]:
+        failure = self.failure
         return {
             "kind": self.table.kind,
             "owner": (owner_keys or {}).get(self.table.owner_id, str(self.table.owner_id)),
             "day": self.table.day.isoformat(),
             "shard": self.shard,
             "steps": list(self.steps),
-            "state": "failed" if self.error else self.state,
+            "state": "failed" if self.error or failure else self.state,
             "rows": self.rows,
             "heap_bytes": self.heap_bytes,
             "packed_bytes": self.packed_bytes,
-            "error": self.error,
+            "error": self.error or (failure.error if failure else None),
+            "failed_step": failure.step if failure else None,
+            "failures": failure.failures if failure else 0,
+            "first_failed_at": failure.first_failed_at.isoformat() if failure else None,
+            "last_failed_at": failure.last_failed_at.isoformat() if failure else None,
         }
+
+
+@dataclass(frozen=True)
+class Failure:
+    """An owner-day's last failed step (the metadata's compaction_failures)."""
+
+    step: str
+    error: str
+    failures: int
+    first_failed_at: datetime
+    last_failed_at: datetime
 
 
 @dataclass
@@ -79,9 +126,12 @@ class Report:
     # Shards that could not be read, and shards without the codec (nothing compacted there).
     unreachable: dict[str, str] = field(default_factory=dict)
     without_codec: list[str] = field(default_factory=list)
+    # Where the next page of a paged survey starts (None: this was the last).
+    next_after: Position | None = None
 
     @property
     def failed(self) -> list[Outcome]:
+        """The owner-days this call failed."""
         return [o for o in self.owner_days if o.error]
 
     @property
@@ -118,6 +168,7 @@ def report_json(report: Report, keys: dict[int, str]) -> dict[str, Any]:
         "owner_days": [o.to_json(keys) for o in report.owner_days],
         "unreachable": report.unreachable,
         "without_codec": report.without_codec,
+        "next_after": report.next_after.text() if report.next_after else None,
     }
 
 
@@ -139,14 +190,29 @@ class Compactor:
     async def survey(self, snapshot: CatalogSnapshot, scope: Scope) -> Report:
         """Every audit owner-day in scope with its state; nothing changed."""
         rows = await self._metadata.fetch(
-            "SELECT owner_id, day, shard, layout, "
-            "extract(epoch FROM now() - layout_at)::float8 AS switched_s_ago "
-            "FROM day_tables WHERE kind = 'audit' AND ($1::date IS NULL OR day = $1) "
-            "AND ($2::bigint[] IS NULL OR owner_id = ANY($2)) ORDER BY day, owner_id, shard",
+            "SELECT d.owner_id, d.day, d.shard, d.layout, "
+            "extract(epoch FROM now() - d.layout_at)::float8 AS switched_s_ago, "
+            "f.step, f.error, f.failures, f.first_failed_at, f.last_failed_at "
+            "FROM day_tables d LEFT JOIN compaction_failures f USING (kind, owner_id, day, shard) "
+            "WHERE d.kind = 'audit' AND ($1::date IS NULL OR d.day = $1) "
+            "AND ($2::bigint[] IS NULL OR d.owner_id = ANY($2)) "
+            "AND (NOT $3 OR f.step IS NOT NULL) "
+            "AND ($4::date IS NULL OR (d.day, d.owner_id, d.shard) > ($4, $5, $6)) "
+            "ORDER BY d.day, d.owner_id, d.shard LIMIT $7",
             scope.day,
             None if scope.owner_ids is None else sorted(scope.owner_ids),
+            scope.failed_only,
+            *(
+                (None, None, None)
+                if scope.after is None
+                else (scope.after.day, scope.after.owner_id, scope.after.shard)
+            ),
+            scope.limit,
         )
         report = Report()
+        if scope.limit is not None and len(rows) == scope.limit:
+            last = rows[-1]
+            report.next_after = Position(last["day"], last["owner_id"], last["shard"])
         packed: dict[str, dict[tuple[int, date], Packed]] = {}
         for shard in sorted({row["shard"] for row in rows}):
             state = snapshot.shards.get(shard)
@@ -171,6 +237,14 @@ class Compactor:
                 packed=packed[row["shard"]].get((table.owner_id, table.day)),
             )
             outcome = Outcome(owner_day.shard, table, state=self._step(owner_day))
+            if row["step"] is not None:
+                outcome.failure = Failure(
+                    row["step"],
+                    row["error"],
+                    row["failures"],
+                    row["first_failed_at"],
+                    row["last_failed_at"],
+                )
             if owner_day.packed is not None:
                 outcome.rows = owner_day.packed.rows
                 outcome.heap_bytes = owner_day.packed.heap_bytes
@@ -248,7 +322,7 @@ class Compactor:
                     outcome.heap_bytes = owner_day.packed.heap_bytes
                     outcome.packed_bytes = owner_day.packed.packed_bytes
                 if step in ("open", "wait", "done"):
-                    return
+                    break
                 started = time.monotonic()
                 await self._attempts(step, outcome.shard, outcome.table)
                 outcome.steps.append(step)
@@ -266,6 +340,50 @@ class Compactor:
                 outcome.shard,
                 outcome.error,
             )
+            await self._record_failure(outcome)
+            return
+        if outcome.steps:  # taken further: whatever failed before is over
+            await self._forget_failure(outcome)
+
+    async def _record_failure(self, outcome: Outcome) -> None:
+        """Keeps the failure in the metadata (what the survey and the admin API show), unless
+        the metadata itself cannot be reached: the log and the metric have it then."""
+        assert outcome.error is not None
+        table = outcome.table
+        try:
+            row = await self._metadata.fetchrow(
+                "INSERT INTO compaction_failures AS f (kind, owner_id, day, shard, step, error, "
+                "first_failed_at, last_failed_at) "
+                "SELECT $1, $2, $3, $4, $5, $6, $7, $7 WHERE EXISTS (SELECT 1 FROM day_tables "
+                "WHERE kind = $1 AND owner_id = $2 AND day = $3 AND shard = $4) "
+                "ON CONFLICT (kind, owner_id, day, shard) DO UPDATE SET step = $5, error = $6, "
+                "failures = f.failures + 1, last_failed_at = $7 "
+                "RETURNING step, error, failures, first_failed_at, last_failed_at",
+                table.kind,
+                table.owner_id,
+                table.day,
+                outcome.shard,
+                outcome.state,
+                outcome.error[:ERROR_CHARS],
+                clock.now(),
+            )
+        except DRIVER_ERRORS as exc:
+            log.warning("compaction failure of %s not recorded: %s", table.name, describe(exc))
+            return
+        if row is not None:
+            outcome.failure = Failure(**dict(row))
+
+    async def _forget_failure(self, outcome: Outcome) -> None:
+        table = outcome.table
+        await self._metadata.execute(
+            "DELETE FROM compaction_failures WHERE kind = $1 AND owner_id = $2 AND day = $3 "
+            "AND shard = $4",
+            table.kind,
+            table.owner_id,
+            table.day,
+            outcome.shard,
+        )
+        outcome.failure = None
 
     async def _copied(self, outcome: Outcome, pace: Pace) -> None:
         """After a copy: its rows counted in the metrics, and the run's pace kept."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -167,13 +167,20 @@ class CompactedOwnerDay(Out):
     rows: int
     heap_bytes: int
     packed_bytes: int
-    error: str | None
+    error: str | None = Field(description="failed: why its last attempt failed")
+    failed_step: Literal["copy", "switch", "clear"] | None = Field(
+        description="failed: the step that failed (the next run tries it again)"
+    )
+    failures: int = Field(description="failed: how many runs in a row failed it")
+    first_failed_at: datetime | None
+    last_failed_at: datetime | None
 
 
 class CompactionState(Out):
     owner_days: list[CompactedOwnerDay]
     unreachable: dict[str, str] = Field(description="Shard -> why it could not be read")
     without_codec: list[str] = Field(description="Shards lacking the shardlog_segments extension")
+    next_after: str | None = Field(description="The next page's `after` (null: the last page)")
 
 
 DropOutcome = Literal["dropped", "already_gone", "failed"]

@@ -210,11 +210,24 @@ def test_a_copy_that_does_not_verify_keeps_nothing(api, settings, owner, monkeyp
         shard_sql(dsn, f"SELECT count(*) FROM compacted_days WHERE owner_id = {ident}").strip()
         == "0"
     )
-    assert states(compact(settings, "--dry-run", "--owner", owner), owner) == {"copy"}
     assert sorted(found(api, owner)) == written
+    # The failure is kept: listed as failed (with its step, error and count) until a run
+    # takes the owner-day further.
+    asyncio.run(attempt())
+    listed = api.get("/v1/admin/compaction", params={"owner": owner, "failed": "true"}).json()
+    failed = [o for o in listed["owner_days"] if o["shard"] == shard]
+    assert len(failed) == 1, listed
+    assert failed[0]["state"] == "failed" and failed[0]["failed_step"] == "copy"
+    assert failed[0]["failures"] == 2 and "nothing was kept" in failed[0]["error"]
+    assert failed[0]["first_failed_at"] <= failed[0]["last_failed_at"]
+    assert states(compact(settings, "--dry-run", "--owner", owner, "--failed"), owner) == {"failed"}
 
     monkeypatch.setattr(statements, "copy_sql", honest)
-    assert states(compact(settings, "--owner", owner, "--clear-now"), owner) == {"done"}
+    retried = compact(settings, "--owner", owner, "--failed", "--clear-now")
+    assert states(retried, owner) == {"done"}, json.dumps(retried["owner_days"])
+    assert states(compact(settings, "--dry-run", "--owner", owner), owner) == {"done"}
+    listed = api.get("/v1/admin/compaction", params={"owner": owner, "failed": "true"}).json()
+    assert listed["owner_days"] == []
     assert sorted(found(api, owner)) == written
 
 
@@ -245,6 +258,38 @@ def test_a_throttled_run_keeps_to_its_rows_per_second_and_compacts_everything(
     assert took >= rows / limit, took
     assert heap_rows(api, owner) == 0
     assert sorted(found(api, owner)) == written
+
+
+def test_the_admin_listing_pages_through_every_owner_day(api, settings, owner) -> None:
+    write(api, owner, 30)
+    others = [f"{owner}-{n}" for n in range(3)]
+    for other in others:
+        write(api, other, 10)
+    whole = api.get("/v1/admin/compaction", params={"day": DAY.date().isoformat()}).json()
+    assert whole["next_after"] is None
+    paged, after = [], None
+    while True:
+        query: dict[str, Any] = {"day": DAY.date().isoformat(), "limit": 2}
+        if after:
+            query["after"] = after
+        page = api.get("/v1/admin/compaction", params=query).json()
+        assert len(page["owner_days"]) <= 2
+        paged += page["owner_days"]
+        after = page["next_after"]
+        if after is None:
+            break
+    key = lambda o: (o["owner"], o["shard"])  # noqa: E731
+    assert sorted(map(key, paged)) == sorted(map(key, whole["owner_days"]))
+    assert len(paged) == len(whole["owner_days"])
+    for bad, status in (
+        ("nonsense", 422),
+        ("2026-11-01/x/shard01", 422),
+        ("2026-13-01/1/shard01", 400),
+        (f"2026-11-01/{2**63}/shard01", 400),
+    ):
+        refused = api.get("/v1/admin/compaction", params={"after": bad})
+        assert refused.status_code == status, refused.text
+        assert refused.json()["error"]["field"] == "after"
 
 
 def test_retention_archives_a_compacted_day_whole_and_restore_brings_it_back(api, settings) -> None:

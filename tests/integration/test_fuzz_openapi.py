@@ -169,6 +169,11 @@ SEMANTIC_REFUSALS: tuple[tuple[str, tuple[int, ...], str], ...] = (
     ),
     ("^/v1/(audit|flows)/rows/", (400,), "a ref is signed by the router"),
     (
+        "^/v1/admin/compaction$",
+        (400,),
+        "`after` is a page's next_after: the schema states its shape, not a date's calendar",
+    ),
+    (
         "^/v1/(audit|flows)$",
         (422,),
         "writes: ts within SHARDLOG_INGEST__FUTURE_SKEW_S of the router's clock and the "
