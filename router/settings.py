@@ -331,16 +331,16 @@ class SearchSettings(Section):
     estimate_segment_count_below_rows: int = Field(
         200_000,
         ge=0,
-        description="count=estimate over compacted owner-days: when the candidate segments "
-        "(in the window, not ruled out by a pattern's trigrams) hold no more rows than this, "
-        "they are all opened and counted (exact).",
+        description="count=estimate over compacted owner-days: when a shard's candidate "
+        "segments (in the window, not ruled out by a pattern's trigrams) hold no more rows "
+        "than this, they are all opened and counted (exact).",
     )
     estimate_segment_sample_rows: int = Field(
         50_000,
         ge=1,
-        description="count=estimate over compacted owner-days: otherwise, the rows of the "
-        "evenly spaced candidate segments opened (at least one per owner-day), whose matches "
-        "are extrapolated over the others.",
+        description="count=estimate over compacted owner-days: otherwise, about this many "
+        "rows of the shard's candidate segments are opened (evenly spaced, at least one per "
+        "owner-day) and their matches extrapolated over the others.",
     )
 
 

@@ -1,16 +1,15 @@
-"""count=estimate over compacted owner-days, the pure part: from their segment metadata, what to
-open, and what the opened segments say about the others (docs/architecture.md, "Compacted
-days": estimates).
+"""count=estimate over compacted owner-days, the pure part: what the opened segments say about
+the others (docs/architecture.md, "Compacted days": estimates).
 
 A segment can hold a match only when it overlaps the window and no substring pattern's
 trigrams rule it out (the filter never says "no" wrongly): those are the **candidates**. When
 the condition is the window alone, a segment wholly inside the window counts by its ``rows``
-without being opened, as count=exact does. When the candidates hold few rows they are all
-opened and counted: the answer is exact. Otherwise an evenly spaced share of each owner-day's
-candidates (by ``seq``, deterministic) is opened and counted, and each owner-day's matches per
-opened row are extrapolated over its unopened candidates' rows. The answer carries bounds that
-hold by construction: at least the matches counted, at most those plus every row of the
-unopened candidates.
+without being opened, as count=exact does. A shard's statement (router/search/segment_sql.py)
+opens every candidate when they hold few rows (the answer is exact), otherwise an evenly spaced
+share of each owner-day's candidates (by ``seq``, deterministic), and counts their matches.
+Here each owner-day's matches per opened row are extrapolated over its unopened candidates'
+rows. The answer carries bounds that hold by construction: at least the matches counted, at
+most those plus every row of the unopened candidates.
 """
 
 from __future__ import annotations
@@ -19,25 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from router.settings import SearchSettings
-
 METHOD = "segments"
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What an estimate opens: every candidate (``share`` None, an exact count) or that share
-    of each owner-day's candidate segments (at least one)."""
-
-    share: float | None
-
-
-def plan(candidate_rows: int, settings: SearchSettings) -> Plan:
-    """All candidates when they hold at most ``estimate_segment_count_below_rows``; else a
-    share holding about ``estimate_segment_sample_rows`` of their rows."""
-    if candidate_rows <= settings.estimate_segment_count_below_rows:
-        return Plan(None)
-    return Plan(min(settings.estimate_segment_sample_rows / candidate_rows, 1.0))
 
 
 @dataclass(frozen=True)

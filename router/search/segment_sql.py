@@ -1,7 +1,8 @@
-"""The statements of count=estimate over compacted owner-days (router/search/segment_estimate.py):
-the rows of their candidate segments, read from the segment metadata alone, and a count of a
-share of those candidates opened. The condition on unpacked rows is count=exact's
-(sql.where), each owner-day's segments are unpacked through router/compaction/layout.py."""
+"""The statement of count=estimate over a shard's compacted owner-days
+(router/search/segment_estimate.py): one round trip that finds their candidate segments from
+the segment metadata alone, decides how many to open from the rows they hold, opens those and
+counts their matches. The condition on unpacked rows is count=exact's (sql.where); each
+owner-day's segments are unpacked through router/compaction/layout.py."""
 
 from __future__ import annotations
 
@@ -14,10 +15,6 @@ from router.search.query import AuditQuery, FlowQuery
 from router.search.snapshot import ShardSnapshot
 
 Query = AuditQuery | FlowQuery
-
-
-def _window(query: Query, params: sql.Params) -> tuple[str, str]:
-    return params.add(query.window.start), params.add(query.window.end)
 
 
 def _opened(
@@ -39,64 +36,59 @@ def _opened(
     return " AND ".join(parts)
 
 
-def _unconditional(query: Query, pinned: ShardSnapshot | None) -> bool:
-    return pinned is None and sql.matches(query, sql.Params()) == "true"
-
-
-def candidate_rows_sql(
-    query: Query, tables: list[DayTable], pinned: ShardSnapshot | None = None
-) -> tuple[str, list[Any]]:
-    """The rows of the segments a count of ``tables`` (compacted owner-days of one shard)
-    would open, summed: segment metadata alone, no block read."""
-    params = sql.Params()
-    unconditional = _unconditional(query, pinned)
-    branches = [
-        f"SELECT coalesce(sum(s.rows), 0)::bigint AS n FROM {table.segments} AS s "
-        f"WHERE {_opened(query, table, _window(query, params), unconditional, params)}"
-        for table in tables
-    ]
-    return f"SELECT sum(n)::bigint FROM ({' UNION ALL '.join(branches)}) AS candidates", (
-        params.values
-    )
-
-
 def sample_sql(
-    query: Query, tables: list[DayTable], share: float, pinned: ShardSnapshot | None = None
+    query: Query,
+    tables: list[DayTable],
+    count_below_rows: int,
+    sample_rows: int,
+    pinned: ShardSnapshot | None = None,
 ) -> tuple[str, list[Any]]:
     """One row per compacted owner-day of ``tables`` (segment_estimate.OwnerDaySample): its
     matches counted, those of its opened segments, and the rows of its opened and unopened
-    candidates. Of its n candidates, m = max(1, ceil(n * ``share``)) are opened, evenly spaced
-    by ``seq``: the k-th (from 1) when floor(k m / n) > floor((k - 1) m / n)."""
+    candidate segments. When the candidates of all ``tables`` hold at most
+    ``count_below_rows`` rows every one is opened; otherwise the share f = ``sample_rows`` /
+    their rows of each owner-day's n candidates: m = max(1, ceil(n f)), evenly spaced by
+    ``seq``, the k-th (from 1) when floor(k m / n) > floor((k - 1) m / n)."""
     params = sql.Params()
     condition = sql.where(query, params, pinned)
-    unconditional = _unconditional(query, pinned)
-    fraction = params.add(share)
+    unconditional = pinned is None and sql.matches(query, sql.Params()) == "true"
+    windows = [(params.add(query.window.start), params.add(query.window.end)) for _ in tables]
+    candidates = " UNION ALL ".join(
+        f"SELECT {n} AS t, s.seq, s.rows FROM {table.segments} AS s "
+        f"WHERE {_opened(query, table, window, unconditional, params)}"
+        for n, (table, window) in enumerate(zip(tables, windows, strict=True))
+    )
+    below, sample = params.add(count_below_rows), params.add(float(sample_rows))
     branches = []
-    for table in tables:
-        window = _window(query, params)
+    for n, (table, window) in enumerate(zip(tables, windows, strict=True)):
         inside = (
             f"(SELECT coalesce(sum(s.rows), 0) FROM {table.segments} AS s "
             f"WHERE {layout.owned(table)} AND {layout.inside(*window)})"
             if unconditional
             else "0"
         )
-        branches.append(
-            f"(WITH candidates AS (SELECT s.seq, s.rows, "
-            "row_number() OVER (ORDER BY s.seq) AS k, count(*) OVER () AS n "
-            f"FROM {table.segments} AS s "
-            f"WHERE {_opened(query, table, window, unconditional, params)}), "
-            "picked AS (SELECT c.*, (c.k * m.m / c.n) > ((c.k - 1) * m.m / c.n) AS opened "
-            "FROM candidates AS c, "
-            f"LATERAL (SELECT greatest(1, ceil(c.n * {fraction}::float8))::bigint AS m) AS m), "
-            f"hits AS (SELECT count(*) AS n FROM {layout.segments(table)} "
-            f"WHERE {layout.owned(table)} "
-            f"AND s.seq IN (SELECT seq FROM picked WHERE opened) AND {condition}) "
-            f"SELECT ((SELECT count(*) FROM {table.quoted} WHERE {condition} "
-            f"AND {layout.late(table)}) + {inside} + (SELECT n FROM hits))::bigint AS counted, "
-            "(SELECT n FROM hits)::bigint AS hits, "
-            "(SELECT coalesce(sum(p.rows), 0) FROM picked AS p WHERE p.opened)::bigint "
-            "AS opened_rows, "
-            "(SELECT coalesce(sum(p.rows), 0) FROM picked AS p WHERE NOT p.opened)::bigint "
-            "AS unopened_rows)"
+        hits = (
+            f"(SELECT count(*) FROM {layout.segments(table)} WHERE {layout.owned(table)} "
+            f"AND s.seq IN (SELECT p.seq FROM picked AS p WHERE p.t = {n} AND p.opened) "
+            f"AND {condition})"
         )
-    return " UNION ALL ".join(branches), params.values
+        late = f"(SELECT count(*) FROM {table.quoted} WHERE {condition} AND {layout.late(table)})"
+        rows = f"(SELECT coalesce(sum(p.rows), 0) FROM picked AS p WHERE p.t = {n} AND"
+        branches.append(
+            f"SELECT (x.late + x.inside + x.hits)::bigint, x.hits::bigint, "
+            f"{rows} p.opened)::bigint, {rows} NOT p.opened)::bigint "
+            # OFFSET 0: x is not flattened into the select list, which would count hits twice.
+            f"FROM (SELECT {late} AS late, {inside} AS inside, {hits} AS hits OFFSET 0) AS x"
+        )
+    return (
+        f"WITH candidates AS ({candidates}), "
+        "numbered AS (SELECT c.*, row_number() OVER (PARTITION BY c.t ORDER BY c.seq) AS k, "
+        "count(*) OVER (PARTITION BY c.t) AS n FROM candidates AS c), "
+        f"share AS (SELECT CASE WHEN coalesce(sum(c.rows), 0) <= {below} THEN 1.0::float8 "
+        f"ELSE least(1.0, {sample}::float8 / sum(c.rows)) END AS f FROM candidates AS c), "
+        "picked AS (SELECT r.*, (r.k * m.m / r.n) > ((r.k - 1) * m.m / r.n) AS opened "
+        "FROM numbered AS r, share, "
+        "LATERAL (SELECT greatest(1, ceil(r.n * share.f))::bigint AS m) AS m) "
+        f"{' UNION ALL '.join(branches)}",
+        params.values,
+    )

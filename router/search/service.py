@@ -498,35 +498,18 @@ class SearchService:
     async def _segment_estimate(
         self, query: Query, plan: SearchPlan, pinning: Pinning | None
     ) -> tuple[segment_estimate.SegmentCount, list[ShardFailure]]:
-        """Compacted owner-days: the rows of their candidate segments from the metadata, then
-        every candidate counted (count=exact's statement) when they are few, else a share of
-        them opened and extrapolated."""
+        """Compacted owner-days, on each shard in one statement: their candidate segments all
+        counted when they are few, else a share of them opened and extrapolated."""
+        below = self._settings.estimate_segment_count_below_rows
+        sample = self._settings.estimate_segment_sample_rows
 
-        def snapshot(shard: str) -> ShardSnapshot | None:
-            return pinning.of(shard) if pinning else None
+        def build(shard: str, tables: list[Any]) -> tuple[str, list[Any]]:
+            snapshot = pinning.of(shard) if pinning else None
+            return segment_sql.sample_sql(query, tables, below, sample, snapshot)
 
-        answers, outcome = await self.fan_out(
-            plan,
-            lambda shard, tables: segment_sql.candidate_rows_sql(query, tables, snapshot(shard)),
-            pinning=pinning,
-        )
-        failures = outcome.failures
-        candidate_rows = sum(int(r[0] or 0) for _, records in answers for r in records)
-        share = segment_estimate.plan(candidate_rows, self._settings).share
-        if share is None:
-            value, more = await self._exact_count(query, plan, pinning)
-            return segment_estimate.SegmentCount.counted(value), failures + _new_failures(
-                failures, more
-            )
-        answers, outcome = await self.fan_out(
-            plan,
-            lambda shard, tables: segment_sql.sample_sql(query, tables, share, snapshot(shard)),
-            pinning=pinning,
-        )
+        answers, outcome = await self.fan_out(plan, build, pinning=pinning)
         samples = [segment_estimate.OwnerDaySample(*r) for _, records in answers for r in records]
-        return segment_estimate.extrapolate(samples), failures + _new_failures(
-            failures, outcome.failures
-        )
+        return segment_estimate.extrapolate(samples), outcome.failures
 
     async def _exact_count(
         self, query: Query, plan: SearchPlan, pinning: Pinning | None

@@ -23,6 +23,7 @@ from bench.shard_view import catalog_shards, day_tables, owner_id
 from router.db.names import parse_day_table
 from router.search import segment_sql
 from router.search.query import AuditQuery, Keys, Window
+from router.settings import SearchSettings
 from tests.integration.test_compacted_reads import SEGMENT_ROWS, compact
 from tests.integration.test_search import post
 from tests.support import another_router, bearer, past_day, running_router
@@ -161,8 +162,9 @@ def test_a_window_alone_counts_by_the_segments_rows(api, sampling, world) -> Non
                 "bounds": [expected, expected],
             }
     # Over the whole day, not one segment is opened: each counts by its rows.
-    assert candidate_rows(api, world["packed"], None) == 0
-    assert candidate_rows(api, world["packed"], "alpha") == ROWS
+    assert opened_and_counted(api, world["packed"], None) == (0, ROWS)
+    alpha = truth(rows, "alpha", WINDOW)
+    assert opened_and_counted(api, world["packed"], "alpha") == (ROWS, alpha)
 
 
 def test_a_consistent_estimate_keeps_to_the_snapshot(api, sampling, world) -> None:
@@ -251,9 +253,9 @@ def test_a_stopped_shard_makes_the_estimate_partial(api, sampling, world, cluste
 # --- helpers -----------------------------------------------------------------------------------
 
 
-def candidate_rows(api: httpx.Client, owner: str, pattern: str | None) -> int:
-    """The rows of the segments an estimate of ``owner``'s day would open (the statement the
-    router runs first), summed over the shards."""
+def opened_and_counted(api: httpx.Client, owner: str, pattern: str | None) -> tuple[int, int]:
+    """The rows of the segments an estimate of ``owner``'s whole day opens, and the rows it
+    counts: the statement the router runs, on each shard, with the session's thresholds."""
     ident = owner_id(api, "audit", owner)
     assert ident is not None
     dsns = catalog_shards(api)
@@ -264,18 +266,25 @@ def candidate_rows(api: httpx.Client, owner: str, pattern: str | None) -> int:
         "substring",
         "asc",
     )
-    total = 0
+    search = SearchSettings()
+    opened = counted = 0
     for shard, names in day_tables(api, "audit", ident).items():
         tables = [parse_day_table(name) for name in names]
         compacted = [replace(t, compacted=True) for t in tables if t is not None]
-        text, params = segment_sql.candidate_rows_sql(query, compacted)
-        total += asyncio.run(fetch_value(dsns[shard], text, params))
-    return total
+        text, params = segment_sql.sample_sql(
+            query,
+            compacted,
+            search.estimate_segment_count_below_rows,
+            search.estimate_segment_sample_rows,
+        )
+        for row in asyncio.run(fetch(dsns[shard], text, params)):
+            counted, opened = counted + row[0], opened + row[2]
+    return opened, counted
 
 
-async def fetch_value(dsn: str, text: str, params: list[Any]) -> int:
+async def fetch(dsn: str, text: str, params: list[Any]) -> list[asyncpg.Record]:
     connection = await asyncpg.connect(dsn)
     try:
-        return int(await connection.fetchval(text, *params) or 0)
+        return list(await connection.fetch(text, *params))
     finally:
         await connection.close()

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from router.search import segment_estimate
 from router.search.segment_estimate import OwnerDaySample, SegmentCount
-from router.settings import SearchSettings
 
 # An owner-day: its candidate segments as (rows, matching rows).
 Segments = list[tuple[int, int]]
@@ -74,20 +73,6 @@ def test_each_owner_day_scales_by_its_own_matches_per_row() -> None:
         54 + 150 + 1 + 1, 55, 55 + 1300
     )
     assert segment_estimate.extrapolate([]) == SegmentCount(0, 0, 0)
-
-
-def test_few_candidate_rows_are_all_opened_and_many_sampled() -> None:
-    settings = SearchSettings(
-        estimate_segment_count_below_rows=1000, estimate_segment_sample_rows=250
-    )
-    assert segment_estimate.plan(0, settings).share is None
-    assert segment_estimate.plan(1000, settings).share is None
-    assert segment_estimate.plan(1001, settings).share == 250 / 1001
-    assert segment_estimate.plan(10**9, settings).share == 250 / 10**9
-    tiny_sample = SearchSettings(
-        estimate_segment_count_below_rows=0, estimate_segment_sample_rows=10
-    )
-    assert segment_estimate.plan(5, tiny_sample).share == 1.0
 
 
 def test_the_answer_has_bounds_when_they_hold_for_all_of_it() -> None:
