@@ -84,7 +84,9 @@ def sample_sql(
         f"WITH candidates AS ({candidates}), "
         "numbered AS (SELECT c.*, row_number() OVER (PARTITION BY c.t ORDER BY c.seq) AS k, "
         "count(*) OVER (PARTITION BY c.t) AS n FROM candidates AS c), "
-        f"share AS (SELECT CASE WHEN coalesce(sum(c.rows), 0) <= {below} THEN 1.0::float8 "
+        # Materialized: inlined into the join below it would be summed again for each row.
+        "share AS MATERIALIZED (SELECT CASE "
+        f"WHEN coalesce(sum(c.rows), 0) <= {below} THEN 1.0::float8 "
         f"ELSE least(1.0, {sample}::float8 / sum(c.rows)) END AS f FROM candidates AS c), "
         "picked AS (SELECT r.*, (r.k * m.m / r.n) > ((r.k - 1) * m.m / r.n) AS opened "
         "FROM numbered AS r, share, "
