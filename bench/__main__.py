@@ -20,6 +20,7 @@ MODULES = (
     "search.rate",
     "search.mixed",
     "search.export",
+    "search.compacted",
     "hostile.decoders",
     "tail.writes",
 )

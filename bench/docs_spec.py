@@ -371,6 +371,26 @@ def _search() -> dict[str, tuple[Part, ...]]:
             ),
         ),
         "search.reference": (Reference("search"),),
+        "search_compacted.figures": (
+            Table(
+                "search_compacted",
+                (
+                    C("layout", "layout"),
+                    C("condition", "set"),
+                    C("window", "window"),
+                    C("exact", "exact"),
+                    C("estimate", "estimate"),
+                    C("method", "method"),
+                    C("bounds", "bounds"),
+                    C("error %", "error_pct"),
+                    C("estimate ms", "estimate_ms"),
+                    C("exact ms", "exact_ms"),
+                    C("estimate ÷ exact time", "time_share"),
+                ),
+                rows="results",
+            ),
+            Verdicts("search_compacted"),
+        ),
         "search_rate.figures": (
             Table(
                 "search_rate",

@@ -328,6 +328,20 @@ class SearchSettings(Section):
         description="count=estimate: a range holding no more rows than this (by the first "
         "sample) is counted exactly instead of sampled again.",
     )
+    estimate_segment_count_below_rows: int = Field(
+        200_000,
+        ge=0,
+        description="count=estimate over compacted owner-days: when a shard's candidate "
+        "segments (in the window, not ruled out by a pattern's trigrams) hold no more rows "
+        "than this, they are all opened and counted (exact).",
+    )
+    estimate_segment_sample_rows: int = Field(
+        50_000,
+        ge=1,
+        description="count=estimate over compacted owner-days: otherwise, about this many "
+        "rows of the shard's candidate segments are opened (evenly spaced, at least one per "
+        "owner-day) and their matches extrapolated over the others.",
+    )
 
 
 class ReportSettings(Section):

@@ -174,18 +174,11 @@ def _error_pct(value: float, exact: int) -> float:
     return round(100 * (value - exact) / max(exact, 1), 2)
 
 
-async def measure_one(
-    http: httpx.AsyncClient,
-    shards: Shards,
-    target: Loaded,
-    window: Window,
-    params: dict[str, Any],
-    repeats: int,
-) -> dict[str, Any]:
-    """One set over one window: counts, errors and the time each count mode adds to a page."""
-    path = "/v1/flows/search" if target.flows else "/v1/audit/search"
-    asked: dict[str, Any] = {"switch" if target.flows else "owner": target.key, "limit": 1}
-    asked |= {"from": window.start.isoformat(), "to": window.end.isoformat(), **params}
+async def count_times(
+    http: httpx.AsyncClient, asked: dict[str, Any], repeats: int, path: str
+) -> tuple[dict[str, float], dict[str, Any]]:
+    """The milliseconds count=estimate and count=exact add to the page ``asked`` (and the page
+    alone, "none"), and the count objects of each mode."""
     times: dict[str, list[float]] = {"none": [], "estimate": [], "exact": []}
     counts: dict[str, Any] = {}
     for _ in range(repeats):
@@ -204,6 +197,22 @@ async def measure_one(
         )
         for mode, spent in times.items()
     }
+    return added, counts
+
+
+async def measure_one(
+    http: httpx.AsyncClient,
+    shards: Shards,
+    target: Loaded,
+    window: Window,
+    params: dict[str, Any],
+    repeats: int,
+) -> dict[str, Any]:
+    """One set over one window: counts, errors and the time each count mode adds to a page."""
+    path = "/v1/flows/search" if target.flows else "/v1/audit/search"
+    asked: dict[str, Any] = {"switch" if target.flows else "owner": target.key, "limit": 1}
+    asked |= {"from": window.start.isoformat(), "to": window.end.isoformat(), **params}
+    added, counts = await count_times(http, asked, repeats, path)
     exact, estimate = counts["exact"]["value"], counts["estimate"]
     planner = await planner_rows(shards, target, as_query(target, window, params), window.start)
     return {

@@ -59,9 +59,25 @@ class FlowItem(Out):
 class Count(Out):
     value: int
     exact: bool = Field(description="false: an estimate, or some shard failed")
-    method: Literal["count", "sample", "planner"] = Field(
+    method: Literal[
+        "count",
+        "sample",
+        "planner",
+        "segments",
+        "count+segments",
+        "sample+segments",
+        "planner+segments",
+    ] = Field(
         description="count: the rows were counted; sample: matches in a sample of the range, "
-        "scaled; planner: the planner's row estimate (a time range alone)"
+        "scaled; planner: the planner's row estimate (a time range alone); segments: compacted "
+        "owner-days from their segments (counted, or a share of the candidates opened and "
+        "scaled); X+segments: heap day tables by X, compacted ones by segments"
+    )
+    bounds: tuple[int, int] | None = Field(
+        None,
+        description="count=estimate over compacted owner-days: the true count lies within "
+        "[low, high], by construction; absent when a shard failed or a heap part was "
+        "sampled or left to the planner",
     )
 
 

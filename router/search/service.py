@@ -21,7 +21,15 @@ from router.db.names import Kind, parent_table
 from router.db.pools import ShardPools
 from router.errors import BadRequest
 from router.routing.search_plan import SearchPlan, ShardTarget, plan_search
-from router.search import coverage, estimate, items, refs, sql
+from router.search import (
+    coverage,
+    estimate,
+    items,
+    refs,
+    segment_estimate,
+    segment_sql,
+    sql,
+)
 from router.search.cursor import (
     POSITION_HEADROOM,
     Cursor,
@@ -449,20 +457,59 @@ class SearchService:
         if mode == "none":
             return None
         compacted = plan.compacted()
-        if mode == "exact" or (compacted and plan.without(compacted).empty):
+        if mode == "exact":
             value, failures = await self._exact_count(query, plan, pinning)
-            method = "count"
+            counted = {"value": value, "exact": not failures, "method": "count"}
+        elif not compacted:
+            value, method, failures = await self._estimate(query, plan, pinning)
+            counted = {
+                "value": value,
+                "exact": method == "count" and not failures,
+                "method": method,
+            }
         else:
-            # The estimate samples heap pages: compacted owner-days are counted exactly
-            # (estimating them is the next step of docs/architecture.md, "Compacted days").
-            value, method, failures = await self._estimate(query, plan.without(compacted), pinning)
-            if compacted:
-                exact, more = await self._exact_count(query, plan.only(compacted), pinning)
-                value, failures = value + exact, failures + _new_failures(failures, more)
+            counted, failures = await self._compacted_estimate(query, plan, compacted, pinning)
         if failures and not partial_ok:
             self._refuse_partial(failures)
         outcome.failures += _new_failures(outcome.failures, failures)
-        return {"value": value, "exact": method == "count" and not failures, "method": method}
+        return counted
+
+    async def _compacted_estimate(
+        self,
+        query: Query,
+        plan: SearchPlan,
+        compacted: frozenset[tuple[str, str]],
+        pinning: Pinning | None,
+    ) -> tuple[dict[str, Any], list[ShardFailure]]:
+        """An estimate of a plan with compacted owner-days: the heap day tables' estimate (if
+        any) and the compacted ones' from their segments (router/search/segment_estimate.py),
+        side by side."""
+        heap_plan = plan.without(compacted)
+        segments_part = self._segment_estimate(query, plan.only(compacted), pinning)
+        if heap_plan.empty:
+            segments, failures = await segments_part
+            return segment_estimate.answer(None, segments, bool(failures)), failures
+        (value, method, failures), (segments, more) = await asyncio.gather(
+            self._estimate(query, heap_plan, pinning), segments_part
+        )
+        failures += _new_failures(failures, more)
+        return segment_estimate.answer((value, method), segments, bool(failures)), failures
+
+    async def _segment_estimate(
+        self, query: Query, plan: SearchPlan, pinning: Pinning | None
+    ) -> tuple[segment_estimate.SegmentCount, list[ShardFailure]]:
+        """Compacted owner-days, on each shard in one statement: their candidate segments all
+        counted when they are few, else a share of them opened and extrapolated."""
+        below = self._settings.estimate_segment_count_below_rows
+        sample = self._settings.estimate_segment_sample_rows
+
+        def build(shard: str, tables: list[Any]) -> tuple[str, list[Any]]:
+            snapshot = pinning.of(shard) if pinning else None
+            return segment_sql.sample_sql(query, tables, below, sample, snapshot)
+
+        answers, outcome = await self.fan_out(plan, build, pinning=pinning)
+        samples = [segment_estimate.OwnerDaySample(*r) for _, records in answers for r in records]
+        return segment_estimate.extrapolate(samples), outcome.failures
 
     async def _exact_count(
         self, query: Query, plan: SearchPlan, pinning: Pinning | None
