@@ -68,7 +68,7 @@ def sample_sql(
             else "0"
         )
         hits = (
-            f"(SELECT count(*) FROM {layout.segments(table)} WHERE {layout.owned(table)} "
+            f"(SELECT count(*) FROM {layout.segments(table, window)} WHERE {layout.owned(table)} "
             f"AND s.seq IN (SELECT p.seq FROM picked AS p WHERE p.t = {n} AND p.opened) "
             f"AND {condition})"
         )
