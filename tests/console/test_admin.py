@@ -10,7 +10,7 @@ from selenium.webdriver.common.by import By
 
 from bench.console.browser import console_login
 from tests.console.page import cells, open_view, submit, until, write_audit
-from tests.support import eventually, map_audit_owner, past_day
+from tests.support import eventually, map_audit_owner, past_day, run_cli
 
 POLICIES = "/v1/admin/retention/policies"
 
@@ -95,3 +95,33 @@ def test_retention_dry_run_shows_the_plan_and_drops_nothing(
     finally:
         for policy in policy_ids(api, key):
             assert api.delete(f"{POLICIES}/{policy}").status_code in (200, 204)
+
+
+def test_the_compaction_of_an_owners_days_is_shown(
+    browser, router_process, api, api_token, settings
+):
+    """An owner's closed day compacted by `shardlog compact`: the admin view lists its
+    owner-days done, with their rows and sizes, as GET /v1/admin/compaction has them."""
+    key, _group = map_audit_owner(api, "ui-compact")
+    day = past_day(6, hour=0)
+    write_audit(
+        api,
+        [
+            {"owner": key, "ts": (day + timedelta(minutes=i)).isoformat(), "content": f"c {i}"}
+            for i in range(40)
+        ],
+    )
+    done = run_cli(settings, "compact", "--json", "--owner", key, "--clear-now")
+    assert done.returncode == 0, done.stderr
+    listed = api.get("/v1/admin/compaction", params={"owner": key}).json()["owner_days"]
+    assert listed and {o["state"] for o in listed} == {"done"}
+    console_login(browser, router_process.url, api_token)
+    open_view(browser, router_process.url, "admin")
+    submit(browser, "#tables-form", {"kind": "audit", "owner": key})
+    shown = until(
+        browser,
+        lambda: [r for r in cells(browser, "#admin-compaction") if r[1] == key],
+        "the owner's compacted days",
+    )
+    assert {(r[0], r[2], r[3]) for r in shown} == {("done", o["day"], o["shard"]) for o in listed}
+    assert sum(int(r[4].replace(",", "")) for r in shown) == 40

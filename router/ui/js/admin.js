@@ -1,5 +1,6 @@
-// The admin view: shards with their health, day tables per owner, retention policies (view,
-// edit, remove) and runs, with a dry run that shows what a run would drop.
+// The admin view: shards with their health, day tables per owner, the compaction of an
+// owner's days (or the failed ones), retention policies (view, edit, remove) and runs, with a
+// dry run that shows what a run would drop.
 
 import { call, get } from "./api.js";
 import { $, el, formatBytes, formatNumber, hideError, showError, withProgress } from "./dom.js";
@@ -20,7 +21,7 @@ export class AdminView {
       params.set("kind", kind.value);
       if (owner.value.trim()) params.set("owner", owner.value.trim());
       if (navigate(params)) this.route();
-      else this.loadTables(params);
+      else Promise.all([this.loadTables(params), this.loadCompaction(params)]);
     });
     this.policyForm.addEventListener("submit", (event) => {
       event.preventDefault();
@@ -33,7 +34,51 @@ export class AdminView {
     hideError();
     this.tablesForm.elements.kind.value = params.get("kind") === "flow" ? "flow" : "audit";
     this.tablesForm.elements.owner.value = params.get("owner") || "";
-    await Promise.all([this.loadShards(), this.loadPolicies(), this.loadRuns(), this.loadTables(params)]);
+    await Promise.all([
+      this.loadShards(),
+      this.loadPolicies(),
+      this.loadRuns(),
+      this.loadTables(params),
+      this.loadCompaction(params),
+    ]);
+  }
+
+  // An audit owner's owner-days with where their compaction stands; with no audit owner
+  // named, the owner-days whose last compaction step failed.
+  async loadCompaction(params) {
+    const body = $("#admin-compaction tbody");
+    const owner = params.get("kind") === "flow" ? null : params.get("owner");
+    $("#compaction-scope").textContent = owner
+      ? `The audit days of ${owner}: open (not closed yet), copy, switch or clear (the next step), wait (switched, its heap cleared soon), done, or failed.`
+      : "Audit owner-days whose last compaction step failed (name an audit owner above to see all of its days).";
+    try {
+      const answer = await get("/v1/admin/compaction", owner ? { owner, limit: 500 } : { failed: "true", limit: 500 });
+      const rows = answer.owner_days.map((day) =>
+        el(
+          "tr",
+          { className: day.state === "failed" ? "bad" : "" },
+          ...cells(
+            day.state,
+            day.owner,
+            day.day,
+            day.shard,
+            formatNumber(day.rows),
+            day.heap_bytes ? formatBytes(day.heap_bytes) : "",
+            day.packed_bytes ? formatBytes(day.packed_bytes) : "",
+            day.failures ? `${day.failures} (${day.failed_step})` : "",
+            day.error,
+          ),
+        ),
+      );
+      body.replaceChildren(...(rows.length ? rows : [empty(9, owner ? "No audit day tables." : "No failed compactions.")]));
+      const skipped = [
+        ...Object.entries(answer.unreachable || {}).map(([shard, why]) => `${shard} (${why})`),
+        ...(answer.without_codec || []).map((shard) => `${shard} (no shardlog_segments extension)`),
+      ];
+      if (skipped.length) showError(new Error(`Compaction not read on: ${skipped.join(", ")}`));
+    } catch (error) {
+      showError(error);
+    }
   }
 
   async loadShards() {
