@@ -11,7 +11,7 @@ from router.api.responses import errors
 from router.auth.dependency import Admin
 from router.auth.self_audit import record_run
 from router.catalog.snapshot import OwnerKind
-from router.compaction.runner import Compactor, Scope, owner_keys, report_json
+from router.compaction.runner import KINDS, Compactor, Scope, owner_keys, report_json
 from router.errors import NotFound
 from router.models.admin import (
     CompactionState,
@@ -64,21 +64,26 @@ async def list_tables(
 
 @router.get(
     "/compaction",
-    summary="Compaction of closed audit days: the state of each owner-day",
+    summary="Compaction of closed audit and flow days: the state of each owner-day",
     response_model=CompactionState,
     responses=errors(503),
 )
 async def compaction_state(
     runtime: RuntimeDep,
     day: Annotated[Day | None, Query(description="Only this UTC day")] = None,
-    owner: Annotated[str | None, Query(min_length=1, max_length=256)] = None,
+    kind: Annotated[OwnerKind | None, Query(description="Only days of this kind")] = None,
+    owner: Annotated[
+        str | None,
+        Query(min_length=1, max_length=256, description="Only this audit owner or switch"),
+    ] = None,
 ) -> dict[str, Any]:
+    kinds = KINDS if kind is None else frozenset([kind])
     owner_ids = None
     if owner is not None:
-        mapping = await runtime.owners.lookup("audit", owner)
-        owner_ids = frozenset([mapping.id] if mapping else [])
+        found = [await runtime.owners.lookup(k, owner) for k in sorted(kinds)]
+        owner_ids = frozenset(mapping.id for mapping in found if mapping is not None)
     compactor = Compactor(runtime.metadata, runtime.pools, runtime.settings.compaction)
-    report = await compactor.survey(runtime.catalog.snapshot, Scope(day, owner_ids))
+    report = await compactor.survey(runtime.catalog.snapshot, Scope(day, owner_ids, kinds))
     return report_json(report, await owner_keys(runtime.metadata, report))
 
 

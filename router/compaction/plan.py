@@ -34,6 +34,17 @@ class OwnerDay:
     packed: Packed | None
 
 
+# A flow day is compacted at least this long after it ends, whatever closed_after_s says: a
+# writer looks for a compacted flow day only when it merges into a day before its own today
+# (router/compaction/unfold.py), and routers' clocks differ by far less than this.
+FLOW_MARGIN_S = 3600.0
+
+
+def closed_after_s(kind: str, setting: float) -> float:
+    """How long after its end a day of ``kind`` closes."""
+    return max(setting, FLOW_MARGIN_S) if kind == "flow" else setting
+
+
 def closed(day: date, now: datetime, closed_after_s: float) -> bool:
     """A UTC day is closed ``closed_after_s`` seconds after it ends."""
     end = datetime.combine(day + timedelta(days=1), time(), UTC)

@@ -11,6 +11,7 @@ import asyncpg
 from router.auth.scopes import Grant, check_key
 from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
+from router.compaction import unfold
 from router.db.failures import describe, is_transient
 from router.db.inet import encode_address
 from router.db.names import DayTable, day_table
@@ -108,6 +109,8 @@ class FlowDeletion:
                 if table.name not in present:
                     continue
                 try:
+                    # A compacted day's rows of these flows come back to the heap first.
+                    await unfold.before_delete(connection, table, columns)
                     status = await connection.execute(_DELETE.format(table=table.quoted), *columns)
                 except asyncpg.UndefinedTableError:
                     continue  # dropped by retention meanwhile: nothing left to delete
