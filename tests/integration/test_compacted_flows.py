@@ -7,10 +7,15 @@ with the summed counters, the oracle being the test's own sums of what it wrote.
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import json
 import random
+import subprocess
+import sys
+import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,11 +25,13 @@ import orjson
 import pytest
 
 from bench.shard_view import catalog_shards, day_tables, owner_id, shard_sql
-from router.db.names import parse_day_table
+from router.cli.lifecycle import context
+from router.compaction.runner import Compactor
+from router.db.names import DayTable, parse_day_table
 from tests.integration import test_compacted_reads as compacted_reads
 from tests.integration.test_compacted_reads import answer, answers_alike, cursors_continue, pages
 from tests.integration.test_search import key_of
-from tests.support import past_day, run_cli
+from tests.support import cli_env, past_day, run_cli
 
 DAY = past_day(3, 0)
 WINDOW = {"from": DAY.isoformat(), "to": (DAY + timedelta(days=1)).isoformat()}
@@ -308,3 +315,125 @@ def test_the_admin_api_lists_flow_days_as_the_cli_does(api, settings, compacted)
     assert json.loads(cli.stdout)["owner_days"] == days
     audit_only = api.get("/v1/admin/compaction", params={"owner": switch, "kind": "audit"})
     assert audit_only.json()["owner_days"] == []
+
+
+# --- the engine's stops and a copy beside merges ------------------------------------------------
+
+
+def fresh_switch(api: httpx.Client, n: int) -> list[Flow]:
+    """A switch of its own with ``n`` flows on the day, written."""
+    switch = f"packed-flows-{uuid.uuid4().hex[:8]}"
+    flows = flows_of(switch, random.Random(switch))[:n]
+    post(api, [flow.record(flow.first_seen, 1000) for flow in flows])
+    return flows
+
+
+def located(api: httpx.Client, switch: str) -> list[tuple[str, DayTable]]:
+    ident = owner_id(api, "flow", switch)
+    assert ident is not None
+    tables = []
+    for shard, names in day_tables(api, "flow", ident).items():
+        for name in names:
+            table = parse_day_table(name)
+            assert table is not None
+            tables.append((shard, table))
+    return tables
+
+
+def merge_again(api: httpx.Client, flows: list[Flow], size: int) -> None:
+    post(api, [flow.record(flow.last_seen, size) for flow in flows[::2]], idempotent=True)
+
+
+def test_late_merges_at_each_stop_between_steps_keep_each_flow_once(api, settings) -> None:
+    """Copied only (the registry still says heap), switched, cleared: late records merged at
+    each stop, every flow is one row with its sums, and the next run completes the day."""
+    flows = fresh_switch(api, 30)
+    switch = flows[0].switch
+
+    async def copy_only() -> None:
+        async with context(settings) as ctx:
+            compactor = Compactor(ctx.metadata, ctx.pools, settings.compaction)
+            for shard, table in located(api, switch):
+                await compactor._attempts("copy", shard, table)
+
+    asyncio.run(copy_only())
+    merge_again(api, flows, 3)  # moved out of segments no search reads yet
+    assert_one_row_per_flow(api, flows)
+    assert segment_rows(api, switch) == len(flows) - len(flows[::2])
+
+    switched = run_cli(settings, "compact", "--json", "--kind", "flow", "--owner", switch)
+    assert {o["state"] for o in json.loads(switched.stdout)["owner_days"]} == {"wait"}
+    assert_one_row_per_flow(api, flows)  # the merged rows from the heap, the others packed
+    merge_again(api, flows, 5)
+    assert_one_row_per_flow(api, flows)
+
+    compacted_reads.compact(settings, switch, kind="flow")
+    assert_one_row_per_flow(api, flows)  # the merged rows stayed in the heap
+    merge_again(api, flows[1:], 7)  # the other half now: out of the segments of a cleared day
+    assert_one_row_per_flow(api, flows)
+    assert segment_rows(api, switch) == 0
+
+
+def waiting_locks(dsn: str, mode: str) -> int:
+    return int(
+        shard_sql(
+            dsn,
+            f"SELECT count(*) FROM pg_locks WHERE NOT granted AND mode = '{mode}' "
+            "AND locktype = 'relation'",
+        )
+    )
+
+
+def test_merges_queued_behind_a_copy_land_after_it_once(api, settings) -> None:
+    """A copy waits for a transaction on the flow table (its SHARE lock before its snapshot);
+    late records arrive meanwhile and queue behind it; once the copy commits they see the
+    compacted day and merge into their flows moved out of the segments: one row each."""
+    flows = fresh_switch(api, 20)
+    switch = flows[0].switch
+    dsns = catalog_shards(api)
+    tables = located(api, switch)
+    holders = []
+    for shard, table in tables:
+        holder = subprocess.Popen(
+            ["psql", "-X", "-q", "-d", dsns[shard]],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+        )
+        assert holder.stdin is not None
+        holder.stdin.write(f"BEGIN; LOCK TABLE {table.quoted} IN ROW EXCLUSIVE MODE;\n")
+        holder.stdin.flush()
+        holders.append(holder)
+    command = ["compact", "--json", "--kind", "flow", "--owner", switch, "--clear-now"]
+    copying = subprocess.Popen(
+        [sys.executable, "-m", "router.cli", *command],
+        env={**cli_env(settings), "SHARDLOG_COMPACTION__LOCK_TIMEOUT_MS": "60000"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    with ThreadPoolExecutor(1) as pool:
+        try:
+            shard = tables[0][0]
+            deadline = time.monotonic() + 60
+            while not waiting_locks(dsns[shard], "ShareLock"):
+                assert copying.poll() is None, copying.communicate()
+                assert time.monotonic() < deadline, "the copy never asked for its lock"
+                time.sleep(0.02)
+            merging = pool.submit(merge_again, api, flows, 11)
+            while not waiting_locks(dsns[shard], "RowExclusiveLock"):
+                assert not merging.done(), "the merge did not wait for the copy"
+                assert time.monotonic() < deadline, "the merge never asked for its lock"
+                time.sleep(0.02)
+        finally:
+            for holder in holders:
+                assert holder.stdin is not None
+                holder.stdin.write("COMMIT;\n")
+                holder.stdin.close()
+                holder.wait(timeout=30)
+        merging.result(timeout=60)
+    out, err = copying.communicate(timeout=120)
+    assert copying.returncode == 0, err
+    assert {o["state"] for o in json.loads(out)["owner_days"]} == {"done"}
+    assert_one_row_per_flow(api, flows)
+    assert segment_rows(api, switch) == len(flows) - len(flows[::2])
