@@ -464,3 +464,21 @@ def cluster_of_its_own(
         yield own, cluster
     finally:
         cluster.stop()
+
+
+@contextlib.contextmanager
+def holding(dsn: str, statements: str) -> Iterator[None]:
+    """A psql session that opens a transaction, runs ``statements`` in it and holds it (and
+    its locks) until the block ends, then commits."""
+    session = subprocess.Popen(
+        ["psql", "-X", "-q", "-d", dsn], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+    )
+    assert session.stdin is not None
+    session.stdin.write(f"BEGIN; {statements}\n")
+    session.stdin.flush()
+    try:
+        yield
+    finally:
+        session.stdin.write("COMMIT;\n")
+        session.stdin.close()
+        session.wait(timeout=30)

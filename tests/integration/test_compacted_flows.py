@@ -8,6 +8,7 @@ with the summed counters, the oracle being the test's own sums of what it wrote.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import json
 import random
@@ -31,7 +32,7 @@ from router.db.names import DayTable, parse_day_table
 from tests.integration import test_compacted_reads as compacted_reads
 from tests.integration.test_compacted_reads import answer, answers_alike, cursors_continue, pages
 from tests.integration.test_search import key_of
-from tests.support import cli_env, past_day, run_cli
+from tests.support import cli_env, holding, past_day, run_cli
 
 DAY = past_day(3, 0)
 WINDOW = {"from": DAY.isoformat(), "to": (DAY + timedelta(days=1)).isoformat()}
@@ -374,13 +375,16 @@ def test_late_merges_at_each_stop_between_steps_keep_each_flow_once(api, setting
     assert segment_rows(api, switch) == 0
 
 
-def waiting_locks(dsn: str, mode: str) -> int:
-    return int(
+def waiting_locks(dsns: dict[str, str], tables: list[tuple[str, DayTable]], mode: str) -> bool:
+    """Whether a lock of ``mode`` on one of ``tables`` is waited for."""
+    return any(
         shard_sql(
-            dsn,
+            dsns[shard],
             f"SELECT count(*) FROM pg_locks WHERE NOT granted AND mode = '{mode}' "
-            "AND locktype = 'relation'",
-        )
+            f"AND relation = '{table.quoted}'::regclass",
+        ).strip()
+        != "0"
+        for shard, table in tables
     )
 
 
@@ -392,45 +396,30 @@ def test_merges_queued_behind_a_copy_land_after_it_once(api, settings) -> None:
     switch = flows[0].switch
     dsns = catalog_shards(api)
     tables = located(api, switch)
-    holders = []
-    for shard, table in tables:
-        holder = subprocess.Popen(
-            ["psql", "-X", "-q", "-d", dsns[shard]],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
+    command = ["compact", "--json", "--kind", "flow", "--owner", switch, "--clear-now"]
+    with contextlib.ExitStack() as held, ThreadPoolExecutor(1) as pool:
+        for shard, table in tables:
+            held.enter_context(
+                holding(dsns[shard], f"LOCK TABLE {table.quoted} IN ROW EXCLUSIVE MODE;")
+            )
+        copying = subprocess.Popen(
+            [sys.executable, "-m", "router.cli", *command],
+            env={**cli_env(settings), "SHARDLOG_COMPACTION__LOCK_TIMEOUT_MS": "60000"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
         )
-        assert holder.stdin is not None
-        holder.stdin.write(f"BEGIN; LOCK TABLE {table.quoted} IN ROW EXCLUSIVE MODE;\n")
-        holder.stdin.flush()
-        holders.append(holder)
-    command = ["compact", "--json", "--kind", "flow", "--owner", switch, "--clear-now"]
-    copying = subprocess.Popen(
-        [sys.executable, "-m", "router.cli", *command],
-        env={**cli_env(settings), "SHARDLOG_COMPACTION__LOCK_TIMEOUT_MS": "60000"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    with ThreadPoolExecutor(1) as pool:
-        try:
-            shard = tables[0][0]
-            deadline = time.monotonic() + 60
-            while not waiting_locks(dsns[shard], "ShareLock"):
-                assert copying.poll() is None, copying.communicate()
-                assert time.monotonic() < deadline, "the copy never asked for its lock"
-                time.sleep(0.02)
-            merging = pool.submit(merge_again, api, flows, 11)
-            while not waiting_locks(dsns[shard], "RowExclusiveLock"):
-                assert not merging.done(), "the merge did not wait for the copy"
-                assert time.monotonic() < deadline, "the merge never asked for its lock"
-                time.sleep(0.02)
-        finally:
-            for holder in holders:
-                assert holder.stdin is not None
-                holder.stdin.write("COMMIT;\n")
-                holder.stdin.close()
-                holder.wait(timeout=30)
+        deadline = time.monotonic() + 60
+        while not waiting_locks(dsns, tables, "ShareLock"):
+            assert copying.poll() is None, copying.communicate()
+            assert time.monotonic() < deadline, "the copy never asked for its lock"
+            time.sleep(0.02)
+        merging = pool.submit(merge_again, api, flows, 11)
+        while not waiting_locks(dsns, tables, "RowExclusiveLock"):
+            assert not merging.done(), "the merge did not wait for the copy"
+            assert time.monotonic() < deadline, "the merge never asked for its lock"
+            time.sleep(0.02)
+        held.close()  # the copy goes on, then the merges
         merging.result(timeout=60)
     out, err = copying.communicate(timeout=120)
     assert copying.returncode == 0, err
