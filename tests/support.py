@@ -353,9 +353,10 @@ class TestedHelper(CollectorProcess):
         return scrape(self.metrics_url, name, **labels)
 
 
-def map_audit_owner(api: httpx.Client, prefix: str) -> tuple[str, str]:
-    """A new audit owner mapped by hand (tenant system) to the first group of the local
-    topology (other tests add groups without shards): its key and group."""
+def map_audit_owner(api: httpx.Client, prefix: str, kind: str = "audit") -> tuple[str, str]:
+    """A new audit owner (or switch, of ``kind`` flow) mapped by hand (tenant system) to the
+    first group of the local topology (other tests add groups without shards): its key and
+    group."""
     key = f"{prefix}-{uuid.uuid4().hex[:10]}"
     group = sorted(
         s["group"]
@@ -363,7 +364,7 @@ def map_audit_owner(api: httpx.Client, prefix: str) -> tuple[str, str]:
         if s["name"].startswith("shard") and s["state"] == "active"
     )[0]
     response = api.put(
-        "/v1/admin/owners", json={"kind": "audit", "key": key, "group": group, "tenant": "system"}
+        "/v1/admin/owners", json={"kind": kind, "key": key, "group": group, "tenant": "system"}
     )
     assert response.status_code == 200, response.text
     return key, group

@@ -32,7 +32,7 @@ from router.db.names import DayTable, parse_day_table
 from tests.integration import test_compacted_reads as compacted_reads
 from tests.integration.test_compacted_reads import answer, answers_alike, cursors_continue, pages
 from tests.integration.test_search import key_of
-from tests.support import cli_env, holding, past_day, run_cli
+from tests.support import cli_env, holding, map_audit_owner, past_day, run_cli
 
 DAY = past_day(3, 0)
 WINDOW = {"from": DAY.isoformat(), "to": (DAY + timedelta(days=1)).isoformat()}
@@ -426,3 +426,54 @@ def test_merges_queued_behind_a_copy_land_after_it_once(api, settings) -> None:
     assert {o["state"] for o in json.loads(out)["owner_days"]} == {"done"}
     assert_one_row_per_flow(api, flows)
     assert segment_rows(api, switch) == len(flows) - len(flows[::2])
+
+
+def everything(api: httpx.Client, switch: str, day: datetime, **params: str) -> list[dict]:
+    window = {"from": day.isoformat(), "to": (day + timedelta(days=1)).isoformat()}
+    found = pages(api, {"switch": switch, **window, "limit": 1000, **params}, path=SEARCH)
+    return [item for page in found for item in page["items"]]
+
+
+def test_a_compacted_flow_day_is_read_by_fdw_archived_dropped_and_restored(api, settings) -> None:
+    """The fdw backend reads the owner-day's view; `tables sync` keeps the layout; retention
+    archives the compacted day through its view and drops it whole (heap, view, segments);
+    restore brings the same flows back."""
+    switch, group = map_audit_owner(api, "packed-flows-ret", kind="flow")
+    day = past_day(6, 0)
+    flows = flows_of(switch, random.Random(switch))[:40]
+    for flow in flows:
+        flow.first_seen = flow.last_seen = flow.first_seen - (DAY - day)
+    post(api, [flow.record(flow.first_seen, 300) for flow in flows])
+    original = everything(api, switch, day)
+    assert len(original) == 40
+    compacted_reads.compact(settings, switch, kind="flow")
+    assert everything(api, switch, day) == original
+    assert everything(api, switch, day, backend="fdw") == everything(api, switch, day)
+
+    ident = owner_id(api, "flow", switch)
+    shard_sql(settings.metadata_dsn(), f"DELETE FROM day_tables WHERE owner_id = {ident}")
+    synced = run_cli(settings, "tables", "sync")
+    assert synced.returncode == 0, synced.stderr
+    assert everything(api, switch, day) == original
+
+    policy = {"kind": "flow", "group": group, "owner": switch, "keep_days": 3, "archive": True}
+    assert api.put("/v1/admin/retention/policies", json=policy).status_code == 200
+    ran = run_cli(
+        settings, "retention", "run", "--kind", "flow", "--owner", switch, "--json", "--force"
+    )
+    assert ran.returncode == 0, ran.stderr
+    dropped = [d for d in json.loads(ran.stdout)["drops"] if d["outcome"] == "dropped"]
+    assert dropped and sum(d["rows"] for d in dropped) == 40
+    table = f"flow_s{ident}_{day:%Y%m%d}"
+    for shard, dsn in catalog_shards(api).items():
+        left = shard_sql(
+            dsn,
+            f"SELECT count(*) FROM compacted_days WHERE kind = 'flow' AND owner_id = {ident}; "
+            f"SELECT count(*) FROM pg_class WHERE relname IN ('{table}', '{table}_all')",
+        ).split()
+        assert left == ["0", "0"], (shard, left)
+    assert everything(api, switch, day) == []
+
+    restored = run_cli(settings, "restore", switch, day.date().isoformat(), "--kind", "flow")
+    assert restored.returncode == 0, restored.stderr
+    assert everything(api, switch, day) == original
