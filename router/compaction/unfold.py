@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from router import clock
-from router.compaction import layout
+from router.compaction import layout, plan
 from router.db import ddl
 from router.db.connection import Connection
 from router.db.names import DayTable
@@ -90,19 +90,23 @@ async def _compacted(connection: Connection, table: DayTable) -> bool:
         table.day,
     ):
         return False
+    await _movers_lock(connection, table)
+    return True
+
+
+async def _movers_lock(connection: Connection, table: DayTable) -> None:
     await connection.execute(
         "SELECT pg_advisory_xact_lock(hashtextextended($1, 37))", f"{table.name} unfold"
     )
-    return True
 
 
 async def before_merge(
     connection: Connection, table: DayTable, rows: Sequence[Sequence[Any]] | None = None
 ) -> int:
     """Unfold the 5-tuples about to be merged into ``table``: those of ``rows`` (in
-    ddl.FLOW_WRITE_COLUMNS order), or of the staging table when None. A day that has not
-    ended by this router's clock is never compacted (plan.FLOW_MARGIN_S): nothing is asked."""
-    if table.kind != "flow" or table.day >= clock.today():
+    ddl.FLOW_WRITE_COLUMNS order), or of the staging table when None. Today's and, for half
+    an hour, yesterday's flows (the hot path) are not compacted yet: nothing is asked."""
+    if table.kind != "flow" or not plan.may_be_compacted(table.day, clock.now()):
         return 0
     if rows is None:
         return await _unfold(connection, table, ddl.FLOW_STAGE, [])
@@ -110,12 +114,35 @@ async def before_merge(
     return await _unfold(connection, table, _ARRAYS, keys)
 
 
-async def before_delete(connection: Connection, table: DayTable, keys: list[list[Any]]) -> int:
-    """Unfold the 5-tuples about to be deleted from ``table`` (five arrays, KEY's columns)."""
-    return await _unfold(connection, table, _ARRAYS, keys)
+async def before_delete(
+    connection: Connection, tables: list[DayTable], keys: list[list[Any]]
+) -> int:
+    """Unfold the 5-tuples about to be deleted from ``tables`` (flow tables of one owner that
+    exist; ``keys``: five arrays, KEY's columns): every table locked in one statement, then
+    the compacted ones found in one more."""
+    if not tables:
+        return 0
+    names = ", ".join(table.quoted for table in tables)
+    await connection.execute(f"LOCK TABLE {names} IN ROW EXCLUSIVE MODE")
+    compacted = await connection.fetch(
+        "SELECT day FROM compacted_days WHERE kind = 'flow' AND owner_id = $1 "
+        "AND day = ANY($2::date[]) ORDER BY day",
+        tables[0].owner_id,
+        [table.day for table in tables],
+    )
+    moved = 0
+    for row in compacted:
+        table = next(t for t in tables if t.day == row["day"])
+        await _movers_lock(connection, table)
+        moved += await _move(connection, table, _ARRAYS, keys)
+    return moved
 
 
 async def _unfold(connection: Connection, table: DayTable, source: str, params: list[Any]) -> int:
     if not await _compacted(connection, table):
         return 0
+    return await _move(connection, table, source, params)
+
+
+async def _move(connection: Connection, table: DayTable, source: str, params: list[Any]) -> int:
     return int(await connection.fetchval(move_sql(table, source), *params) or 0)

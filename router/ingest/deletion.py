@@ -105,12 +105,14 @@ class FlowDeletion:
                     [t.name for t in tables],
                 )
             }
+            # A compacted day's rows of these flows come back to the heap first.
+            await unfold.before_delete(
+                connection, [t for t in tables if t.name in present], columns
+            )
             for table in tables:
                 if table.name not in present:
                     continue
                 try:
-                    # A compacted day's rows of these flows come back to the heap first.
-                    await unfold.before_delete(connection, table, columns)
                     status = await connection.execute(_DELETE.format(table=table.quoted), *columns)
                 except asyncpg.UndefinedTableError:
                     continue  # dropped by retention meanwhile: nothing left to delete
