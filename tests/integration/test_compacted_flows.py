@@ -477,3 +477,52 @@ def test_a_compacted_flow_day_is_read_by_fdw_archived_dropped_and_restored(api, 
     restored = run_cli(settings, "restore", switch, day.date().isoformat(), "--kind", "flow")
     assert restored.returncode == 0, restored.stderr
     assert everything(api, switch, day) == original
+
+
+def test_a_run_killed_while_its_flow_copy_waits_keeps_nothing_and_merges_go_on(
+    api, settings
+) -> None:
+    """kill -9 of `shardlog compact` inside its copy's transaction (waiting for its lock):
+    nothing of it stays, late records merge into the heap as on any day, and the next run
+    compacts the flows with their sums."""
+    flows = fresh_switch(api, 20)
+    switch = flows[0].switch
+    dsns = catalog_shards(api)
+    tables = located(api, switch)
+    command = ["compact", "--kind", "flow", "--owner", switch, "--clear-now"]
+    with contextlib.ExitStack() as held:
+        for shard, table in tables:
+            held.enter_context(
+                holding(dsns[shard], f"LOCK TABLE {table.quoted} IN ROW EXCLUSIVE MODE;")
+            )
+        killed = subprocess.Popen(
+            [sys.executable, "-m", "router.cli", *command],
+            env={**cli_env(settings), "SHARDLOG_COMPACTION__LOCK_TIMEOUT_MS": "60000"},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60
+        while not waiting_locks(dsns, tables, "ShareLock"):
+            assert killed.poll() is None, "the run ended before its copy waited"
+            assert time.monotonic() < deadline, "the copy never asked for its lock"
+            time.sleep(0.02)
+        killed.kill()
+        killed.wait(timeout=10)
+        # Its backend would wait on for the lock: ended, as the shard ends a lost session.
+        for shard, table in tables:
+            shard_sql(
+                dsns[shard],
+                "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE NOT granted "
+                f"AND mode = 'ShareLock' AND relation = '{table.quoted}'::regclass",
+            )
+        while waiting_locks(dsns, tables, "ShareLock"):
+            assert time.monotonic() < deadline, "the killed copy's backend stayed"
+            time.sleep(0.02)
+    assert segment_rows(api, switch) == 0
+    merge_again(api, flows, 13)
+    assert_one_row_per_flow(api, flows)
+    rerun = run_cli(settings, *command, "--json")
+    assert rerun.returncode == 0, rerun.stderr
+    assert {o["state"] for o in json.loads(rerun.stdout)["owner_days"]} == {"done"}
+    assert_one_row_per_flow(api, flows)
+    assert segment_rows(api, switch) == len(flows)
