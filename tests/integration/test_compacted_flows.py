@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -29,6 +30,7 @@ from bench.shard_view import catalog_shards, day_tables, owner_id, shard_sql
 from router.cli.lifecycle import context
 from router.compaction.runner import Compactor
 from router.db.names import DayTable, parse_day_table
+from router.settings import Settings
 from tests.integration import test_compacted_reads as compacted_reads
 from tests.integration.test_compacted_reads import answer, answers_alike, cursors_continue, pages
 from tests.integration.test_search import key_of
@@ -388,21 +390,21 @@ def waiting_locks(dsns: dict[str, str], tables: list[tuple[str, DayTable]], mode
     )
 
 
-def test_merges_queued_behind_a_copy_land_after_it_once(api, settings) -> None:
-    """A copy waits for a transaction on the flow table (its SHARE lock before its snapshot);
-    late records arrive meanwhile and queue behind it; once the copy commits they see the
-    compacted day and merge into their flows moved out of the segments: one row each."""
-    flows = fresh_switch(api, 20)
-    switch = flows[0].switch
-    dsns = catalog_shards(api)
-    tables = located(api, switch)
+@contextlib.contextmanager
+def copy_held(
+    settings: Settings, switch: str, tables: list[tuple[str, DayTable]], dsns: dict[str, str]
+) -> Iterator[tuple[subprocess.Popen[str], Callable[[], None]]]:
+    """`shardlog compact --kind flow --owner switch --clear-now --json` started while a
+    transaction on each of ``tables`` holds its copy back, yielded once the copy waits for its
+    SHARE lock (inside its transaction, before its snapshot), with what lets the tables go
+    (they are let go on the way out anyway)."""
     command = ["compact", "--json", "--kind", "flow", "--owner", switch, "--clear-now"]
-    with contextlib.ExitStack() as held, ThreadPoolExecutor(1) as pool:
+    with contextlib.ExitStack() as held:
         for shard, table in tables:
             held.enter_context(
                 holding(dsns[shard], f"LOCK TABLE {table.quoted} IN ROW EXCLUSIVE MODE;")
             )
-        copying = subprocess.Popen(
+        run = subprocess.Popen(
             [sys.executable, "-m", "router.cli", *command],
             env={**cli_env(settings), "SHARDLOG_COMPACTION__LOCK_TIMEOUT_MS": "60000"},
             stdout=subprocess.PIPE,
@@ -411,15 +413,31 @@ def test_merges_queued_behind_a_copy_land_after_it_once(api, settings) -> None:
         )
         deadline = time.monotonic() + 60
         while not waiting_locks(dsns, tables, "ShareLock"):
-            assert copying.poll() is None, copying.communicate()
+            assert run.poll() is None, run.communicate()
             assert time.monotonic() < deadline, "the copy never asked for its lock"
             time.sleep(0.02)
+        yield run, held.close
+
+
+def test_merges_queued_behind_a_copy_land_after_it_once(api, settings) -> None:
+    """A copy waits for a transaction on the flow table (its SHARE lock before its snapshot);
+    late records arrive meanwhile and queue behind it; once the copy commits they see the
+    compacted day and merge into their flows moved out of the segments: one row each."""
+    flows = fresh_switch(api, 20)
+    switch = flows[0].switch
+    dsns = catalog_shards(api)
+    tables = located(api, switch)
+    with (
+        copy_held(settings, switch, tables, dsns) as (copying, release),
+        ThreadPoolExecutor(1) as pool,
+    ):
         merging = pool.submit(merge_again, api, flows, 11)
+        deadline = time.monotonic() + 60
         while not waiting_locks(dsns, tables, "RowExclusiveLock"):
             assert not merging.done(), "the merge did not wait for the copy"
             assert time.monotonic() < deadline, "the merge never asked for its lock"
             time.sleep(0.02)
-        held.close()  # the copy goes on, then the merges
+        release()  # the copy goes on, then the merges
         merging.result(timeout=60)
     out, err = copying.communicate(timeout=120)
     assert copying.returncode == 0, err
@@ -489,23 +507,7 @@ def test_a_run_killed_while_its_flow_copy_waits_keeps_nothing_and_merges_go_on(
     switch = flows[0].switch
     dsns = catalog_shards(api)
     tables = located(api, switch)
-    command = ["compact", "--kind", "flow", "--owner", switch, "--clear-now"]
-    with contextlib.ExitStack() as held:
-        for shard, table in tables:
-            held.enter_context(
-                holding(dsns[shard], f"LOCK TABLE {table.quoted} IN ROW EXCLUSIVE MODE;")
-            )
-        killed = subprocess.Popen(
-            [sys.executable, "-m", "router.cli", *command],
-            env={**cli_env(settings), "SHARDLOG_COMPACTION__LOCK_TIMEOUT_MS": "60000"},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 60
-        while not waiting_locks(dsns, tables, "ShareLock"):
-            assert killed.poll() is None, "the run ended before its copy waited"
-            assert time.monotonic() < deadline, "the copy never asked for its lock"
-            time.sleep(0.02)
+    with copy_held(settings, switch, tables, dsns) as (killed, _):
         killed.kill()
         killed.wait(timeout=10)
         # Its backend would wait on for the lock: ended, as the shard ends a lost session.
@@ -515,13 +517,16 @@ def test_a_run_killed_while_its_flow_copy_waits_keeps_nothing_and_merges_go_on(
                 "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE NOT granted "
                 f"AND mode = 'ShareLock' AND relation = '{table.quoted}'::regclass",
             )
+        deadline = time.monotonic() + 60
         while waiting_locks(dsns, tables, "ShareLock"):
             assert time.monotonic() < deadline, "the killed copy's backend stayed"
             time.sleep(0.02)
     assert segment_rows(api, switch) == 0
     merge_again(api, flows, 13)
     assert_one_row_per_flow(api, flows)
-    rerun = run_cli(settings, *command, "--json")
+    rerun = run_cli(
+        settings, "compact", "--json", "--kind", "flow", "--owner", switch, "--clear-now"
+    )
     assert rerun.returncode == 0, rerun.stderr
     assert {o["state"] for o in json.loads(rerun.stdout)["owner_days"]} == {"done"}
     assert_one_row_per_flow(api, flows)
