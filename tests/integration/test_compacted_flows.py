@@ -318,6 +318,10 @@ def test_the_admin_api_lists_flow_days_as_the_cli_does(api, settings, compacted)
     assert json.loads(cli.stdout)["owner_days"] == days
     audit_only = api.get("/v1/admin/compaction", params={"owner": switch, "kind": "audit"})
     assert audit_only.json()["owner_days"] == []
+    bad = api.get("/v1/admin/compaction", params={"kind": "logs"})
+    assert bad.status_code == 422 and "kind" in bad.text, bad.text
+    unknown = run_cli(settings, "compact", "--dry-run", "--kind", "flow", "--owner", "no-" + switch)
+    assert unknown.returncode == 2 and f"no switch 'no-{switch}'" in unknown.stderr, unknown
 
 
 # --- the engine's stops and a copy beside merges ------------------------------------------------
