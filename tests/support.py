@@ -353,9 +353,10 @@ class TestedHelper(CollectorProcess):
         return scrape(self.metrics_url, name, **labels)
 
 
-def map_audit_owner(api: httpx.Client, prefix: str) -> tuple[str, str]:
-    """A new audit owner mapped by hand (tenant system) to the first group of the local
-    topology (other tests add groups without shards): its key and group."""
+def map_audit_owner(api: httpx.Client, prefix: str, kind: str = "audit") -> tuple[str, str]:
+    """A new audit owner (or switch, of ``kind`` flow) mapped by hand (tenant system) to the
+    first group of the local topology (other tests add groups without shards): its key and
+    group."""
     key = f"{prefix}-{uuid.uuid4().hex[:10]}"
     group = sorted(
         s["group"]
@@ -363,7 +364,7 @@ def map_audit_owner(api: httpx.Client, prefix: str) -> tuple[str, str]:
         if s["name"].startswith("shard") and s["state"] == "active"
     )[0]
     response = api.put(
-        "/v1/admin/owners", json={"kind": "audit", "key": key, "group": group, "tenant": "system"}
+        "/v1/admin/owners", json={"kind": kind, "key": key, "group": group, "tenant": "system"}
     )
     assert response.status_code == 200, response.text
     return key, group
@@ -464,3 +465,21 @@ def cluster_of_its_own(
         yield own, cluster
     finally:
         cluster.stop()
+
+
+@contextlib.contextmanager
+def holding(dsn: str, statements: str) -> Iterator[None]:
+    """A psql session that opens a transaction, runs ``statements`` in it and holds it (and
+    its locks) until the block ends, then commits."""
+    session = subprocess.Popen(
+        ["psql", "-X", "-q", "-d", dsn], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+    )
+    assert session.stdin is not None
+    session.stdin.write(f"BEGIN; {statements}\n")
+    session.stdin.flush()
+    try:
+        yield
+    finally:
+        session.stdin.write("COMMIT;\n")
+        session.stdin.close()
+        session.wait(timeout=30)

@@ -11,7 +11,14 @@ from router.api.responses import errors
 from router.auth.dependency import Admin
 from router.auth.self_audit import record_run
 from router.catalog.snapshot import OwnerKind
-from router.compaction.runner import Compactor, Position, Scope, owner_keys, report_json
+from router.compaction.runner import (
+    KINDS,
+    Compactor,
+    Position,
+    Scope,
+    owner_keys,
+    report_json,
+)
 from router.errors import BadRequest, NotFound
 from router.models.admin import (
     CompactionState,
@@ -62,20 +69,24 @@ async def list_tables(
     }
 
 
-# A page's next_after (runner.Position.text): day/owner id/shard.
-AFTER_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}/[0-9]{1,19}/[a-z][a-z0-9_-]{0,62}$"
+# A page's next_after (runner.Position.text): day/kind/owner id/shard.
+AFTER_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}/(audit|flow)/[0-9]{1,19}/[a-z][a-z0-9_-]{0,62}$"
 
 
 @router.get(
     "/compaction",
-    summary="Compaction of closed audit days: the state of each owner-day",
+    summary="Compaction of closed audit and flow days: the state of each owner-day",
     response_model=CompactionState,
     responses=errors(400, 503),
 )
 async def compaction_state(
     runtime: RuntimeDep,
     day: Annotated[Day | None, Query(description="Only this UTC day")] = None,
-    owner: Annotated[str | None, Query(min_length=1, max_length=256)] = None,
+    kind: Annotated[OwnerKind | None, Query(description="Only days of this kind")] = None,
+    owner: Annotated[
+        str | None,
+        Query(min_length=1, max_length=256, description="Only this audit owner or switch"),
+    ] = None,
     failed: Annotated[
         bool, Query(description="Only the owner-days whose last step failed")
     ] = False,
@@ -85,15 +96,16 @@ async def compaction_state(
         Query(pattern=AFTER_PATTERN, description="A page's next_after: the next page"),
     ] = None,
 ) -> dict[str, Any]:
+    kinds = KINDS if kind is None else frozenset([kind])
     owner_ids = None
     if owner is not None:
-        mapping = await runtime.owners.lookup("audit", owner)
-        owner_ids = frozenset([mapping.id] if mapping else [])
+        found = [await runtime.owners.lookup(k, owner) for k in sorted(kinds)]
+        owner_ids = frozenset(mapping.id for mapping in found if mapping is not None)
     try:
         position = None if after is None else Position.parse(after)
     except ValueError:
         raise BadRequest("not a next_after of this endpoint", "after") from None
-    scope = Scope(day, owner_ids, failed_only=failed, after=position, limit=limit)
+    scope = Scope(day, owner_ids, kinds, failed_only=failed, after=position, limit=limit)
     compactor = Compactor(runtime.metadata, runtime.pools, runtime.settings.compaction)
     report = await compactor.survey(runtime.catalog.snapshot, scope)
     return report_json(report, await owner_keys(runtime.metadata, report))

@@ -1,4 +1,4 @@
-"""`shardlog compact`: closed audit days packed into segments (docs/architecture.md,
+"""`shardlog compact`: closed audit and flow days packed into segments (docs/architecture.md,
 "Compacted days"; docs/operations.md, "Compaction"), without a running router."""
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ from router.cli import auth as cli_auth
 from router.cli.lifecycle import Context, parse_day, with_context
 from router.cli.output import output, print_table
 from router.compaction.job import locked_run
-from router.compaction.runner import Compactor, Scope, owner_keys, report_json
+from router.compaction.runner import KINDS, Compactor, Scope, owner_keys, report_json
+from router.db.names import Kind
 from router.errors import BadRequest
 
 EXIT_FAILED, EXIT_BUSY = 1, 4
+_OWNER_NAME = {"audit": "audit owner", "flow": "switch"}
 COLUMNS = [
     "state",
     "kind",
@@ -32,15 +34,18 @@ COLUMNS = [
 
 
 async def _scope(ctx: Context, args: argparse.Namespace) -> Scope:
+    kinds: frozenset[Kind] = KINDS if args.kind == "all" else frozenset([args.kind])
     if not args.owner:
-        return Scope(day=args.day, failed_only=args.failed)
-    ids = set()
+        return Scope(day=args.day, kinds=kinds, failed_only=args.failed)
+    ids: set[int] = set()
     for key in args.owner:
-        mapping = await store.get_owner(ctx.metadata, "audit", key)
-        if mapping is None:
-            raise BadRequest(f"no audit owner {key!r}", "owner")
-        ids.add(mapping.id)
-    return Scope(day=args.day, owner_ids=frozenset(ids), failed_only=args.failed)
+        found = [await store.get_owner(ctx.metadata, kind, key) for kind in sorted(kinds)]
+        mappings = [mapping for mapping in found if mapping is not None]
+        if not mappings:
+            what = "audit owner or switch" if args.kind == "all" else _OWNER_NAME[args.kind]
+            raise BadRequest(f"no {what} {key!r}", "owner")
+        ids.update(mapping.id for mapping in mappings)
+    return Scope(day=args.day, owner_ids=frozenset(ids), kinds=kinds, failed_only=args.failed)
 
 
 @with_context
@@ -78,11 +83,17 @@ async def cmd_compact(ctx: Context, args: argparse.Namespace) -> int:
 
 def add_parsers(commands: Any) -> None:
     compact = commands.add_parser(
-        "compact", help="pack closed audit days into compressed segments (or --dry-run: list)"
+        "compact",
+        help="pack closed audit and flow days into compressed segments (or --dry-run: list)",
     )
     compact.add_argument("--dry-run", action="store_true", help="list the state; change nothing")
     compact.add_argument("--day", type=parse_day, help="only this UTC day")
-    compact.add_argument("--owner", action="append", help="only this audit owner (repeatable)")
+    compact.add_argument(
+        "--kind", choices=["audit", "flow", "all"], default="all", help="only days of this kind"
+    )
+    compact.add_argument(
+        "--owner", action="append", help="only this audit owner or switch (repeatable)"
+    )
     compact.add_argument(
         "--clear-now",
         action="store_true",

@@ -3,10 +3,11 @@ owner-day"). A heap day is read as it always was; a compacted one is its late he
 the compaction's snapshot did not see) and its segments, unpacked by the shardlog_segments
 extension. Every statement builder takes its tables through here. Pure: no I/O.
 
-Unpacked rows come out of ``shardlog_unpack_audit`` with the day table's column names (id, ts,
-content, attrs, created_xid) and the segment table's columns share none of them, so a
-condition or a select list written for the heap reads the same over ``segments s CROSS JOIN
-LATERAL shardlog_unpack_audit(s.block) u``. Only audit days are compacted in this step."""
+Unpacked rows come out of ``shardlog_unpack_audit`` (``shardlog_unpack_flow``) with the day
+table's column names and the segment table's columns share none of them, so a condition or a
+select list written for the heap reads the same over ``segments s CROSS JOIN LATERAL
+shardlog_unpack_audit(s.block) u``. A flow segment's bounds are (first_seen, id), its rows in
+that order."""
 
 from __future__ import annotations
 
@@ -19,14 +20,22 @@ from router.search.cursor import Position
 
 Add = Callable[[Any], str]
 
-# The columns of an audit day table, in its order (router/db/ddl.py).
+# The columns of a day table, in its order (router/db/ddl.py), as its unpack gives them.
 AUDIT_TABLE_COLUMNS = "id, ts, content, attrs, created_xid"
+FLOW_TABLE_COLUMNS = (
+    "id, src_ip, dst_ip, src_port, dst_port, ip_version, proto, bytes, packets, flow_count, "
+    "first_seen, last_seen, created_xid, merged_xid, tcp_flags, sampling_rate, sampled, "
+    "sampling_mixed"
+)
 
 
-def _compacted(table: DayTable) -> bool:
-    if table.compacted and table.kind != "audit":
-        raise ValueError(f"{table.name}: only audit days are compacted")
-    return table.compacted
+def table_columns(table: DayTable) -> str:
+    return AUDIT_TABLE_COLUMNS if table.kind == "audit" else FLOW_TABLE_COLUMNS
+
+
+def unpacked_columns(table: DayTable) -> str:
+    """The day table's columns, taken from the unpacked rows (``u``)."""
+    return ", ".join(f"u.{column.strip()}" for column in table_columns(table).split(","))
 
 
 def snapshot(table: DayTable) -> str:
@@ -40,14 +49,27 @@ def snapshot(table: DayTable) -> str:
 
 def late(table: DayTable) -> str:
     """The heap rows of a compacted owner-day that its segments do not hold: written after the
-    snapshot they were packed under. NULL created_xid: a row older than any snapshot."""
-    return f"created_xid IS NOT NULL AND NOT pg_visible_in_snapshot(created_xid, {snapshot(table)})"
+    snapshot they were packed under. NULL created_xid: a row older than any snapshot. A flow
+    row merged into after it too: the merge moved it out of its segment first
+    (router/compaction/unfold.py)."""
+    written = _after_snapshot(table, "created_xid")
+    if table.kind == "audit":
+        return written
+    return f"(({written}) OR ({_after_snapshot(table, 'merged_xid')}))"
+
+
+def _after_snapshot(table: DayTable, column: str) -> str:
+    return f"{column} IS NOT NULL AND NOT pg_visible_in_snapshot({column}, {snapshot(table)})"
 
 
 def segments(table: DayTable, window: tuple[str, str] | None = None) -> str:
     """The owner's segments of the day, each row unpacked (``s``: the segment, ``u``: the row);
     with ``window`` (SQL expressions), only each segment's rows with start <= ts < end are
-    built (extension 1.1: the others are stepped over)."""
+    built (extension 1.1: the others are stepped over). A flow segment is unpacked whole (the
+    extension has no bounded flow unpack): its rows outside the window are built, then
+    filtered out by the reader's condition."""
+    if table.kind == "flow":
+        return f"{table.segments} AS s CROSS JOIN LATERAL shardlog_unpack_flow(s.block) AS u"
     bounds = "" if window is None else f", {window[0]}, {window[1]}"
     return f"{table.segments} AS s CROSS JOIN LATERAL shardlog_unpack_audit(s.block{bounds}) AS u"
 
@@ -100,10 +122,11 @@ def page_branch(
     the late heap rows and the segments (``segments_where()``: which may hold a row of the
     page, and the ts range whose rows the unpack builds), read in segment order and each
     segment's rows in stored order, which is (ts, id) order, so the page stops unpacking
-    once it is full."""
+    once it is full. ``select`` names the row's instant ts (a flow's first_seen AS ts): the
+    branches' union is ordered by it."""
     owner = f"{int(table.owner_id)}::bigint AS owner_id"
     heap = f"SELECT {select}, {owner} FROM {table.quoted} WHERE {condition}"
-    if not _compacted(table):
+    if not table.compacted:
         return f"({heap} ORDER BY {order} LIMIT {cap})"
     direction = "DESC" if order.endswith("DESC") else "ASC"
     which, window = segments_where()
@@ -114,7 +137,7 @@ def page_branch(
     )
     return (
         f"(SELECT * FROM (({heap} AND {late(table)} ORDER BY {order} LIMIT {cap}) "
-        f"UNION ALL ({packed})) AS compacted ORDER BY {order} LIMIT {cap})"
+        f"UNION ALL ({packed})) AS compacted ORDER BY ts {direction}, id {direction} LIMIT {cap})"
     )
 
 
@@ -131,7 +154,7 @@ def count_branch(
     condition is the window alone (``unconditional``), the segments wholly inside it count by
     their ``rows`` without being opened."""
     heap = f"SELECT count(*) AS n FROM {table.quoted} WHERE {condition}"
-    if not _compacted(table):
+    if not table.compacted:
         return heap
     start, end = window
     opened = f"{owned(table)} AND {overlapping(start, end)}"
@@ -153,12 +176,12 @@ def source(table: DayTable, window: tuple[str, str] | None = None) -> str:
     """A FROM item of every row of the table with the day table's columns, under the table's
     own name: the table itself, or for a compacted owner-day its late heap rows and its
     unpacked segments (those overlapping ``window``, SQL expressions, when given)."""
-    if not _compacted(table):
+    if not table.compacted:
         return table.quoted
     bounds = "" if window is None else f" AND {overlapping(*window)}"
     return (
-        f"(SELECT {AUDIT_TABLE_COLUMNS} FROM {table.quoted} WHERE {late(table)} "
-        f"UNION ALL SELECT u.id, u.ts, u.content, u.attrs, u.created_xid "
+        f"(SELECT {table_columns(table)} FROM {table.quoted} WHERE {late(table)} "
+        f"UNION ALL SELECT {unpacked_columns(table)} "
         f"FROM {segments(table, window)} WHERE {owned(table)}{bounds}) AS {table.quoted}"
     )
 

@@ -34,6 +34,23 @@ class OwnerDay:
     packed: Packed | None
 
 
+# A flow day is compacted at least this long after it ends, whatever closed_after_s says: a
+# writer looks for a compacted flow day only from half of it after the day's end
+# (router/compaction/unfold.py), and routers' clocks differ by far less than the other half.
+FLOW_MARGIN_S = 3600.0
+
+
+def closed_after_s(kind: str, setting: float) -> float:
+    """How long after its end a day of ``kind`` closes."""
+    return max(setting, FLOW_MARGIN_S) if kind == "flow" else setting
+
+
+def may_be_compacted(day: date, now: datetime) -> bool:
+    """Whether a flow day may have been compacted by ``now`` (a writer's clock): a compactor's
+    clock up to FLOW_MARGIN_S / 2 ahead would not have started on it before then."""
+    return closed(day, now, FLOW_MARGIN_S / 2)
+
+
 def closed(day: date, now: datetime, closed_after_s: float) -> bool:
     """A UTC day is closed ``closed_after_s`` seconds after it ends."""
     end = datetime.combine(day + timedelta(days=1), time(), UTC)

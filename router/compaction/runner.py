@@ -1,4 +1,4 @@
-"""Compaction of closed audit days: copy and verify, switch, clear (docs/architecture.md,
+"""Compaction of closed audit and flow days: copy and verify, switch, clear (docs/architecture.md,
 "Compacted days"). Each step is one transaction and idempotent; the state of every owner-day
 is read back from the registry and the shards before each step, so a run stopped anywhere is
 completed by the next."""
@@ -24,7 +24,7 @@ from router.compaction.plan import OwnerDay, Packed, Step
 from router.db import roles
 from router.db.connection import Connection
 from router.db.failures import DRIVER_ERRORS, describe
-from router.db.names import DayTable, day_table
+from router.db.names import DayTable, Kind, day_table
 from router.db.pools import ShardPools
 from router.settings import CompactionSettings
 
@@ -41,12 +41,16 @@ class VerificationFailed(RuntimeError):
     """The segments did not hold exactly the heap's rows; nothing was kept."""
 
 
+KINDS: frozenset[Kind] = frozenset(("audit", "flow"))
+
+
 @dataclass(frozen=True)
 class Scope:
     day: date | None = None
     owner_ids: frozenset[int] | None = None
+    kinds: frozenset[Kind] = KINDS
     failed_only: bool = False
-    # A page of the registry's owner-days in (day, owner id, shard) order: those after
+    # A page of the registry's owner-days in (day, kind, owner id, shard) order: those after
     # ``after``, at most ``limit`` (None: all).
     after: Position | None = None
     limit: int | None = None
@@ -57,19 +61,20 @@ class Position:
     """An owner-day's place in the survey's order, and its text in the admin API's paging."""
 
     day: date
+    kind: str
     owner_id: int
     shard: str
 
     def text(self) -> str:
-        return f"{self.day.isoformat()}/{self.owner_id}/{self.shard}"
+        return f"{self.day.isoformat()}/{self.kind}/{self.owner_id}/{self.shard}"
 
     @classmethod
     def parse(cls, text: str) -> Position:
         """Raises ValueError on text that ``text()`` did not make."""
-        day, owner_id, shard = text.split("/", 2)
-        position = cls(date.fromisoformat(day), int(owner_id), shard)
-        if not 0 <= position.owner_id < 2**63:
-            raise ValueError("owner id out of range")
+        day, kind, owner_id, shard = text.split("/", 3)
+        position = cls(date.fromisoformat(day), kind, int(owner_id), shard)
+        if kind not in KINDS or not 0 <= position.owner_id < 2**63:
+            raise ValueError("not a position")
         return position
 
 
@@ -155,9 +160,9 @@ class Report:
 
 
 async def owner_keys(metadata: asyncpg.Pool, report: Report) -> dict[int, str]:
-    """The keys of the audit owners a report names."""
+    """The keys of the owners (audit owners and switches) a report names."""
     rows = await metadata.fetch(
-        "SELECT id, key FROM owners WHERE kind = 'audit' AND id = ANY($1::bigint[])",
+        "SELECT id, key FROM owners WHERE id = ANY($1::bigint[])",
         sorted({o.table.owner_id for o in report.owner_days}),
     )
     return {row["id"]: row["key"] for row in rows}
@@ -188,32 +193,33 @@ class Compactor:
     # --- what there is -------------------------------------------------------------------
 
     async def survey(self, snapshot: CatalogSnapshot, scope: Scope) -> Report:
-        """Every audit owner-day in scope with its state; nothing changed."""
+        """Every owner-day in scope with its state; nothing changed."""
         rows = await self._metadata.fetch(
-            "SELECT d.owner_id, d.day, d.shard, d.layout, "
+            "SELECT d.kind, d.owner_id, d.day, d.shard, d.layout, "
             "extract(epoch FROM now() - d.layout_at)::float8 AS switched_s_ago, "
             "f.step, f.error, f.failures, f.first_failed_at, f.last_failed_at "
             "FROM day_tables d LEFT JOIN compaction_failures f USING (kind, owner_id, day, shard) "
-            "WHERE d.kind = 'audit' AND ($1::date IS NULL OR d.day = $1) "
+            "WHERE d.kind = ANY($3::text[]) AND ($1::date IS NULL OR d.day = $1) "
             "AND ($2::bigint[] IS NULL OR d.owner_id = ANY($2)) "
-            "AND (NOT $3 OR f.step IS NOT NULL) "
-            "AND ($4::date IS NULL OR (d.day, d.owner_id, d.shard) > ($4, $5, $6)) "
-            "ORDER BY d.day, d.owner_id, d.shard LIMIT $7",
+            "AND (NOT $4 OR f.step IS NOT NULL) "
+            "AND ($5::date IS NULL OR (d.day, d.kind, d.owner_id, d.shard) > ($5, $6, $7, $8)) "
+            "ORDER BY d.day, d.kind, d.owner_id, d.shard LIMIT $9",
             scope.day,
             None if scope.owner_ids is None else sorted(scope.owner_ids),
+            sorted(scope.kinds),
             scope.failed_only,
             *(
-                (None, None, None)
+                (None, None, None, None)
                 if scope.after is None
-                else (scope.after.day, scope.after.owner_id, scope.after.shard)
+                else (scope.after.day, scope.after.kind, scope.after.owner_id, scope.after.shard)
             ),
             scope.limit,
         )
         report = Report()
         if scope.limit is not None and len(rows) == scope.limit:
             last = rows[-1]
-            report.next_after = Position(last["day"], last["owner_id"], last["shard"])
-        packed: dict[str, dict[tuple[int, date], Packed]] = {}
+            report.next_after = Position(last["day"], last["kind"], last["owner_id"], last["shard"])
+        packed: dict[str, dict[tuple[str, int, date], Packed]] = {}
         for shard in sorted({row["shard"] for row in rows}):
             state = snapshot.shards.get(shard)
             if state is None or state.state == "down":
@@ -228,13 +234,13 @@ class Compactor:
         for row in rows:
             if row["shard"] not in packed:
                 continue
-            table = day_table("audit", row["owner_id"], row["day"])
+            table = day_table(row["kind"], row["owner_id"], row["day"])
             owner_day = OwnerDay(
                 shard=row["shard"],
                 table=table,
                 compacted=row["layout"] == "compacted",
                 switched_s_ago=row["switched_s_ago"],
-                packed=packed[row["shard"]].get((table.owner_id, table.day)),
+                packed=packed[row["shard"]].get((table.kind, table.owner_id, table.day)),
             )
             outcome = Outcome(owner_day.shard, table, state=self._step(owner_day))
             if row["step"] is not None:
@@ -254,7 +260,7 @@ class Compactor:
 
     async def _packed(
         self, shard: str, table: DayTable | None = None
-    ) -> dict[tuple[int, date], Packed]:
+    ) -> dict[tuple[str, int, date], Packed]:
         """The shard's compacted_days rows (of one owner-day when ``table`` is given)."""
         async with self._pools.writer(shard).acquire() as connection:
             if not await connection.fetchval(
@@ -262,14 +268,15 @@ class Compactor:
             ):
                 raise _CodecMissing(shard)
             rows = await connection.fetch(
-                "SELECT owner_id, day, segments, rows, heap_bytes, packed_bytes, "
-                "cleared_at IS NOT NULL AS cleared FROM compacted_days WHERE kind = 'audit' "
-                "AND ($1::bigint IS NULL OR (owner_id = $1 AND day = $2))",
+                "SELECT kind, owner_id, day, segments, rows, heap_bytes, packed_bytes, "
+                "cleared_at IS NOT NULL AS cleared FROM compacted_days "
+                "WHERE $1::bigint IS NULL OR (kind = $3 AND owner_id = $1 AND day = $2)",
                 None if table is None else table.owner_id,
                 None if table is None else table.day,
+                None if table is None else table.kind,
             )
         return {
-            (r["owner_id"], r["day"]): Packed(
+            (r["kind"], r["owner_id"], r["day"]): Packed(
                 r["segments"], r["rows"], r["heap_bytes"], r["packed_bytes"], r["cleared"]
             )
             for r in rows
@@ -279,7 +286,7 @@ class Compactor:
         return plan.next_step(
             owner_day,
             clock.now(),
-            self._settings.closed_after_s,
+            plan.closed_after_s(owner_day.table.kind, self._settings.closed_after_s),
             self._settings.clear_after_s,
             clear_now,
         )
@@ -388,7 +395,7 @@ class Compactor:
     async def _copied(self, outcome: Outcome, pace: Pace) -> None:
         """After a copy: its rows counted in the metrics, and the run's pace kept."""
         packed = (await self._packed(outcome.shard, outcome.table)).get(
-            (outcome.table.owner_id, outcome.table.day)
+            (outcome.table.kind, outcome.table.owner_id, outcome.table.day)
         )
         if packed is None:
             return
@@ -407,7 +414,7 @@ class Compactor:
         )
         if row is None:
             raise _Unregistered(f"{table.name} on {shard} is not in the registry")
-        packed = (await self._packed(shard, table)).get((table.owner_id, table.day))
+        packed = (await self._packed(shard, table)).get((table.kind, table.owner_id, table.day))
         return OwnerDay(shard, table, row["layout"] == "compacted", row["switched_s_ago"], packed)
 
     async def _attempts(self, step: Step, shard: str, table: DayTable) -> None:
@@ -438,12 +445,16 @@ class Compactor:
             await self._segment_table(connection, table)
             async with connection.transaction(isolation="repeatable_read"):
                 await self._settings_of(connection)
+                for lock in statements.copy_lock(table):
+                    await connection.execute(lock)
                 await connection.execute(
                     statements.copy_sql(table),
-                    table.owner_id,
-                    self._settings.segment_rows,
-                    self._settings.segment_bytes,
-                    self._settings.zstd_level,
+                    *statements.copy_parameters(
+                        table,
+                        self._settings.segment_rows,
+                        self._settings.segment_bytes,
+                        self._settings.zstd_level,
+                    ),
                 )
                 await connection.execute(statements.record_sql(table), table.owner_id, table.day)
                 heap = await connection.fetchrow(

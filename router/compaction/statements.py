@@ -9,9 +9,13 @@ from router.compaction import layout
 from router.db import roles
 from router.db.names import DayTable
 
-# A row's canonical text, hashed to 64 bits: what the copy's verification sums on both sides
-# (sum() of bigint is already an exact numeric, summed in 128-bit integers: no cast needed).
-_ROW_HASH = "hashtextextended(format('%s|%s|%s|%s|%s', id, ts, content, attrs, created_xid), 0)"
+
+def _row_hash(table: DayTable) -> str:
+    """A row's canonical text (every column of the day table), hashed to 64 bits: what the
+    copy's verification sums on both sides."""
+    columns = layout.table_columns(table)
+    slots = "|".join("%s" for _ in columns.split(","))
+    return f"hashtextextended(format('{slots}', {columns}), 0)::numeric"
 
 
 def storage_ddl(segments: str) -> list[str]:
@@ -39,34 +43,76 @@ def segment_table_ddl(table: DayTable) -> list[str]:
     ]
 
 
+def copy_lock(table: DayTable) -> list[str]:
+    """What the copy takes before its snapshot. A flow row may be merged into in place: a
+    merge that committed after the snapshot but into a row the snapshot saw would leave the
+    segment with the row's old counters. The SHARE lock waits for the merges under way and
+    holds new ones until the copy commits; every merge after it then sees the copy and moves
+    its rows out of the segments first (router/compaction/unfold.py)."""
+    if table.kind == "audit":
+        return []
+    return [f"LOCK TABLE {table.quoted} IN SHARE MODE"]
+
+
 def copy_sql(table: DayTable) -> str:
     """The owner-day's segments from every heap row the transaction sees, in (ts, id) order,
     cut at $2 rows and at $3 bytes of content: a row opens a new segment when either count
-    passes a multiple of its limit. $1: the owner id, $4: the zstd level. Each column is
-    aggregated once in that order; a segment's bounds are its arrays' first and last items."""
+    passes a multiple of its limit. $1: the owner id, $4: the zstd level."""
+    if table.kind == "flow":
+        return _flow_copy_sql(table)
     ordered = "ORDER BY ts, id"
+    return f"""{_insert_segments(table, "ts")}
+            shardlog_grams(array_agg(content {ordered})),
+            shardlog_pack_audit(array_agg(id {ordered}), array_agg(ts {ordered}),
+                array_agg(content {ordered}), array_agg(attrs {ordered}),
+                array_agg(created_xid {ordered}), $4)
+        FROM (
+            SELECT *, dense_rank() OVER (ORDER BY by_rows, by_bytes) - 1 AS seq
+            FROM (
+                SELECT id, ts, content, attrs, created_xid,
+                    (row_number() OVER w - 1) / $2 AS by_rows,
+                    (sum(octet_length(content)) OVER w - octet_length(content)) / $3 AS by_bytes
+                FROM {table.quoted} WINDOW w AS ({ordered})
+            ) AS cut
+        ) AS numbered
+        GROUP BY seq"""
+
+
+def _insert_segments(table: DayTable, instant: str) -> str:
+    """A copy's INSERT up to a segment's filter and block: its owner ($1), seq, (``instant``,
+    id) bounds and row count, from rows grouped by seq."""
+    first, last = f"ORDER BY {instant}, id", f"ORDER BY {instant} DESC, id DESC"
     return f"""
         INSERT INTO {table.segments}
             (owner_id, seq, first_ts, first_id, last_ts, last_id, rows, grams, block)
-        SELECT $1, seq, tss[1], ids[1], tss[cardinality(tss)], ids[cardinality(ids)],
-            cardinality(ids), shardlog_grams(contents),
-            shardlog_pack_audit(ids, tss, contents, attrs, xids, $4)
+        SELECT $1, seq,
+            (array_agg({instant} {first}))[1], (array_agg(id {first}))[1],
+            (array_agg({instant} {last}))[1], (array_agg(id {last}))[1],
+            count(*),"""
+
+
+def copy_parameters(
+    table: DayTable, segment_rows: int, segment_bytes: int, level: int
+) -> tuple[int, ...]:
+    """copy_sql's parameters."""
+    if table.kind == "flow":
+        return table.owner_id, segment_rows, level
+    return table.owner_id, segment_rows, segment_bytes, level
+
+
+def _flow_copy_sql(table: DayTable) -> str:
+    """copy_sql of a flow owner-day: in (first_seen, id) order, cut at $2 rows (flows have no
+    content); $3: the zstd level."""
+    ordered = "ORDER BY first_seen, id"
+    columns = [c.strip() for c in layout.FLOW_TABLE_COLUMNS.split(",")]
+    arrays = ", ".join(f"array_agg({c} {ordered})" for c in columns)
+    return f"""{_insert_segments(table, "first_seen")}
+            ''::bytea, shardlog_pack_flow({arrays}, $3)
         FROM (
-            SELECT seq, array_agg(id {ordered}) AS ids, array_agg(ts {ordered}) AS tss,
-                array_agg(content {ordered}) AS contents, array_agg(attrs {ordered}) AS attrs,
-                array_agg(created_xid {ordered}) AS xids
-            FROM (
-                SELECT *, dense_rank() OVER (ORDER BY by_rows, by_bytes) - 1 AS seq
-                FROM (
-                    SELECT id, ts, content, attrs, created_xid,
-                        (row_number() OVER w - 1) / $2 AS by_rows,
-                        (sum(octet_length(content)) OVER w - octet_length(content)) / $3
-                            AS by_bytes
-                    FROM {table.quoted} WINDOW w AS ({ordered})
-                ) AS cut
-            ) AS numbered
-            GROUP BY seq
-        ) AS packed"""
+            SELECT *, (row_number() OVER ({ordered}) - 1) / $2 AS seq
+            FROM {table.quoted}
+        ) AS numbered
+        GROUP BY seq"""
 
 
 def record_sql(table: DayTable) -> str:
@@ -80,16 +126,15 @@ def record_sql(table: DayTable) -> str:
             heap.n, heap.checksum, pg_total_relation_size('{table.name}'::regclass),
             (SELECT coalesce(sum(pg_column_size(block) + pg_column_size(grams)), 0)
              FROM {table.segments} WHERE owner_id = $1)
-        FROM (SELECT count(*) AS n, coalesce(sum({_ROW_HASH}), 0) AS checksum
+        FROM (SELECT count(*) AS n, coalesce(sum({_row_hash(table)}), 0) AS checksum
               FROM {table.quoted}) AS heap"""
 
 
 def verify_sql(table: DayTable) -> str:
     """The rows and checksum of the owner-day's unpacked segments. $1: the owner id."""
     return (
-        f"SELECT count(*) AS n, coalesce(sum({_ROW_HASH}), 0) AS checksum "
-        f"FROM {table.segments} AS s CROSS JOIN LATERAL shardlog_unpack_audit(s.block) AS u "
-        "WHERE s.owner_id = $1"
+        f"SELECT count(*) AS n, coalesce(sum({_row_hash(table)}), 0) AS checksum "
+        f"FROM {layout.segments(table)} WHERE s.owner_id = $1"
     )
 
 
@@ -97,11 +142,10 @@ def view_ddl(table: DayTable) -> str:
     """The owner-day's view (run as shardlog_tables): its late heap rows and its unpacked
     segments, with the day table's columns in its order. The coordinator's foreign table of
     the owner-day reads it once the day is switched."""
-    columns = layout.AUDIT_TABLE_COLUMNS
     return (
         f"CREATE OR REPLACE VIEW {table.all_view} AS "
-        f"SELECT {columns} FROM {table.quoted} WHERE {layout.late(table)} "
-        f"UNION ALL SELECT {', '.join(f'u.{c.strip()}' for c in columns.split(','))} "
+        f"SELECT {layout.table_columns(table)} FROM {table.quoted} WHERE {layout.late(table)} "
+        f"UNION ALL SELECT {layout.unpacked_columns(table)} "
         f"FROM {layout.segments(table)} WHERE {layout.owned(table)}"
     )
 

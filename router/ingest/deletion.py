@@ -11,6 +11,7 @@ import asyncpg
 from router.auth.scopes import Grant, check_key
 from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
+from router.compaction import unfold
 from router.db.failures import describe, is_transient
 from router.db.inet import encode_address
 from router.db.names import DayTable, day_table
@@ -104,6 +105,10 @@ class FlowDeletion:
                     [t.name for t in tables],
                 )
             }
+            # A compacted day's rows of these flows come back to the heap first.
+            await unfold.before_delete(
+                connection, [t for t in tables if t.name in present], columns
+            )
             for table in tables:
                 if table.name not in present:
                     continue

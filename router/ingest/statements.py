@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from router.compaction import unfold
 from router.db import ddl
 from router.db.connection import Connection
 from router.db.names import DayTable
@@ -118,6 +119,7 @@ async def write(
     assert claim is not None
     if not claim[1]:
         return False
+    await unfold.before_merge(connection, table, rows)
     await connection.execute(flow_sql(table), table.name, *columns_of(rows))
     return True
 
@@ -140,6 +142,7 @@ async def write_flows(
     for table, part_id, rows, key in parts:
         now = (key, part_id) in claimed
         if now:
+            await unfold.before_merge(connection, table, rows)
             await connection.execute(flow_sql(table), table.name, *columns_of(rows))
         written.append(now)
     return written

@@ -20,6 +20,7 @@ import asyncpg
 
 from router.catalog import tables as day_tables
 from router.catalog.cache import CatalogCache
+from router.compaction import unfold
 from router.db import ddl
 from router.db.connection import Connection
 from router.db.copy import copy_audit_rows
@@ -300,5 +301,6 @@ class PartWriter:
             await connection.copy_records_to_table(
                 ddl.FLOW_STAGE, records=part.rows, columns=ddl.FLOW_WRITE_COLUMNS
             )
+            await unfold.before_merge(connection, part.table)
             await connection.execute(ddl.flow_merge_sql(part.table), part.table.name)
         return True

@@ -222,12 +222,22 @@ ONE_INSTANT = ("$1::timestamptz", "$1::timestamptz + interval '1 microsecond'")
 
 
 def segment_point_sql(ref: RowRef) -> tuple[str, list[Any]] | None:
-    """An audit row of a compacted owner-day, once its heap row is cleared: read from the one
-    segment whose (first, last) bounds hold its (ts, id). None for a flow (flow days are not
-    compacted)."""
-    if ref.ts is None:
-        return None
+    """A row of a compacted owner-day once its heap row is cleared. An audit row: from the one
+    segment whose (first, last) bounds hold its (ts, id). A flow (a ref holds no instant): from
+    the segments, or the heap in the same statement, since a late merge may have moved it
+    back there (router/compaction/unfold.py) after point_sql looked."""
     table = ref.table
+    if ref.ts is None:
+        heap, params = point_sql(ref)
+        flow = ref.flow
+        assert flow is not None
+        proto = "u.proto IS NULL" if flow.proto is None else "u.proto = $6"
+        packed = (
+            f"SELECT {sql.FLOW_COLUMNS} FROM {layout.segments(table)} "
+            f"WHERE {layout.owned(table)} AND u.src_ip = $1::inet AND u.dst_ip = $2::inet "
+            f"AND u.src_port = $3 AND u.dst_port = $4 AND {proto} AND u.id = $5"
+        )
+        return f"({heap}) UNION ALL ({packed}) LIMIT 1", params
     return (
         f"SELECT u.ts, u.id, u.content, u.attrs FROM {layout.segments(table, ONE_INSTANT)} "
         f"WHERE {layout.owned(table)} AND (s.first_ts, s.first_id) <= ($1, $2) "

@@ -216,11 +216,13 @@ def _segments_of_page(
         layout.segment_keyset(after, shard, table.owner_id, descending, params.add),
         _candidates(query, params),
     ]
-    if after is not None and descending:
-        cursor = params.add(after.ts)
-        end = f"LEAST({end}::timestamptz, {cursor}::timestamptz + interval '1 microsecond')"
-    elif after is not None:
-        start = f"GREATEST({start}::timestamptz, {params.add(after.ts)}::timestamptz)"
+    # A flow segment is unpacked whole (layout.segments): no range to narrow.
+    if after is not None and table.kind == "audit":
+        if descending:
+            cursor = params.add(after.ts)
+            end = f"LEAST({end}::timestamptz, {cursor}::timestamptz + interval '1 microsecond')"
+        else:
+            start = f"GREATEST({start}::timestamptz, {params.add(after.ts)}::timestamptz)"
     return " AND ".join(part for part in parts if part != "true") or "true", (start, end)
 
 

@@ -78,13 +78,16 @@ def rows_of(owner: str, rng: random.Random) -> list[dict[str, Any]]:
     return rows
 
 
-def pages(api: httpx.Client, params: dict[str, Any], cursor: str | None = None) -> list[dict]:
+def pages(
+    api: httpx.Client,
+    params: dict[str, Any],
+    cursor: str | None = None,
+    path: str = "/v1/audit/search",
+) -> list[dict]:
     """Every page from ``cursor`` on (the first when None)."""
     found = []
     while True:
-        response = api.get(
-            "/v1/audit/search", params={**params, **({"cursor": cursor} if cursor else {})}
-        )
+        response = api.get(path, params={**params, **({"cursor": cursor} if cursor else {})})
         assert response.status_code == 200, response.text
         page = response.json()
         found.append(page)
@@ -106,17 +109,28 @@ def answer(found: list[dict]) -> list[Any]:
     ]
 
 
-def forms(owners: list[str]) -> list[dict[str, Any]]:
+def forms(
+    owners: list[str],
+    shapes: list[dict[str, Any]] = FORMS,
+    key: str = "owner",
+    window: dict[str, str] = WINDOW,
+) -> list[dict[str, Any]]:
+    """Each search form over ``owners`` (of ``key``: owner, switch), both orders, small and
+    large pages, counted."""
     return [
-        {"owner": owners, **WINDOW, **form, "order": order, "limit": limit, "count": "exact"}
-        for form in FORMS
+        {key: owners, **window, **form, "order": order, "limit": limit, "count": "exact"}
+        for form in shapes
         for order in ORDERS
         for limit in LIMITS
     ]
 
 
-def export(api: httpx.Client, owners: list[str], format: str) -> bytes:
-    response = api.get("/v1/audit/export", params={"owner": owners, **WINDOW, "format": format})
+def export(
+    api: httpx.Client, owners: list[str], format: str, path: str = "/v1/audit/export"
+) -> bytes:
+    """The export of ``owners`` (switches with the flows' ``path``) over the day."""
+    key = "switch" if path.startswith("/v1/flows") else "owner"
+    response = api.get(path, params={key: owners, **WINDOW, "format": format})
     assert response.status_code == 200, response.text
     return response.content
 
@@ -139,24 +153,29 @@ def report(api: httpx.Client, owners: list[str]) -> Any:
 # --- compacting an owner-day, by the design's rules ------------------------------------------
 
 
-def compact(settings: Settings, owner: str, clear: bool = True) -> int:
-    """Every day table of ``owner`` compacted by `shardlog compact`: copied into segments under
-    one snapshot, switched in the catalog, its heap cleared (unless not ``clear``: the rows are
-    then in the heap and the segments both, the heap's excluded by the snapshot). The number
-    of owner-days compacted."""
+def compact(
+    settings: Settings, owner: str, clear: bool = True, kind: str = "audit"
+) -> list[dict[str, Any]]:
+    """Every day table of ``owner`` (of ``kind``) compacted by `shardlog compact`: copied into
+    segments under one snapshot, switched in the catalog, its heap cleared (unless not
+    ``clear``: the rows are then in the heap and the segments both, the heap's excluded by the
+    snapshot). The owner-days compacted."""
     result = run_cli(
         settings,
         "compact",
         "--json",
+        "--kind",
+        kind,
         "--owner",
         owner,
         *(["--clear-now"] if clear else []),
         env={"SHARDLOG_COMPACTION__SEGMENT_ROWS": str(SEGMENT_ROWS)},
     )
     assert result.returncode == 0, result.stderr
-    owner_days = json.loads(result.stdout)["owner_days"]
+    owner_days: list[dict[str, Any]] = json.loads(result.stdout)["owner_days"]
+    assert owner_days and {o["kind"] for o in owner_days} == {kind}, owner_days
     assert {o["state"] for o in owner_days} == ({"done"} if clear else {"wait"}), owner_days
-    return len(owner_days)
+    return owner_days
 
 
 @pytest.fixture(scope="module")
@@ -179,7 +198,7 @@ def compacted(api, settings) -> dict[str, Any]:
         "late": pages(api, {"owner": late, **WINDOW, "limit": 1000}),
     }
     # The first owner's heap is kept: its rows are in the heap and the segments both.
-    days = sum(compact(settings, owner, clear=owner != owners[0]) for owner in [*owners, late])
+    days = sum(len(compact(settings, owner, clear=owner != owners[0])) for owner in [*owners, late])
     assert days >= len(owners) + 1
     return {"owners": owners, "late": late, "before": before}
 
@@ -243,37 +262,55 @@ async def explain(dsn: str, text: str, params: list[Any]) -> Any:
 # --- the answers -------------------------------------------------------------------------------
 
 
-def test_every_search_form_answers_as_on_the_heap(api, compacted) -> None:
-    for key, expected in compacted["before"]["forms"].items():
+def answers_alike(api: httpx.Client, before: dict[str, Any], path: str) -> None:
+    """Every form of ``before`` answers page by page as it did, and back from its last page
+    too: the keyset the other way over the same segments."""
+    for key, expected in before["forms"].items():
         params = orjson.loads(key)
-        found = pages(api, params)
+        found = pages(api, params, path=path)
         assert answer(found) == expected, params
-        # And back from the last page: the keyset the other way over the same segments.
         back, cursor = [found[-1]["items"]], found[-1]["prev_cursor"]
         while cursor:
-            page = api.get("/v1/audit/search", params={**params, "cursor": cursor}).json()
+            page = api.get(path, params={**params, "cursor": cursor}).json()
             back.insert(0, page["items"])
             cursor = page["prev_cursor"]
         forward = [item for page in found for item in page["items"]]
         assert [item for page in back for item in page] == forward, params
 
 
-def test_a_cursor_taken_on_the_heap_continues_on_the_segments(api, compacted) -> None:
-    for key, first in compacted["before"]["first_pages"].items():
+def cursors_continue(api: httpx.Client, before: dict[str, Any], path: str) -> None:
+    """The first pages' cursors, taken before the compaction, continue after it."""
+    for key, first in before["first_pages"].items():
         params = orjson.loads(key)
-        expected = [item for page in compacted["before"]["forms"][key] for item in page[0]]
-        rest = pages(api, params, first["next_cursor"]) if first["next_cursor"] else []
+        expected = [item for page in before["forms"][key] for item in page[0]]
+        rest = pages(api, params, first["next_cursor"], path) if first["next_cursor"] else []
         assert first["items"] + [i for page in rest for i in page["items"]] == expected, params
+
+
+def test_every_search_form_answers_as_on_the_heap(api, compacted) -> None:
+    answers_alike(api, compacted["before"], "/v1/audit/search")
+
+
+def test_a_cursor_taken_on_the_heap_continues_on_the_segments(api, compacted) -> None:
+    cursors_continue(api, compacted["before"], "/v1/audit/search")
+
+
+def refs_resolve(
+    api: httpx.Client, before: dict[str, Any], key: bytes, rows: int, path: str
+) -> None:
+    """Refs of the rows form ``key`` found before the compaction (``rows`` of them) resolve
+    to the same rows after it."""
+    items = [item for page in before["forms"][key] for item in page[0]]
+    assert len(items) == rows
+    for item in random.Random(5).sample(items, 25):
+        response = api.get(f"{path}/{item['ref']}")
+        assert response.status_code == 200, response.text
+        assert response.json() == item
 
 
 def test_refs_issued_on_the_heap_resolve_to_the_same_rows(api, compacted) -> None:
     key = orjson.dumps(forms(compacted["owners"])[1])  # limit 1000, ascending
-    items = [item for page in compacted["before"]["forms"][key] for item in page[0]]
-    assert len(items) == 3 * ROWS_PER_OWNER
-    for item in random.Random(5).sample(items, 25):
-        response = api.get(f"/v1/audit/rows/{item['ref']}")
-        assert response.status_code == 200, response.text
-        assert response.json() == item
+    refs_resolve(api, compacted["before"], key, 3 * ROWS_PER_OWNER, "/v1/audit/rows")
 
 
 def test_exports_and_reports_read_the_segments_alike(api, compacted) -> None:

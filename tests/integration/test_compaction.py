@@ -283,9 +283,10 @@ def test_the_admin_listing_pages_through_every_owner_day(api, settings, owner) -
     assert len(paged) == len(whole["owner_days"])
     for bad, status in (
         ("nonsense", 422),
-        ("2026-11-01/x/shard01", 422),
-        ("2026-13-01/1/shard01", 400),
-        (f"2026-11-01/{2**63}/shard01", 400),
+        ("2026-11-01/audit/x/shard01", 422),
+        ("2026-11-01/1/shard01", 422),
+        ("2026-13-01/audit/1/shard01", 400),
+        (f"2026-11-01/flow/{2**63}/shard01", 400),
     ):
         refused = api.get("/v1/admin/compaction", params={"after": bad})
         assert refused.status_code == status, refused.text

@@ -17,7 +17,7 @@ from router.db.names import day_table
 from router.routing.search_plan import plan_search
 from router.search import sql
 from router.search.cursor import Position
-from router.search.query import AuditQuery, Keys, Window
+from router.search.query import AuditQuery, FlowQuery, Keys, Window
 from router.search.snapshot import ShardSnapshot
 
 DAY = date(2026, 11, 23)
@@ -75,9 +75,24 @@ def test_a_count_opens_no_segment_wholly_inside_an_unconditional_window() -> Non
         assert "sum(s.rows)" not in text and "shardlog_unpack_audit" in text
 
 
-def test_a_flow_day_is_never_read_as_compacted() -> None:
-    with pytest.raises(ValueError):
-        layout.source(replace(day_table("flow", 3, DAY), compacted=True))
+def test_a_compacted_flow_day_reads_its_flow_segments_and_its_merged_rows() -> None:
+    flows = replace(day_table("flow", 3, DAY), compacted=True)
+    text = layout.source(flows, ("$1", "$2"))
+    assert text.startswith(f"(SELECT {layout.FLOW_TABLE_COLUMNS} FROM {flows.quoted}")
+    assert "flow_segments_20261123" in text and "shardlog_unpack_flow(s.block)" in text
+    # A row merged into after the compaction's snapshot is read from the heap.
+    assert "pg_visible_in_snapshot(merged_xid" in layout.late(flows)
+    assert "merged_xid" not in layout.late(PACKED)
+    page, values = sql.page_sql(
+        FlowQuery(Keys.of(["sw"]), WINDOW, None, None, None, None, None, None, False, "asc"),
+        [flows],
+        "s1",
+        Position(WINDOW.start, "s1", 3, 5),
+        False,
+        10,
+    )
+    # Every parameter is read (a flow segment's unpack takes no range).
+    assert all(f"${n}" in page for n in range(1, len(values) + 1))
 
 
 def _evaluate(condition: str, values: list[Any], row: dict[str, Any]) -> bool:

@@ -7,6 +7,7 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
+from router.compaction import plan
 from router.compaction.plan import OwnerDay, Packed, closed, next_step
 from router.db.names import day_table
 from router.settings import CompactionSettings, Settings, TailSettings
@@ -82,3 +83,18 @@ def test_a_day_may_not_close_before_the_tail_forgets_it() -> None:
         ).compaction.closed_after_s
         == 900
     )
+
+
+def test_a_flow_day_closes_an_hour_after_its_end_at_the_soonest() -> None:
+    """Writers look for a compacted flow day only half an hour after its end: a compaction
+    never starts on one before an hour has passed, whatever CLOSED_AFTER_S says."""
+    assert plan.closed_after_s("flow", 0) == plan.FLOW_MARGIN_S == 3600
+    assert plan.closed_after_s("flow", SIX_HOURS) == SIX_HOURS
+    assert plan.closed_after_s("audit", 0) == 0
+    half = timedelta(seconds=plan.FLOW_MARGIN_S / 2)
+    assert not plan.may_be_compacted(DAY, END + half - timedelta(microseconds=1))
+    assert plan.may_be_compacted(DAY, END + half)
+    # The writer asks before any compactor could start, even one whose clock is ahead by
+    # less than the other half.
+    earliest = END + timedelta(seconds=plan.closed_after_s("flow", 0))
+    assert plan.may_be_compacted(DAY, earliest - half)
