@@ -86,8 +86,8 @@ def world(api, default_api, settings) -> dict[str, Any]:
     write(api, rows[packed])
     write(api, rows[heap])
     write(default_api, rows[foreign])
-    assert compact(settings, packed) >= 1
-    assert compact(settings, foreign) >= 1
+    assert len(compact(settings, packed)) >= 1
+    assert len(compact(settings, foreign)) >= 1
     return {"stem": stem, "packed": packed, "heap": heap, "foreign": foreign, "rows": rows}
 
 
@@ -173,7 +173,7 @@ def test_a_consistent_estimate_keeps_to_the_snapshot(api, sampling, settings, wo
     owner = f"{world['stem']}-late"
     rows = rows_of(owner, ROWS, 4)
     write(api, rows)
-    assert compact(settings, owner) >= 1
+    assert len(compact(settings, owner)) >= 1
     params = {"owner": owner, **WINDOW, "q": "beta", "consistent": "true", "limit": 1}
     expected = truth(rows, "beta", WINDOW)
     cursors = {}
