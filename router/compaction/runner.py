@@ -215,6 +215,8 @@ class Compactor:
         """Every owner-day in scope taken as far as it can go now: shards in parallel, the
         owner-days of one shard one after another."""
         report = await self.survey(snapshot, scope)
+        if self._metrics is not None:
+            self._metrics.shards_without_codec.set(len(report.without_codec))
         by_shard: dict[str, list[Outcome]] = {}
         for outcome in report.owner_days:
             by_shard.setdefault(outcome.shard, []).append(outcome)
