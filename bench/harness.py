@@ -112,6 +112,8 @@ def router_env(settings: Settings) -> dict[str, str]:
         "SHARDLOG_CLUSTER__HA": str(settings.cluster.ha).lower(),
         "SHARDLOG_CLUSTER__HA_SHARDS": str(settings.cluster.ha_shards),
         "SHARDLOG_SERVER__PORT": str(settings.server.port),
+        # A benchmark compacts what it measures compacted itself (bench/storage), nothing else.
+        "SHARDLOG_COMPACTION__ENABLED": "false",
     }
 
 

@@ -628,9 +628,10 @@ class CompactionSettings(Section):
     "Compacted days")."""
 
     enabled: bool = Field(
-        False,
-        description="Run the compaction job in the router (off by default: the shards need "
-        "the shardlog_segments extension, which the images and Ansible roles do not carry yet).",
+        True,
+        description="Run the compaction job in the router. Shards without the "
+        "shardlog_segments extension are skipped (logged, and counted in "
+        "shardlog_compaction_shards_without_codec); the router serves them as before.",
     )
     interval_s: float = Field(600.0, gt=0, description="Seconds between the router's runs.")
     closed_after_s: float = Field(

@@ -19,6 +19,7 @@ from router.settings import (
     AuthSettings,
     CatalogSettings,
     ClusterSettings,
+    CompactionSettings,
     RetentionSettings,
     ServerSettings,
     Settings,
@@ -76,6 +77,8 @@ def settings(cluster_root: Path) -> Settings:
         catalog=CatalogSettings(poll_interval_s=3.0),
         # The session router runs no retention job: tests run retention themselves.
         retention=RetentionSettings(enabled=False, archive_dir=cluster_root / "archive"),
+        # Nor a compaction job: tests compact (with `shardlog compact`) what they mean to.
+        compaction=CompactionSettings(enabled=False),
         # Tokens on (the default), last-used times written soon enough to be seen by a test.
         auth=AuthSettings(mode="tokens", last_used_flush_s=0.5),
     )

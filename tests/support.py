@@ -34,6 +34,7 @@ from router.ingest.records import Limits, Location
 from router.settings import (
     CatalogSettings,
     ClusterSettings,
+    CompactionSettings,
     RetentionSettings,
     ServerSettings,
     Settings,
@@ -199,6 +200,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
         "SHARDLOG_RETENTION__ENABLED": str(settings.retention.enabled).lower(),
         "SHARDLOG_RETENTION__INTERVAL_S": str(settings.retention.interval_s),
         "SHARDLOG_RETENTION__ARCHIVE_DIR": str(settings.retention.archive_dir),
+        "SHARDLOG_COMPACTION__ENABLED": str(settings.compaction.enabled).lower(),
         "SHARDLOG_AUTH__MODE": settings.auth.mode,
         "SHARDLOG_AUTH__LAST_USED_FLUSH_S": str(settings.auth.last_used_flush_s),
         "SHARDLOG_POOLS__PASSFILE": str(settings.pools.passfile),
@@ -456,6 +458,7 @@ def cluster_of_its_own(
         server=ServerSettings(port=free_port()),
         catalog=CatalogSettings(poll_interval_s=3.0),
         retention=RetentionSettings(enabled=False, archive_dir=root / "archive"),
+        compaction=CompactionSettings(enabled=False),
     )
     cluster = local_cluster(own, shared_buffers="32MB")
     try:

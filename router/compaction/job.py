@@ -1,7 +1,8 @@
 """The router's compaction job (SHARDLOG_COMPACTION__ENABLED): a run every
 SHARDLOG_COMPACTION__INTERVAL_S (the first one an interval after start) over every closed
 owner-day. Several routers may run it, and `shardlog compact` beside them: a session advisory
-lock on the metadata database lets one run through at a time, the others skip."""
+lock on the metadata database lets one run through at a time, the others skip. Shards without
+the shardlog_segments extension are skipped; the job says so when the set of them changes."""
 
 from __future__ import annotations
 
@@ -60,6 +61,7 @@ class CompactionJob:
         self._catalog = catalog
         self._observer = observer
         self._periodic = PeriodicTask("compaction run", lambda: interval_s, self.run_once)
+        self._without_codec: list[str] = []
 
     def start(self) -> None:
         self._periodic.start()
@@ -71,8 +73,23 @@ class CompactionJob:
         report = await locked_run(self._metadata, self._compactor, self._catalog.snapshot, Scope())
         if report is None:
             return None
+        self._note_without_codec(report.without_codec)
         if report.changed:
             log.info("compaction run: %s", report.summary())
             if self._observer is not None:
                 await self._observer(report)
         return report
+
+    def _note_without_codec(self, shards: list[str]) -> None:
+        if shards == self._without_codec:
+            return
+        if shards:
+            log.warning(
+                "compaction skips %s: no shardlog_segments extension there (install it, then "
+                "CREATE EXTENSION shardlog_segments as the shard's superuser; docs/operations.md, "
+                '"Compaction")',
+                ", ".join(shards),
+            )
+        else:
+            log.info("compaction: every shard has the shardlog_segments extension now")
+        self._without_codec = list(shards)

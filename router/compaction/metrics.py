@@ -3,7 +3,7 @@ its standard output)."""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from router.compaction.plan import Step
 
@@ -33,6 +33,12 @@ class CompactionMetrics:
         self.bytes_after = Counter(
             "shardlog_compaction_bytes_after",
             "Bytes of the segments they became (blocks and filters)",
+            registry=registry,
+        )
+        self.shards_without_codec = Gauge(
+            "shardlog_compaction_shards_without_codec",
+            "Shards the router's last compaction run skipped: they lack the shardlog_segments "
+            "extension",
             registry=registry,
         )
         self.seconds = Histogram(

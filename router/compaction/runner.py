@@ -298,6 +298,8 @@ class Compactor:
         owner-days of one shard one after another, the copies paced by MAX_ROWS_PER_S."""
         report = await self.survey(snapshot, scope)
         pace = Pace(self._settings.max_rows_per_s)
+        if self._metrics is not None:
+            self._metrics.shards_without_codec.set(len(report.without_codec))
         by_shard: dict[str, list[Outcome]] = {}
         for outcome in report.owner_days:
             by_shard.setdefault(outcome.shard, []).append(outcome)

@@ -1,7 +1,8 @@
 """docker-compose.yml run as a user runs it (`make test-compose`): a Docker engine (ours under
 var/docker when none runs), the image built offline (local base image, wheelhouse), `up`, ready,
-rows in and found, IPFIX sent to the collector's published port found through the router, a
-shard's primary killed under continuous keyed ingest with every acknowledged row stored exactly
+rows in and found, IPFIX sent to the collector's published port found through the router, the
+segment codec on every shard node and a closed day compacted and searched as before, a shard's
+primary killed under continuous keyed ingest with every acknowledged row stored exactly
 once, then `down -v`."""
 
 from __future__ import annotations
@@ -19,9 +20,15 @@ import pytest
 import yaml
 
 from bench.load import KeyedLoad, window
+from router.cluster_defaults import DATABASE, SUPERUSER
 from services.docker_engine import DockerEngine, engine_running
 from services.image import base_image, build_image
 from services.process import port_in_use
+from tests.compaction_probe import (
+    CODEC_SQL,
+    assert_a_closed_day_compacts_unchanged,
+    assert_codec_created,
+)
 from tests.flowtruth.platform import eventually_stored, probe_message, probe_tuples
 from tests.support import REPO, assert_round_trip
 
@@ -174,6 +181,38 @@ def test_ipfix_to_the_collector_is_found_through_the_router(compose: Compose) ->
         switch = f"exporter-{exporter}"
         assert eventually_stored(client, switch, span["from"], span["to"], wanted, timeout=30)
     print(f"the collector saw the sender as {exporter}")
+
+
+def test_every_shard_node_has_the_segment_codec(compose: Compose) -> None:
+    """The image carries native/pg_segments' build: migration 0010 created the extension on
+    every shard, and every node (a replica promoted later too) has its files."""
+    answers = {}
+    for name, service in COMPOSE["services"].items():
+        if not name.startswith("shard"):
+            continue
+        port = service["ports"][0].split(":")[-1]
+        dsn = f"postgresql://{SUPERUSER}@{name}:{port}/{DATABASE}"
+        shown = compose.run("exec", "-T", "router", "psql", "-XAt", "-d", dsn, "-c", CODEC_SQL)
+        answers[name] = shown.stdout.strip()
+    assert_codec_created(answers)
+
+
+def test_a_closed_day_compacts_and_is_searched_as_before(compose: Compose) -> None:
+    def compact(owner: str) -> str:
+        return compose.run(
+            "exec",
+            "-T",
+            "router",
+            "/opt/shardlog/.venv/bin/shardlog",
+            "compact",
+            "--json",
+            "--owner",
+            owner,
+            "--clear-now",
+        ).stdout
+
+    with httpx.Client(base_url=ROUTER, timeout=60, headers=AUTH) as client:
+        assert_a_closed_day_compacts_unchanged(client, compact)
 
 
 def _primary_of(shard: int) -> str:

@@ -19,6 +19,7 @@ from router.auth.scopes import SCOPES, SYSTEM_TENANT
 from router.settings import (
     CatalogSettings,
     ClusterSettings,
+    CompactionSettings,
     IngestSettings,
     RetentionSettings,
     ServerSettings,
@@ -69,6 +70,7 @@ def ha_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
         catalog=CatalogSettings(poll_interval_s=3.0),
         ingest=IngestSettings(failover_wait_s=FAILOVER_WAIT_S),
         retention=RetentionSettings(enabled=False, archive_dir=root / "archive"),
+        compaction=CompactionSettings(enabled=False),
     )
 
 

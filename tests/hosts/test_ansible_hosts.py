@@ -3,6 +3,7 @@ ansible/inventories/three-hosts/hosts.yml, made as Debian 12 containers booting 
 (services/hosts.py), reached by Ansible over SSH. site.yml brings the cluster up as systemd units
 with the packages installed from the Debian mirror, verify.yml passes, a second site.yml changes
 nothing; rows go in and are found through the router, and so do flows sent to the collector;
+every shard node has the segment codec and a closed day compacts and is searched as before;
 under keyed ingest, the host of a shard's
 primary is powered off, boots again and rejoins, then the host of a primary is cut off at once,
 and each time every acknowledged row is stored exactly once; stop.yml stops every unit on the
@@ -32,6 +33,11 @@ from router.errors import BUG_MARKER
 from services.docker_engine import engine_running
 from services.hosts import THREE_HOSTS, HostSet, host_image, read_inventory
 from services.image import WHEELHOUSE, build_wheelhouse
+from tests.compaction_probe import (
+    CODEC_SQL,
+    assert_a_closed_day_compacts_unchanged,
+    assert_codec_created,
+)
 from tests.flowtruth.platform import eventually_stored, probe_message, probe_tuples
 from tests.support import REPO, assert_round_trip
 
@@ -139,16 +145,47 @@ class Site:
         """An every-scope API token, made once by the CLI on the router host with the router's
         own settings (operators with catalog access are admins); its Authorization header."""
         if not self._auth:
-            made = self.hosts.exec(
-                ROUTER_HOST,
-                "sh",
-                "-c",
-                "set -a; . /etc/shardlog/router.env; exec /opt/shardlog/current/.venv/bin/shardlog "
-                "tokens create --tenant system --name hosts-test "
-                "--scopes admin,audit:write,audit:read,flows:write,flows:read",
+            made = self.router_cli(
+                "tokens",
+                "create",
+                "--tenant",
+                "system",
+                "--name",
+                "hosts-test",
+                "--scopes",
+                "admin,audit:write,audit:read,flows:write,flows:read",
             )
-            self._auth["Authorization"] = f"Bearer {made.stdout.strip().splitlines()[-1]}"
+            self._auth["Authorization"] = f"Bearer {made.strip().splitlines()[-1]}"
         return self._auth
+
+    def router_cli(self, *args: str) -> str:
+        """The shardlog command on the router host with the router's settings; its output."""
+        return self.hosts.exec(
+            ROUTER_HOST,
+            "sh",
+            "-c",
+            "set -a; . /etc/shardlog/router.env; "
+            'exec /opt/shardlog/current/.venv/bin/shardlog "$@"',
+            "shardlog",
+            *args,
+        ).stdout
+
+    def node_sql(self, address: str, database: str, sql: str) -> str:
+        """``sql`` run by the superuser on the PostgreSQL node whose Patroni API is at
+        ``address``, from the router host over verified TLS; its output."""
+        host = address.split(":")[0]
+        port = 5432 if address.endswith(":8008") else 5433
+        return self.hosts.exec(
+            ROUTER_HOST,
+            "env",
+            "PGPASSFILE=/etc/shardlog/pgpass",
+            "psql",
+            "-XAt",
+            f"host={host} port={port} dbname={database} user=shardlog sslmode=verify-full "
+            "sslrootcert=/var/lib/shardlog/tls/ca.crt",
+            "-c",
+            sql,
+        ).stdout.strip()
 
     def patroni(self, address: str) -> dict[str, Any] | None:
         """A node's /patroni, asked from the router host (None when it does not answer)."""
@@ -252,18 +289,13 @@ def test_postgresql_takes_tls_connections_only(site: Site) -> None:
         status = site.patroni(address)
         assert status is not None
         if status["role"] in ("master", "primary"):
-            host = address.split(":")[0]
-            port = 5432 if address.endswith(":8008") else 5433
-            streams = site.hosts.exec(
-                ROUTER_HOST,
-                "sh",
-                "-c",
-                "PGPASSFILE=/etc/shardlog/pgpass psql -XAt "
-                f"'host={host} port={port} dbname=postgres user=shardlog sslmode=verify-full "
-                "sslrootcert=/var/lib/shardlog/tls/ca.crt' -c \"SELECT bool_and(ssl) FROM "
-                "pg_stat_ssl JOIN pg_stat_activity USING (pid) WHERE backend_type = 'walsender'\"",
+            streams = site.node_sql(
+                address,
+                "postgres",
+                "SELECT bool_and(ssl) FROM pg_stat_ssl JOIN pg_stat_activity USING (pid) "
+                "WHERE backend_type = 'walsender'",
             )
-            assert streams.stdout.strip() == "t", (address, streams.stdout, streams.stderr)
+            assert streams == "t", (address, streams)
 
 
 def test_verify_passes_and_changes_nothing(site: Site) -> None:
@@ -327,6 +359,27 @@ def test_flows_sent_to_the_collector_are_found(site: Site) -> None:
         switch = f"exporter-{COLLECTOR}"
         assert eventually_stored(
             client, switch, span["from"], span["to"], probe_tuples(78, 4), timeout=30
+        )
+
+
+def test_every_shard_node_has_the_segment_codec(site: Site) -> None:
+    """The patroni role copied native/pg_segments' build to each host; migration 0010 created
+    the extension on each shard (a replica shows its primary's catalog and its own files)."""
+    answers = {
+        name: site.node_sql(address, "shardlog", CODEC_SQL)
+        for nodes in NODES.values()
+        for name, address in nodes
+    }
+    assert_codec_created(answers)
+
+
+def test_a_closed_day_compacts_and_is_searched_as_before(site: Site) -> None:
+    with httpx.Client(
+        base_url=site.router, timeout=60, headers=site.auth(), verify=site.verify
+    ) as client:
+        assert_a_closed_day_compacts_unchanged(
+            client,
+            lambda owner: site.router_cli("compact", "--json", "--owner", owner, "--clear-now"),
         )
 
 

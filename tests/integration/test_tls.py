@@ -26,6 +26,7 @@ from router.settings import (
     AuthSettings,
     ClusterSettings,
     CollectorSettings,
+    CompactionSettings,
     RetentionSettings,
     ServerSettings,
     Settings,
@@ -61,6 +62,7 @@ def plain_settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
         ),
         server=ServerSettings(port=free_port()),
         retention=RetentionSettings(enabled=False, archive_dir=root / "archive"),
+        compaction=CompactionSettings(enabled=False),
         auth=AuthSettings(mode="tokens"),
         collector=CollectorSettings(
             netflow_port=free_port(), ipfix_port=free_port(), metrics_port=free_port()
