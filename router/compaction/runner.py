@@ -359,6 +359,8 @@ class Compactor:
         the metadata itself cannot be reached: the log and the metric have it then."""
         assert outcome.error is not None
         table = outcome.table
+        if outcome.state not in ("copy", "switch", "clear"):
+            return  # its state could not be read: the shard is listed unreachable meanwhile
         try:
             row = await self._metadata.fetchrow(
                 "INSERT INTO compaction_failures AS f (kind, owner_id, day, shard, step, error, "
@@ -384,14 +386,18 @@ class Compactor:
 
     async def _forget_failure(self, outcome: Outcome) -> None:
         table = outcome.table
-        await self._metadata.execute(
-            "DELETE FROM compaction_failures WHERE kind = $1 AND owner_id = $2 AND day = $3 "
-            "AND shard = $4",
-            table.kind,
-            table.owner_id,
-            table.day,
-            outcome.shard,
-        )
+        try:
+            await self._metadata.execute(
+                "DELETE FROM compaction_failures WHERE kind = $1 AND owner_id = $2 AND day = $3 "
+                "AND shard = $4",
+                table.kind,
+                table.owner_id,
+                table.day,
+                outcome.shard,
+            )
+        except DRIVER_ERRORS as exc:  # forgotten by the next run that takes it further
+            log.warning("compaction failure of %s not cleared: %s", table.name, describe(exc))
+            return
         outcome.failure = None
 
     async def _copied(self, outcome: Outcome, pace: Pace) -> None:
