@@ -76,8 +76,8 @@ class Count(Out):
     bounds: tuple[int, int] | None = Field(
         None,
         description="count=estimate over compacted owner-days: the true count lies within "
-        "[low, high], by construction; absent when a shard failed or a heap part was "
-        "sampled or left to the planner",
+        "[low, high], by construction; null otherwise: no compacted day, a shard failed, or a "
+        "heap part was sampled or left to the planner",
     )
 
 

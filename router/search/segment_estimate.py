@@ -74,6 +74,7 @@ def answer(heap: tuple[int, str] | None, segments: SegmentCount, failed: bool) -
         "value": heap_value + segments.value,
         "exact": heap_counted and segments.exact and not failed,
         "method": method,
+        "bounds": None,
     }
     if heap_counted and not failed:
         count["bounds"] = [heap_value + segments.low, heap_value + segments.high]

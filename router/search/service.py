@@ -459,13 +459,14 @@ class SearchService:
         compacted = plan.compacted()
         if mode == "exact":
             value, failures = await self._exact_count(query, plan, pinning)
-            counted = {"value": value, "exact": not failures, "method": "count"}
+            counted = {"value": value, "exact": not failures, "method": "count", "bounds": None}
         elif not compacted:
             value, method, failures = await self._estimate(query, plan, pinning)
             counted = {
                 "value": value,
                 "exact": method == "count" and not failures,
                 "method": method,
+                "bounds": None,
             }
         else:
             counted, failures = await self._compacted_estimate(query, plan, compacted, pinning)
@@ -661,7 +662,12 @@ class SearchService:
         records = await self._coordinator(
             query, plan, lambda parents: sql.fdw_count_sql(query, parents)
         )
-        return {"value": int(records[0][0]) if records else 0, "exact": True, "method": "count"}
+        return {
+            "value": int(records[0][0]) if records else 0,
+            "exact": True,
+            "method": "count",
+            "bounds": None,
+        }
 
     async def pinned_page(
         self, query: Query, grant: Grant, pin: Pin, after: Position | None, limit: int

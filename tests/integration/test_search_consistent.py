@@ -140,7 +140,7 @@ def test_the_count_keeps_to_the_snapshot(api, busy_owner) -> None:
     later = api.get(
         "/v1/audit/search", params={**params, "count": "exact", "cursor": first["next_cursor"]}
     ).json()
-    assert later["count"] == {"value": total, "exact": True, "method": "count"}
+    assert later["count"] == {"value": total, "exact": True, "method": "count", "bounds": None}
     live = api.get(
         "/v1/audit/search", params={**{**params, "consistent": "false"}, "count": "exact"}
     )

@@ -103,6 +103,12 @@ def test_the_answer_has_bounds_when_they_hold_for_all_of_it() -> None:
             "value": 12,
             "exact": False,
             "method": f"{method}+segments",
+            "bounds": None,
         }
     # A shard that failed: neither exact nor bounded.
-    assert answer(None, exact, True) == {"value": 7, "exact": False, "method": "segments"}
+    assert answer(None, exact, True) == {
+        "value": 7,
+        "exact": False,
+        "method": "segments",
+        "bounds": None,
+    }
