@@ -656,6 +656,14 @@ class CompactionSettings(Section):
     attempts: int = Field(5, ge=1, description="Attempts per step before an owner-day fails.")
     retry_backoff_s: float = Field(0.2, ge=0, description="First pause between attempts.")
     zstd_level: int = Field(3, ge=1, le=19, description="zstd level of the segments.")
+    batch_owner_days: int = Field(
+        16,
+        ge=1,
+        le=1000,
+        description="Audit owner-days of one shard and day copied in one transaction (then "
+        "switched in one, and cleared in one): a step's fixed cost (its commit and round trips) "
+        "paid once a batch. A failed batch is retried owner-day by owner-day; 1: no batches.",
+    )
     max_rows_per_s: float = Field(
         0.0,
         ge=0,

@@ -3,6 +3,8 @@ foreign table (docs/architecture.md, "Compacted days", step 2: the switch)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import asyncpg
 
 from router.db import names
@@ -10,11 +12,12 @@ from router.db.connection import Connection
 from router.db.names import DayTable
 
 
-async def switch(metadata: asyncpg.Pool, table: DayTable, shard: str) -> None:
+async def switch(metadata: asyncpg.Pool, tables: Sequence[DayTable], shard: str) -> None:
     """The registry says compacted (plans read the segments and the late heap rows from now
-    on); the coordinator's foreign table of the owner-day reads its view."""
+    on); the coordinator's foreign table of each owner-day reads its view. One transaction."""
     async with metadata.acquire() as connection, connection.transaction():
-        await switch_in(connection, table, shard)
+        for table in tables:
+            await switch_in(connection, table, shard)
 
 
 async def switch_in(connection: Connection, table: DayTable, shard: str) -> None:

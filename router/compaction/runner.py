@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
@@ -17,12 +17,11 @@ import asyncpg
 
 from router import clock
 from router.catalog.snapshot import CatalogSnapshot
-from router.compaction import plan, registry, statements
+from router.compaction import plan, registry, statements, steps
 from router.compaction.metrics import CompactionMetrics
 from router.compaction.pace import Pace
 from router.compaction.plan import OwnerDay, Packed, Step
-from router.db import roles
-from router.db.connection import Connection
+from router.compaction.steps import VerificationFailed
 from router.db.failures import DRIVER_ERRORS, describe
 from router.db.names import DayTable, Kind, day_table
 from router.db.pools import ShardPools
@@ -35,10 +34,6 @@ CODEC = "shardlog_segments"
 _RETRIED = ("55P03", "40001", "40P01")
 # The most of an error's text a failure record keeps.
 ERROR_CHARS = 2000
-
-
-class VerificationFailed(RuntimeError):
-    """The segments did not hold exactly the heap's rows; nothing was kept."""
 
 
 KINDS: frozenset[Kind] = frozenset(("audit", "flow"))
@@ -304,12 +299,95 @@ class Compactor:
         for outcome in report.owner_days:
             by_shard.setdefault(outcome.shard, []).append(outcome)
 
-        async def shard_run(outcomes: Iterable[Outcome]) -> None:
+        async def shard_run(shard: str, outcomes: list[Outcome]) -> None:
+            taken = await self._in_batches(shard, outcomes, clear_now, pace)
             for outcome in outcomes:
-                await self._advance(outcome, clear_now, pace)
+                if id(outcome) not in taken:
+                    await self._advance(outcome, clear_now, pace)
 
-        await asyncio.gather(*(shard_run(o) for o in by_shard.values()))
+        await asyncio.gather(*(shard_run(s, o) for s, o in by_shard.items()))
         return report
+
+    async def _in_batches(
+        self, shard: str, outcomes: list[Outcome], clear_now: bool, pace: Pace
+    ) -> set[int]:
+        """The survey's audit owner-days to copy, then to switch, and its owner-days to clear,
+        taken BATCH_OWNER_DAYS at a time, one transaction a step for each batch: the fixed cost
+        of a step (a commit, its round trips) paid once a batch. A batch that fails is left
+        whole to ``_advance`` (owner-day by owner-day, with its retries and failure records):
+        nothing of it was kept. Flow copies stay one by one (each holds its heap's merges for
+        its own length only). Returns the ``id`` of the owner-days taken as far as they go."""
+        size = self._settings.batch_owner_days
+        if size < 2:
+            return set()
+        copies = [
+            o
+            for o in outcomes
+            if o.state == "copy" and o.failure is None and o.table.kind == "audit"
+        ]
+        for batch in _batches(copies, size):
+            if await self._batch_step("copy", shard, batch, clear_now):
+                await pace.copied(sum(o.rows for o in batch))
+                await self._batch_step("switch", shard, batch, clear_now)
+        clears = [o for o in outcomes if o.state == "clear" and o.failure is None]
+        for batch in _batches(clears, size):
+            await self._batch_step("clear", shard, batch, clear_now)
+        return {id(o) for o in outcomes if o.steps and o.state in ("wait", "done")}
+
+    async def _batch_step(
+        self, step: Step, shard: str, batch: list[Outcome], clear_now: bool
+    ) -> bool:
+        tables = [o.table for o in batch]
+        started = time.monotonic()
+        packed: list[Packed] = []
+        try:
+            if step == "copy":
+                packed = await self._copy_batch(shard, tables)
+            elif step == "switch":
+                await registry.switch(self._metadata, tables, shard)
+            else:
+                await self._clear(shard, tables)
+        except (VerificationFailed, *DRIVER_ERRORS) as exc:
+            log.info(
+                "compaction: a batch of %d owner-days on %s failed its %s (%s); each is taken "
+                "on its own",
+                len(batch),
+                shard,
+                step,
+                exc if isinstance(exc, VerificationFailed) else describe(exc),
+            )
+            return False
+        share = (time.monotonic() - started) / len(batch)
+        for k, outcome in enumerate(batch):
+            outcome.steps.append(step)
+            if self._metrics is not None:
+                self._metrics.step(step, share)
+            if step == "copy":
+                outcome.rows = packed[k].rows
+                outcome.heap_bytes = packed[k].heap_bytes
+                outcome.packed_bytes = packed[k].packed_bytes
+                if self._metrics is not None:
+                    self._metrics.copied(outcome.rows, outcome.heap_bytes, outcome.packed_bytes)
+                outcome.state = "switch"
+            elif step == "switch":
+                switched = Packed(0, outcome.rows, outcome.heap_bytes, outcome.packed_bytes, False)
+                outcome.state = self._step(
+                    OwnerDay(shard, outcome.table, True, 0.0, switched), clear_now
+                )
+            else:
+                outcome.state = "done"
+        return True
+
+    async def _copy_batch(self, shard: str, tables: list[DayTable]) -> list[Packed]:
+        """Audit owner-days of one day copied under one snapshot, in one transaction."""
+        async with self._pools.writer(shard).acquire() as connection:
+            await steps.segment_table(connection, tables[0])
+            async with connection.transaction(isolation="repeatable_read"):
+                await steps.transaction_settings(connection, self._settings)
+                return [
+                    await steps.copy_in(connection, table, shard, self._settings)
+                    for table in tables
+                ]
 
     async def compact_owner_day(
         self, table: DayTable, shard: str, *, clear_now: bool = False
@@ -434,7 +512,7 @@ class Compactor:
                 elif step == "switch":
                     await self._switch(shard, table)
                 else:
-                    await self._clear(shard, table)
+                    await self._clear(shard, [table])
                 return
             except asyncpg.PostgresError as exc:
                 if exc.sqlstate not in _RETRIED or attempt == self._settings.attempts:
@@ -442,78 +520,33 @@ class Compactor:
             await asyncio.sleep(pause)
             pause *= 2
 
-    async def _settings_of(self, connection: Connection) -> None:
-        await connection.execute(
-            f"SET LOCAL lock_timeout = {int(self._settings.lock_timeout_ms)}; "
-            "SET LOCAL TimeZone = 'UTC'"
-        )
-
     async def _copy(self, shard: str, table: DayTable) -> None:
         async with self._pools.writer(shard).acquire() as connection:
-            await self._segment_table(connection, table)
+            await steps.segment_table(connection, table)
             async with connection.transaction(isolation="repeatable_read"):
-                await self._settings_of(connection)
+                await steps.transaction_settings(connection, self._settings)
                 for lock in statements.copy_lock(table):
                     await connection.execute(lock)
-                await connection.execute(
-                    statements.copy_sql(table),
-                    *statements.copy_parameters(
-                        table,
-                        self._settings.segment_rows,
-                        self._settings.segment_bytes,
-                        self._settings.zstd_level,
-                    ),
-                )
-                await connection.execute(statements.record_sql(table), table.owner_id, table.day)
-                heap = await connection.fetchrow(
-                    "SELECT rows, checksum FROM compacted_days "
-                    "WHERE kind = $1 AND owner_id = $2 AND day = $3",
-                    table.kind,
-                    table.owner_id,
-                    table.day,
-                )
-                packed = await connection.fetchrow(statements.verify_sql(table), table.owner_id)
-                assert heap is not None and packed is not None
-                if (packed["n"], packed["checksum"]) != (heap["rows"], heap["checksum"]):
-                    raise VerificationFailed(
-                        f"{table.name} on {shard}: the segments hold {packed['n']} rows "
-                        f"(checksum {packed['checksum']}), the heap {heap['rows']} "
-                        f"(checksum {heap['checksum']}); nothing was kept"
-                    )
-                await connection.execute(f"SET LOCAL ROLE {roles.TABLES}")
-                await connection.execute(statements.view_ddl(table))
-                await connection.execute(statements.view_grant(table))
-
-    async def _segment_table(self, connection: Connection, table: DayTable) -> None:
-        """The day's segment table, made once however many compactions start together."""
-        async with connection.transaction():
-            await connection.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended($1, 37))", table.segments
-            )
-            if await connection.fetchval("SELECT to_regclass($1) IS NOT NULL", table.segments):
-                return
-            await connection.execute(f"SET LOCAL ROLE {roles.TABLES}")
-            for statement in statements.segment_table_ddl(table):
-                await connection.execute(statement)
+                await steps.copy_in(connection, table, shard, self._settings)
 
     async def _switch(self, shard: str, table: DayTable) -> None:
-        await registry.switch(self._metadata, table, shard)
+        await registry.switch(self._metadata, [table], shard)
 
-    async def _clear(self, shard: str, table: DayTable) -> None:
-        """The heap rows the copy saw removed, under a lock that waits for every transaction
-        still reading the heap (a plan made before the switch among them)."""
+    async def _clear(self, shard: str, tables: list[DayTable]) -> None:
         async with self._pools.writer(shard).acquire() as connection, connection.transaction():
-            await self._settings_of(connection)
-            await connection.execute(f"LOCK TABLE {table.quoted} IN ACCESS EXCLUSIVE MODE")
-            late_rows = bool(await connection.fetchval(statements.late_rows_sql(table)))
-            await connection.execute(statements.clear_sql(table, late_rows))
-            await connection.execute(
-                "UPDATE compacted_days SET cleared_at = now() "
-                "WHERE kind = $1 AND owner_id = $2 AND day = $3",
-                table.kind,
-                table.owner_id,
-                table.day,
-            )
+            await steps.transaction_settings(connection, self._settings)
+            await steps.clear_in(connection, tables)
+
+
+def _batches(outcomes: list[Outcome], size: int) -> Iterator[list[Outcome]]:
+    """``outcomes`` in groups of at most ``size`` of one kind and day (one segment table, one
+    snapshot's worth of heaps)."""
+    groups: dict[tuple[str, date], list[Outcome]] = {}
+    for outcome in outcomes:
+        groups.setdefault((outcome.table.kind, outcome.table.day), []).append(outcome)
+    for group in groups.values():
+        for start in range(0, len(group), size):
+            yield group[start : start + size]
 
 
 class _CodecMissing(RuntimeError):

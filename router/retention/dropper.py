@@ -129,7 +129,7 @@ class Dropper:
                     self._metadata, table, known, self._pools.coordinator_login(known.dsn)
                 )
                 if layout == "compacted":
-                    await compaction_switch(self._metadata, table, shard)
+                    await compaction_switch(self._metadata, [table], shard)
             except _ERRORS as exc:
                 log.warning(
                     "%s on %s was not dropped and could not be re-registered: %s "

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
 
@@ -26,7 +27,7 @@ from bench.shard_view import catalog_shards, day_tables, owner_id, shard_sql
 from router.cli.lifecycle import context
 from router.compaction import statements
 from router.compaction.runner import Compactor, Scope
-from router.db.names import parse_day_table
+from router.db.names import day_table, parse_day_table
 from router.settings import Settings
 from tests.integration import test_retention as retention_helpers
 from tests.integration.test_search import post
@@ -258,6 +259,88 @@ def test_a_throttled_run_keeps_to_its_rows_per_second_and_compacts_everything(
     assert took >= rows / limit, took
     assert heap_rows(api, owner) == 0
     assert sorted(found(api, owner)) == written
+
+
+def test_owner_days_of_a_shard_go_in_batches_and_a_failed_batch_one_by_one(api, settings) -> None:
+    """BATCH_OWNER_DAYS: a shard's owner-days are copied in batches, one transaction (one
+    snapshot) each, in the survey's order; a batch holding an owner-day whose heap another
+    transaction has locked fails whole, and its owner-days are taken one by one: that one
+    fails (and is recorded), the others are done. Every row is found throughout, and the
+    next run, the lock gone, completes the day."""
+    tag = uuid.uuid4().hex[:8]
+    owners = [f"batch-{tag}-{k}" for k in range(10)]
+    written = {o: write(api, o, 60) for o in owners}  # two requests each: one or two shards
+    ids = {o: owner_id(api, "audit", o) for o in owners}
+    dsns = catalog_shards(api)
+    on_shard: dict[str, list[int]] = {}
+    for ident in ids.values():
+        assert ident is not None
+        for shard in day_tables(api, "audit", ident):
+            on_shard.setdefault(shard, []).append(ident)
+    busiest = max(on_shard, key=lambda shard: len(on_shard[shard]))
+    assert len(on_shard[busiest]) >= 4, on_shard
+    locked = sorted(on_shard[busiest])[1]  # in the first batch of its shard
+    size = 3
+    batched = settings.compaction.model_copy(
+        update={"batch_owner_days": size, "attempts": 1, "lock_timeout_ms": 200}
+    )
+    scope = Scope(day=DAY.date(), owner_ids=frozenset(i for i in ids.values() if i is not None))
+
+    async def run_beside_a_lock() -> Any:
+        holder = await asyncpg.connect(dsns[busiest])
+        try:
+            async with holder.transaction():
+                table = day_table("audit", locked, DAY.date())
+                await holder.execute(f"LOCK TABLE {table.quoted} IN ACCESS EXCLUSIVE MODE")
+                async with context(settings) as ctx:
+                    compactor = Compactor(ctx.metadata, ctx.pools, batched)
+                    return await compactor.run(ctx.snapshot, scope, clear_now=True)
+        finally:
+            await holder.close()
+
+    report = asyncio.run(run_beside_a_lock())
+    failed = [(o.shard, o.table.owner_id) for o in report.failed]
+    assert failed == [(busiest, locked)], report.summary()
+    assert all(
+        o.state == "done" and o.steps == ["copy", "switch", "clear"]
+        for o in report.owner_days
+        if o.table.owner_id != locked or o.shard != busiest
+    )
+    for owner in owners:
+        assert sorted(found(api, owner)) == sorted(written[owner])
+
+    # The oracle of the batches: each shard's owner-ids in order, cut every `size`; one
+    # snapshot per batch, but the failed batch's owner-days each their own.
+    for shard, idents in on_shard.items():
+        rows = shard_sql(
+            dsns[shard],
+            "SELECT owner_id, snapshot FROM compacted_days WHERE kind = 'audit' "
+            f"AND day = DATE '{DAY.date().isoformat()}' "
+            f"AND owner_id IN ({', '.join(str(i) for i in idents)})",
+        )
+        snapshot_of = dict(line.split("|", 1) for line in rows.splitlines())
+        ordered = sorted(idents)
+        for start in range(0, len(ordered), size):
+            batch = ordered[start : start + size]
+            snapshots = [snapshot_of.get(str(i)) for i in batch]
+            if shard == busiest and locked in batch:
+                assert str(locked) not in snapshot_of
+                kept = [s for s in snapshots if s is not None]
+                assert len(set(kept)) == len(kept) == len(batch) - 1, snapshots
+            else:
+                assert len(set(snapshots)) == 1 and snapshots[0] is not None, snapshots
+
+    async def run_again() -> Any:
+        async with context(settings) as ctx:
+            return await Compactor(ctx.metadata, ctx.pools, batched).run(
+                ctx.snapshot, scope, clear_now=True
+            )
+
+    again = asyncio.run(run_again())
+    assert not again.failed and {o.state for o in again.owner_days} == {"done"}
+    for owner in owners:
+        assert heap_rows(api, owner) == 0
+        assert sorted(found(api, owner)) == sorted(written[owner])
 
 
 def test_the_admin_listing_pages_through_every_owner_day(api, settings, owner) -> None:
