@@ -262,7 +262,9 @@ def _ingest() -> dict[str, tuple[Part, ...]]:
                 "compaction",
                 VALUE,
                 rows="beside.copy_profile_s",
-                caption="the copy's statements over one day's owner-days, seconds (rolled back)",
+                caption="the copy's statements over one day's owner-days, seconds (rolled "
+                "back); floor_*: the ordered read and the codec alone over the same segments' "
+                "arrays",
             ),
             Table(
                 "compaction",

@@ -198,6 +198,13 @@ def targets(measured: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
             "rows/s (SHARDLOG_COMPACTION__MAX_ROWS_PER_S) ÷ alone: what the throttle buys; "
             "not a target (the default is unthrottled)",
         ),
+        "compaction_floor_vs_ingest_rows_per_s": context(
+            floor_vs_ingest(beside_["copy_profile_s"], found),
+            "the rate of one core doing only the work no copy of these rows into these "
+            "segments avoids (the heap read in order, pack, grams, the heap's checksum and the "
+            "unpacked segments' checksum; copy_profile_s, one day) ÷ ingest rows/s: an upper "
+            "bound of compaction_vs_ingest with the codec and its verification in PostgreSQL",
+        ),
         "compaction_vs_ingest_rows_per_cpu_s": context(
             found["compaction_vs_ingest_per_cpu_s"],
             "compaction rows per CPU-second (compacting process + PostgreSQL) ÷ ingest's "
@@ -214,6 +221,21 @@ def targets(measured: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         },
     }
     return judged, shown
+
+
+FLOOR_STATEMENTS = (
+    "floor_read_ordered",
+    "floor_pack",
+    "floor_grams",
+    "heap_checksum",
+    "verify_unpacked",
+)
+
+
+def floor_vs_ingest(profile: dict[str, float], found: dict[str, Any]) -> float:
+    """The rows per second of the floor work alone over ingest's rows per second."""
+    seconds = sum(profile[name] for name in FLOOR_STATEMENTS)
+    return round(float(found["rows"]) / seconds / float(found["ingest_rows_per_s"]), 3)
 
 
 def plot(payload: dict[str, Any]) -> Any:

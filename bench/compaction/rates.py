@@ -69,8 +69,11 @@ async def compact(
 async def copy_profile(settings: Settings, day: date) -> dict[str, float]:
     """Seconds of each statement of the copy step (statements.py: the segments' INSERT, the
     heap's count and checksum, the unpacked segments' count and checksum), summed over every
-    owner-day of ``day``, each owner-day in a transaction rolled back: the day stays a heap."""
-    spent = {"insert_segments": 0.0, "heap_checksum": 0.0, "verify_unpacked": 0.0}
+    owner-day of ``day``, each owner-day in a transaction rolled back: the day stays a heap.
+    Beside them, the floor under the INSERT: the heap read in (ts, id) order, and the codec
+    alone (``shardlog_pack_audit``, ``shardlog_grams``) over arrays made beforehand (untimed)
+    of the same segments: work any copy of these rows into these segments must do."""
+    spent = {name: 0.0 for name in (*PROFILED, *FLOOR)}
     c = settings.compaction
     async with context(settings) as ctx:
         located = await ctx.metadata.fetch(
@@ -95,9 +98,52 @@ async def copy_profile(settings: Settings, day: date) -> dict[str, float]:
                         ("heap_checksum", statements.record_sql(table), (table.owner_id, day)),
                         ("verify_unpacked", statements.verify_sql(table), (table.owner_id,)),
                     ):
-                        started = time.perf_counter()
-                        await connection.execute(sql, *args)
-                        spent[name] += time.perf_counter() - started
+                        spent[name] += await _timed(connection, sql, *args)
+                    await connection.execute(_ARRAYS_TABLE)
+                    await connection.execute(_arrays_sql(table), c.segment_rows)
+                    spent["floor_read_ordered"] += await _timed(
+                        connection, _read_ordered_sql(table)
+                    )
+                    spent["floor_pack"] += await _timed(connection, _PACK_SQL, c.zstd_level)
+                    spent["floor_grams"] += await _timed(connection, _GRAMS_SQL)
                 finally:
                     await transaction.rollback()
     return {name: round(seconds, 3) for name, seconds in spent.items()}
+
+
+PROFILED = ("insert_segments", "heap_checksum", "verify_unpacked")
+FLOOR = ("floor_read_ordered", "floor_pack", "floor_grams")
+_PACK_SQL = "SELECT sum(length(shardlog_pack_audit(i, t, c, a, x, $1))) FROM floor_arrays"
+_GRAMS_SQL = "SELECT sum(length(shardlog_grams(c))) FROM floor_arrays"
+
+
+def _arrays_sql(table: Any) -> str:
+    """The owner-day's rows as one array per column per segment of $1 rows, in (ts, id)
+    order: the codec's input, made apart from the codec."""
+    ordered = "ORDER BY ts, id"
+    columns = ("id", "ts", "content", "attrs", "created_xid")
+    arrays = ", ".join(f"array_agg({column} {ordered})" for column in columns)
+    return (
+        f"INSERT INTO floor_arrays SELECT {arrays} FROM (SELECT *, "
+        f"(row_number() OVER ({ordered}) - 1) / $1 AS part FROM {table.quoted}) AS numbered "
+        "GROUP BY part"
+    )
+
+
+_ARRAYS_TABLE = (
+    "CREATE TEMP TABLE floor_arrays (i bigint[], t timestamptz[], c text[], a jsonb[], "
+    "x xid8[]) ON COMMIT DROP"
+)
+
+
+def _read_ordered_sql(table: Any) -> str:
+    return (
+        "SELECT count(*), sum(octet_length(content)) FROM "
+        f"(SELECT content FROM {table.quoted} ORDER BY ts, id) AS ordered"
+    )
+
+
+async def _timed(connection: Any, sql: str, *args: Any) -> float:
+    started = time.perf_counter()
+    await connection.execute(sql, *args)
+    return time.perf_counter() - started
