@@ -269,7 +269,7 @@ def test_owner_days_of_a_shard_go_in_batches_and_a_failed_batch_one_by_one(api, 
     next run, the lock gone, completes the day."""
     tag = uuid.uuid4().hex[:8]
     owners = [f"batch-{tag}-{k}" for k in range(10)]
-    written = {o: write(api, o, 60) for o in owners}  # two requests each: one or two shards
+    written = {o: write(api, o, 51) for o in owners}  # two requests each: one or two shards
     ids = {o: owner_id(api, "audit", o) for o in owners}
     dsns = catalog_shards(api)
     on_shard: dict[str, list[int]] = {}
