@@ -24,7 +24,7 @@ import asyncpg
 
 from router import clock, memory
 from router.auth.scopes import KEY_NAME
-from router.catalog import store
+from router.catalog import owners, store
 from router.catalog.cache import CatalogCache
 from router.catalog.snapshot import OwnerMapping
 from router.db import roles
@@ -33,6 +33,7 @@ from router.db.failures import DRIVER_ERRORS, describe
 from router.db.names import DayTable, parse_day_table
 from router.db.pools import ShardPools, connect
 from router.errors import BUG_MARKER, Unavailable
+from router.lru import LRU
 from router.metrics import Metrics
 from router.search.snapshot import ShardSnapshot
 from router.settings import PoolSettings, TailSettings
@@ -55,7 +56,8 @@ _NOT_ROW = ("xid", "merged")
 
 class Interest:
     """Which subscriptions want the rows of one owner, and under which of the distinct
-    filters; cached per owner until a subscription comes or goes."""
+    filters; cached per owner (the most recent owners.MAX_CACHED) until a subscription comes
+    or goes."""
 
     def __init__(self, subscriptions: list[Subscription]) -> None:
         self.filters: list[Filter | None] = []
@@ -235,8 +237,9 @@ class TailHub:
         self.metrics = metrics
         self.subscriptions: set[Subscription] = set()
         self._readers: dict[str, ShardReader] = {}
-        self._interest: dict[tuple[str, int], Interest] = {}
-        self._owners: dict[tuple[str, int], OwnerMapping | None] = {}
+        # Per owner met in the tail log (kind, owner id); bounded like the owner directory.
+        self._interest: LRU[tuple[str, int], Interest] = LRU(owners.MAX_CACHED)
+        self._owners: LRU[tuple[str, int], OwnerMapping | None] = LRU(owners.MAX_CACHED)
         self._lock = asyncio.Lock()
         self.pacer = Pacer()
 
@@ -321,25 +324,33 @@ class TailHub:
     # --- reading -----------------------------------------------------------------------
 
     async def mappings(self, kind: str, ids: set[int]) -> dict[int, OwnerMapping | None]:
-        missing = [i for i in ids if (kind, i) not in self._owners]
+        """The mapping of each owner id (None: no such owner), remembered for the next reads."""
+        result = {i: self._owners.get((kind, i)) for i in ids if (kind, i) in self._owners}
+        missing = [i for i in ids if i not in result]
         if missing:
             found = await store.owners_by_id(self.metadata, kind, missing)
-            if len(self._owners) > 200_000:
-                self._owners.clear()
             for owner_id in missing:
-                self._owners[(kind, owner_id)] = found.get(owner_id)
-        return {i: self._owners.get((kind, i)) for i in ids}
+                result[owner_id] = found.get(owner_id)
+                self._owners.put((kind, owner_id), result[owner_id])
+        return result
+
+    def cached_owners(self) -> int:
+        return len(self._owners)
+
+    def cached_interests(self) -> int:
+        return len(self._interest)
 
     def interest(self, mapping: OwnerMapping) -> Interest:
         cached = self._interest.get((mapping.kind, mapping.id))
         if cached is None:
-            cached = self._interest[(mapping.kind, mapping.id)] = Interest(
+            cached = Interest(
                 [
                     s
                     for s in self.subscriptions
                     if s.spec.kind == mapping.kind and s.spec.covers(mapping)
                 ]
             )
+            self._interest.put((mapping.kind, mapping.id), cached)
         return cached
 
     async def read_rows(
