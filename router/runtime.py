@@ -16,6 +16,7 @@ import asyncpg
 
 from router.auth.registry import TokenRegistry
 from router.auth.self_audit import SelfAudit, record_run
+from router.cache_entries import CacheEntries
 from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
 from router.catalog.snapshot import SHARD_STATES, CatalogSnapshot
@@ -84,7 +85,7 @@ class Runtime:
         idempotency = IdempotencyStore(metadata, ingest.idempotency_lease_s, ingest.retry_after_s)
         hub = TailHub(catalog, pools, metadata, settings.pools, settings.tail, metrics)
         commit_signal = CommitSignal(hub, pools)
-        writer = PartWriter(pools, metadata, catalog, ingest)
+        writer = PartWriter(pools, metadata, catalog, ingest, settings.shared.known_tables)
         writer.on_commit = commit_signal
         service = IngestService(
             catalog,
@@ -146,6 +147,12 @@ class Runtime:
             commit_signal,
         )
         catalog.subscribe(runtime.on_catalog)
+        caches = CacheEntries(metrics.registry)
+        caches.watch("known_tables", lambda: len(writer.tables))
+        caches.watch("owners", lambda: len(owners))
+        caches.watch("owner_days", service.cached_owner_days)
+        caches.watch("tail_owners", hub.cached_owners)
+        caches.watch("tail_interests", hub.cached_interests)
         return runtime
 
     async def on_catalog(self, snapshot: CatalogSnapshot) -> None:

@@ -673,6 +673,18 @@ class CompactionSettings(Section):
     )
 
 
+class SharedSettings(Section):
+    """Shared tables for small owners (docs/architecture.md, "Shared tables for small owners")."""
+
+    known_tables: int = Field(
+        50_000,
+        ge=1,
+        description="Day tables each router remembers to exist (per shard), least recently "
+        "written forgotten first; a forgotten one costs its next write the table's ensure "
+        "round trips.",
+    )
+
+
 class AuthSettings(Section):
     """Who may call /v1 (router/auth). Limits are per token and per router process; a token
     may carry its own."""
@@ -820,6 +832,7 @@ class Settings(BaseSettings):
     tail: TailSettings = TailSettings()
     retention: RetentionSettings = RetentionSettings()
     compaction: CompactionSettings = CompactionSettings()
+    shared: SharedSettings = SharedSettings()
     collector: CollectorSettings = CollectorSettings()
     syslog: SyslogSettings = SyslogSettings()
     auth: AuthSettings = AuthSettings()

@@ -12,6 +12,7 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,12 +26,14 @@ from bench.load import window
 from router import bootstrap, clock
 from router.auth import store as auth_store
 from router.auth.store import TokenLimits
-from router.db import pools
+from router.catalog.cache import CatalogCache
+from router.db import catalog_login, pools
 from router.db.connection import prepare_shard_connection
 from router.db.names import DayTable
 from router.errors import BUG_MARKER, ShardlogError
 from router.ingest.body import LineBlock
 from router.ingest.records import Limits, Location
+from router.ingest.writer import PartWriter
 from router.settings import (
     CatalogSettings,
     ClusterSettings,
@@ -355,6 +358,21 @@ class TestedHelper(CollectorProcess):
         return scrape(self.metrics_url, name, **labels)
 
 
+def search_items(api: httpx.Client, kind: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every item of a search of ``kind`` with ``params``, its pages followed to the end."""
+    items: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        paged = {**params, "cursor": cursor} if cursor else params
+        response = api.get(f"/v1/{kind}/search", params=paged)
+        assert response.status_code == 200, response.text
+        page = response.json()
+        items += page["items"]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            return items
+
+
 def map_audit_owner(api: httpx.Client, prefix: str, kind: str = "audit") -> tuple[str, str]:
     """A new audit owner (or switch, of ``kind`` flow) mapped by hand (tenant system) to the
     first group of the local topology (other tests add groups without shards): its key and
@@ -387,6 +405,39 @@ async def scratch_shard(
         for table in made:
             await connection.execute(f"DROP TABLE IF EXISTS {table.quoted}")
         await connection.close()
+
+
+@dataclass
+class InProcessWriter:
+    """The router's part writer in the test's process, with the pools and catalog copy it
+    writes through (the catalog role's, as the router's)."""
+
+    writer: PartWriter
+    metadata: asyncpg.Pool
+    shard_pools: pools.ShardPools
+    catalog: CatalogCache
+
+
+@contextlib.asynccontextmanager
+async def in_process_writer(
+    settings: Settings, known_tables: int | None = None
+) -> AsyncIterator[InProcessWriter]:
+    """A PartWriter of its own (``known_tables``: its bound, else the settings'), closed on the
+    way out."""
+    metadata = await catalog_login.open_pool(settings)
+    shard_pools = pools.ShardPools(settings.pools)
+    try:
+        catalog = CatalogCache(metadata, catalog_login.catalog_dsn(settings), settings.catalog)
+        await shard_pools.reconcile(await catalog.reload())
+        bound = settings.shared.known_tables if known_tables is None else known_tables
+        writer = PartWriter(shard_pools, metadata, catalog, settings.ingest, bound)
+        try:
+            yield InProcessWriter(writer, metadata, shard_pools, catalog)
+        finally:
+            await writer.close()
+    finally:
+        await shard_pools.close()
+        await metadata.close()
 
 
 def per_line_rows(

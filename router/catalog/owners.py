@@ -29,6 +29,10 @@ class OwnerDirectory:
     async def on_catalog(self, _snapshot: CatalogSnapshot) -> None:
         self._cache.clear()
 
+    def __len__(self) -> int:
+        """Mappings held (at most MAX_CACHED)."""
+        return len(self._cache)
+
     def _cached(
         self, kind: OwnerKind, keys: Iterable[str]
     ) -> tuple[dict[str, OwnerMapping], list[str]]:

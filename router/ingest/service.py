@@ -89,6 +89,10 @@ class IngestService:
         self._counts = OwnerDayCounts()
         self.screener = Screener(owners, catalog, settings.default_keep_days)
 
+    def cached_owner_days(self) -> int:
+        """Owner-days whose placed rows this router counts (bounded: owner_days.py)."""
+        return len(self._counts)
+
     def request_limits(self) -> Limits:
         """The record limits of one request (a fresh set: it caches valid keys)."""
         settings = self._settings

@@ -29,6 +29,7 @@ from router.db.names import DayTable
 from router.db.pools import ShardPools
 from router.ingest import statements
 from router.ingest.group_commit import GroupCommit, Pending
+from router.lru import LRU
 from router.settings import IngestSettings
 
 
@@ -76,19 +77,26 @@ async def _settle(pending: Pending, written: Awaitable[bool]) -> None:
 
 
 class KnownTables:
-    """Day tables known to exist per shard, so the hot path skips the DDL round trips."""
+    """Day tables known to exist per shard, so the hot path skips the DDL round trips. At most
+    ``capacity`` of them, the least recently written forgotten first: a forgotten table's next
+    write ensures and records it again (ddl.ensure_table, tables.record: both idempotent, and
+    what a restarted router does for every table)."""
 
-    def __init__(self) -> None:
-        self._known: set[tuple[str, str]] = set()
+    def __init__(self, capacity: int) -> None:
+        self._known: LRU[tuple[str, str], bool] = LRU(capacity)
 
     def __contains__(self, item: tuple[str, str]) -> bool:
-        return item in self._known
+        """Known (and now the most recently written)."""
+        return self._known.get(item) is not None
+
+    def __len__(self) -> int:
+        return len(self._known)
 
     def add(self, shard: str, table: str) -> None:
-        self._known.add((shard, table))
+        self._known.put((shard, table), True)
 
     def forget(self, shard: str, table: str) -> None:
-        self._known.discard((shard, table))
+        self._known.pop((shard, table))
 
 
 class PartWriter:
@@ -98,12 +106,14 @@ class PartWriter:
         metadata: asyncpg.Pool,
         catalog: CatalogCache,
         settings: IngestSettings,
+        known_tables: int,
     ) -> None:
+        """``known_tables``: how many day tables to remember (SharedSettings.known_tables)."""
         self._pools = pools
         self._metadata = metadata
         self._catalog = catalog
         self._settings = settings
-        self.tables = KnownTables()
+        self.tables = KnownTables(known_tables)
         # Told the shard after each commit (the live tail's wake-up, router/tail/signal.py).
         self.on_commit: Callable[[str], None] | None = None
         self._groups = (

@@ -14,27 +14,19 @@ import pytest
 
 from bench.shard_view import catalog_shards, owner_id, shard_sql
 from router import clock
-from router.catalog.cache import CatalogCache
-from router.db import catalog_login, pools
 from router.db.inet import encode_address
 from router.db.names import day_table
 from router.ingest.writer import Part, PartFailed, PartWriter
 from router.settings import Settings
+from tests.support import in_process_writer
 
 NOW = clock.now().replace(microsecond=0)
 
 
 @pytest.fixture
 async def writer(settings: Settings, api: httpx.Client) -> AsyncIterator[PartWriter]:
-    metadata = await catalog_login.open_pool(settings)
-    shard_pools = pools.ShardPools(settings.pools)
-    try:
-        catalog = CatalogCache(metadata, catalog_login.catalog_dsn(settings), settings.catalog)
-        await shard_pools.reconcile(await catalog.reload())
-        yield PartWriter(shard_pools, metadata, catalog, settings.ingest)
-    finally:
-        await shard_pools.close()
-        await metadata.close()
+    async with in_process_writer(settings) as opened:
+        yield opened.writer
 
 
 def new_owner(api: httpx.Client) -> int:

@@ -18,7 +18,7 @@ from router.catalog import store
 from router.errors import Invalid, NotFound
 from router.routing.placement import spread_order
 from router.settings import IngestSettings
-from tests.support import eventually, map_audit_owner, run_cli
+from tests.support import eventually, map_audit_owner, run_cli, search_items
 
 NOW = clock.now().replace(microsecond=0)
 
@@ -60,23 +60,13 @@ def write(api: httpx.Client, key: str, rows: int, tag: str, ts: datetime = NOW) 
 
 
 def search_all(api: httpx.Client, key: str, days: int = 1) -> list[str]:
-    found, cursor = [], None
-    while True:
-        params = {
-            "owner": key,
-            "from": (NOW - timedelta(days=days)).isoformat(),
-            "to": (NOW + timedelta(minutes=1)).isoformat(),
-            "limit": 1000,
-        }
-        if cursor:
-            params["cursor"] = cursor
-        response = api.get("/v1/audit/search", params=params)
-        assert response.status_code == 200, response.text
-        page = response.json()
-        found += [item["content"] for item in page["items"]]
-        cursor = page["next_cursor"]
-        if cursor is None:
-            return sorted(found)
+    params = {
+        "owner": key,
+        "from": (NOW - timedelta(days=days)).isoformat(),
+        "to": (NOW + timedelta(minutes=1)).isoformat(),
+        "limit": 1000,
+    }
+    return sorted(item["content"] for item in search_items(api, "audit", params))
 
 
 def contents(*batches: tuple[str, int]) -> list[str]:

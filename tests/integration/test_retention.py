@@ -19,7 +19,7 @@ import pytest
 from bench.shard_view import catalog_shards, day_tables, owner_id, shard_sql
 from router import clock
 from router.settings import Settings
-from tests.support import eventually, map_audit_owner, run_cli
+from tests.support import eventually, map_audit_owner, run_cli, search_items
 
 # Pinned again at each test's start (``pinned_today``).
 STARTED = clock.now()
@@ -105,27 +105,14 @@ def retention(settings: Settings, key: str, *extra: str, env=None) -> tuple[int,
 
 
 def search_all(api, key: str, days: int = 30) -> list[dict]:
-    items, cursor = [], None
-    while True:
-        params = {
-            "owner": key,
-            "from": (
-                datetime.combine(TODAY, datetime.min.time(), UTC) - timedelta(days=days)
-            ).isoformat(),
-            "to": (
-                datetime.combine(TODAY, datetime.min.time(), UTC) + timedelta(days=1)
-            ).isoformat(),
-            "limit": 500,
-        }
-        if cursor:
-            params["cursor"] = cursor
-        response = api.get("/v1/audit/search", params=params)
-        assert response.status_code == 200, response.text
-        page = response.json()
-        items += page["items"]
-        cursor = page["next_cursor"]
-        if cursor is None:
-            return items
+    midnight = datetime.combine(TODAY, datetime.min.time(), UTC)
+    params = {
+        "owner": key,
+        "from": (midnight - timedelta(days=days)).isoformat(),
+        "to": (midnight + timedelta(days=1)).isoformat(),
+        "limit": 500,
+    }
+    return search_items(api, "audit", params)
 
 
 def test_dry_run_changes_nothing(api, settings) -> None:
