@@ -56,8 +56,8 @@ _NOT_ROW = ("xid", "merged")
 
 class Interest:
     """Which subscriptions want the rows of one owner, and under which of the distinct
-    filters; cached per owner (the most recent owners.MAX_CACHED) until a subscription comes
-    or goes."""
+    filters; cached per owner (the most recently read, TailHub's max_cached_owners) until a
+    subscription comes or goes."""
 
     def __init__(self, subscriptions: list[Subscription]) -> None:
         self.filters: list[Filter | None] = []
@@ -228,7 +228,9 @@ class TailHub:
         pool_settings: PoolSettings,
         settings: TailSettings,
         metrics: Metrics,
+        max_cached_owners: int = owners.MAX_CACHED,
     ) -> None:
+        """``max_cached_owners``: the bound of each per-owner cache (mappings, interests)."""
         self.catalog = catalog
         self.pools = pools
         self.metadata = metadata
@@ -237,9 +239,9 @@ class TailHub:
         self.metrics = metrics
         self.subscriptions: set[Subscription] = set()
         self._readers: dict[str, ShardReader] = {}
-        # Per owner met in the tail log (kind, owner id); bounded like the owner directory.
-        self._interest: LRU[tuple[str, int], Interest] = LRU(owners.MAX_CACHED)
-        self._owners: LRU[tuple[str, int], OwnerMapping | None] = LRU(owners.MAX_CACHED)
+        # Per owner met in the tail log, by (kind, owner id).
+        self._interest: LRU[tuple[str, int], Interest] = LRU(max_cached_owners)
+        self._owners: LRU[tuple[str, int], OwnerMapping | None] = LRU(max_cached_owners)
         self._lock = asyncio.Lock()
         self.pacer = Pacer()
 

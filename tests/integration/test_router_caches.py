@@ -1,9 +1,11 @@
-"""The router's memory of day tables is bounded (docs/architecture.md, "The catalog and the
-router's memory"): a writer that remembers 3 tables writes into twice as many owner-days, then
-into all of them again, several parts at once (keyed parts retried, unkeyed ones each in its own
-transaction), after retention dropped one table it had forgotten and one it remembered. Every
-row is stored once, in its day's table, and found by a search; the writer never remembers more
-than 3 tables, and the gauge says how many it does. And the router reports its caches' sizes."""
+"""The router's memory of owners and tables is bounded (docs/architecture.md, "The catalog and
+the router's memory"). Day tables: a writer that remembers 3 tables writes into twice as many
+owner-days, then into all of them again, several parts at once (keyed parts retried, unkeyed
+ones each in its own transaction), after retention dropped one table it had forgotten and one
+it remembered. Every row is stored once, in its day's table, and found by a search; the writer
+never remembers more than 3 tables, and the gauge says how many it does. The tail hub's owners:
+a hub that holds 2 maps 3 owners at once right, and holds 2. And the router reports its caches'
+sizes."""
 
 from __future__ import annotations
 
@@ -19,8 +21,10 @@ from bench.shard_view import catalog_shards, day_tables, owner_id, shard_sql
 from router.cache_entries import CacheEntries
 from router.db.names import DayTable, day_table
 from router.ingest.writer import Part
+from router.metrics import Metrics
 from router.retention.dropper import Dropper
 from router.settings import Settings
+from router.tail.hub import TailHub
 from tests.support import in_process_writer, past_day, search_items, window_around
 
 KNOWN = 3
@@ -103,6 +107,31 @@ async def test_a_writer_remembering_three_tables_writes_every_row_once(
         stored = shard_sql(dsn, f"SELECT content FROM {table(day).quoted} ORDER BY content")
         assert stored.splitlines() == sorted(expected[day]), day
     assert search_contents(api, key) == sorted(c for day in DAYS for c in expected[day])
+
+
+async def test_a_tail_hub_holding_two_owners_maps_three_at_once(
+    settings: Settings, api: httpx.Client
+) -> None:
+    made = [new_owner(api) for _ in range(3)]
+    expected = {ident: key for key, ident, _ in made} | {0: None}  # 0: no owner has that id
+    async with in_process_writer(settings) as opened:
+        hub = TailHub(
+            opened.catalog,
+            opened.shard_pools,
+            opened.metadata,
+            settings.pools,
+            settings.tail,
+            Metrics(),
+            max_cached_owners=2,
+        )
+        for _ in range(2):  # from the catalog, then partly from the cache
+            found = await hub.mappings("audit", set(expected))
+            assert {i: m.key if m else None for i, m in found.items()} == expected
+            assert hub.cached_owners() == 2
+        for mapping in found.values():
+            if mapping is not None:
+                assert hub.interest(mapping).wanted == []  # no tail subscribes
+        assert hub.cached_interests() == 2
 
 
 def test_the_router_reports_the_size_of_each_cache(api: httpx.Client) -> None:
