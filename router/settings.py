@@ -673,6 +673,23 @@ class CompactionSettings(Section):
     )
 
 
+class SharedSettings(Section):
+    """Shared tables for small owners (router/sharing, docs/architecture.md "Shared tables for
+    small owners")."""
+
+    enabled: bool = Field(
+        False,
+        description="Make the shared tables ahead of their days in the router (not yet: the "
+        "design's step 6 turns it on; nothing writes to them or reads them before).",
+    )
+    days_ahead: int = Field(
+        2, ge=0, le=30, description="Days after today whose shared tables are made ahead."
+    )
+    ahead_interval_s: float = Field(
+        600.0, gt=0, description="Seconds between the router's runs of the ahead job."
+    )
+
+
 class AuthSettings(Section):
     """Who may call /v1 (router/auth). Limits are per token and per router process; a token
     may carry its own."""
@@ -820,6 +837,7 @@ class Settings(BaseSettings):
     tail: TailSettings = TailSettings()
     retention: RetentionSettings = RetentionSettings()
     compaction: CompactionSettings = CompactionSettings()
+    shared: SharedSettings = SharedSettings()
     collector: CollectorSettings = CollectorSettings()
     syslog: SyslogSettings = SyslogSettings()
     auth: AuthSettings = AuthSettings()
