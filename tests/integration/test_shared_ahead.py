@@ -397,3 +397,36 @@ async def test_retention_drops_an_expired_shared_day_and_its_dry_run_lists_it(
     for dsn in session_shards.values():
         assert await relations_on(dsn, [day]) == set()
     assert await registered(metadata, [day]) == set()
+
+
+async def test_retention_drops_only_shared_tables_through_its_function(world: World) -> None:
+    shard = sorted(world.session_shards)[0]
+    day = date(2001, 2, 3)  # no day of anybody's
+    world.made_days.append(day)
+    await make_ahead(world.metadata, world.pools, world.snapshot, [day])
+    audit = f'"{shared_table("audit", day)}"'
+    async with world.pools.retention(shard).acquire() as retention:
+        for sql in (
+            f"DROP TABLE {audit}",
+            "SELECT shardlog_drop_shared_table('ingest_ledger')",
+            "SELECT shardlog_drop_shared_table('shard_identity')",
+            "SELECT shardlog_drop_shared_table('pg_catalog.pg_class')",
+            f"SELECT shardlog_drop_day_table('{audit}')",
+        ):
+            await refused(retention, sql)
+    async with world.pools.reader(shard, primary=True).acquire() as reader:
+        await refused(reader, f"SELECT shardlog_drop_shared_table('{audit}')")
+    # (The writer is a member of shardlog_tables, which owns the shared tables: it may drop
+    # them anyway, as it may day tables.)
+    async with world.pools.writer(shard).acquire() as writer:
+        # Named like a shared table, owned by the writer itself: no shared table.
+        impostor = shared_table("flow", date(2001, 2, 4))
+        await writer.execute(f'CREATE TABLE "{impostor}" (x int)')
+        try:
+            async with world.pools.retention(shard).acquire() as retention:
+                await refused(retention, f"SELECT shardlog_drop_shared_table('{impostor}')")
+        finally:
+            await writer.execute(f'DROP TABLE "{impostor}"')
+    async with world.pools.retention(shard).acquire() as retention:
+        await retention.execute("SELECT shardlog_drop_shared_table($1::regclass)", audit)
+    assert shared_table("audit", day) not in await relations_on(world.session_shards[shard], [day])
