@@ -41,6 +41,7 @@ from router.search import fdw
 from router.search.rows import RowService
 from router.search.service import SearchService
 from router.settings import Settings
+from router.sharing.ahead import AheadJob, AheadReport
 from router.tail.hub import TailHub
 from router.tail.service import TailService
 from router.tail.signal import CommitSignal
@@ -75,6 +76,7 @@ class Runtime:
     rows: RowService
     tail: TailService
     commit_signal: CommitSignal
+    ahead_job: AheadJob
 
     @classmethod
     def build(cls, settings: Settings, metadata: asyncpg.Pool, metrics: Metrics) -> Runtime:
@@ -112,6 +114,11 @@ class Runtime:
                 **report.audit_details(),
             )
 
+        async def audit_ahead(report: AheadReport) -> bool:
+            return await self_audit.record(
+                job_actor("sharing"), "sharing.ahead", "shared tables", **report.audit_details()
+            )
+
         compactor = Compactor(
             metadata, pools, settings.compaction, CompactionMetrics(metrics.registry)
         )
@@ -145,6 +152,14 @@ class Runtime:
             RowService(metadata, catalog, pools, settings.search),
             TailService(hub, search, owners, settings.tail, metrics),
             commit_signal,
+            AheadJob(
+                metadata,
+                pools,
+                catalog,
+                settings.shared.days_ahead,
+                settings.shared.ahead_interval_s,
+                audit_ahead,
+            ),
         )
         catalog.subscribe(runtime.on_catalog)
         caches = CacheEntries(metrics.registry)

@@ -674,8 +674,20 @@ class CompactionSettings(Section):
 
 
 class SharedSettings(Section):
-    """Shared tables for small owners (docs/architecture.md, "Shared tables for small owners")."""
+    """Shared tables for small owners (router/sharing, docs/architecture.md "Shared tables for
+    small owners")."""
 
+    enabled: bool = Field(
+        False,
+        description="Make the shared tables ahead of their days in the router (not yet: the "
+        "design's step 6 turns it on; nothing writes to them or reads them before).",
+    )
+    days_ahead: int = Field(
+        2, ge=0, le=30, description="Days after today whose shared tables are made ahead."
+    )
+    ahead_interval_s: float = Field(
+        600.0, gt=0, description="Seconds between the router's runs of the ahead job."
+    )
     known_tables: int = Field(
         50_000,
         ge=1,

@@ -116,7 +116,11 @@ async def record_run(
     """A retention run (not a dry one): always when an admin asked for it; the router's own
     runs only when they dropped, failed to drop, or refused."""
     totals = report.totals()
-    quiet = report.status == "done" and not totals["tables_dropped"]
+    quiet = (
+        report.status == "done"
+        and not totals["tables_dropped"]
+        and not totals["shared_days_dropped"]
+    )
     if report.status in ("skipped", "dry_run") or (quiet and not always):
         return False
     return await audit.record(

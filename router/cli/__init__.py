@@ -20,6 +20,7 @@ from router.cli import (
     lifecycle,
     local_tls,
     report,
+    sharing,
     syslog,
     syslog_senders,
     tail,
@@ -37,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in (
         cluster, catalog, lifecycle, compaction, auth, report, tail, exporters, collector, syslog,
-        syslog_senders,
+        syslog_senders, sharing,
     ):  # fmt: skip
         group.add_parsers(commands)
     return parser

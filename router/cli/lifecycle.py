@@ -170,6 +170,12 @@ async def cmd_retention_run(ctx: Context, args: argparse.Namespace) -> int:
             f"dropped, {totals['tables_failed']} failed (as of {report.as_of}"
             + (f", run {report.run_id})" if report.run_id else ")")
         )
+        if report.shared_drops:
+            print_table(data["shared_drops"], ["outcome", "day", "shard", "tables", "error"])
+            print(
+                f"shared days: {totals['shared_days_dropped']} of {report.shared_days_total} "
+                f"dropped, {totals['shared_days_failed']} failed"
+            )
         if report.message:
             print(report.message, file=sys.stderr)
         _print_unreachable(report.unreachable)

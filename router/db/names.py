@@ -82,27 +82,65 @@ _SEGMENT_TABLE = re.compile(r"^(audit|flow)_segments_([0-9]{8})$")
 
 def parse_segment_table(name: str) -> tuple[Kind, date] | None:
     """The (kind, day) a segment table's name stands for, or None for any other relation."""
-    match = _SEGMENT_TABLE.match(name)
-    if not match:
-        return None
-    try:
-        day = datetime.strptime(match.group(2), "%Y%m%d").date()
-    except ValueError:
+    match = _SEGMENT_TABLE.fullmatch(name)
+    day = _day_of(match.group(2)) if match else None
+    if match is None or day is None:
         return None
     kind: Kind = "audit" if match.group(1) == "audit" else "flow"
     return kind, day
 
 
-def parse_day_table(name: str) -> DayTable | None:
-    """The DayTable a relation name stands for, or None for any other relation."""
-    match = _DAY_TABLE.match(name)
-    if not match:
-        return None
-    kind: Kind = "audit" if match.group(1) == "audit_o" else "flow"
+def _day_of(digits: str) -> date | None:
+    """The day a name's YYYYMMDD stands for, or None when it is no day."""
     try:
-        day = datetime.strptime(match.group(3), "%Y%m%d").date()
+        return datetime.strptime(digits, "%Y%m%d").date()
     except ValueError:
         return None
+
+
+# Shared tables (docs/architecture.md, "Shared tables for small owners"): per shard, kind and
+# day, the rows of every small owner of that shard-day (``audit_shared_20261123``), and the
+# shard-day's list of its owner-days (``owner_days_20261123``). Neither name is a day table's
+# (``audit_o``/``flow_s`` are followed by digits there), nor a segment table's.
+_SHARED_TABLE = re.compile(r"^(?:(audit|flow)_shared|(owner_days))_([0-9]{8})$")
+SharedRelation = Literal["audit", "flow", "owner_days"]
+_KIND: dict[str, Kind] = {"audit": "audit", "flow": "flow"}
+
+
+def shared_table(kind: Kind, day: date) -> str:
+    """The name of a shard's shared table of one kind and day."""
+    return f"{kind}_shared_{day:%Y%m%d}"
+
+
+def owner_days_table(day: date) -> str:
+    """The name of a shard's list of the owner-days written into its shared tables of a day."""
+    return f"owner_days_{day:%Y%m%d}"
+
+
+def parse_shared_table(name: str) -> tuple[SharedRelation, date] | None:
+    """What a shared relation's name stands for: ("audit" | "flow", day) for a shared table,
+    ("owner_days", day) for an owner_days table; None for any other relation."""
+    match = _SHARED_TABLE.fullmatch(name)
+    day = _day_of(match.group(3)) if match else None
+    if match is None or day is None:
+        return None
+    relation: SharedRelation = "owner_days" if match.group(2) else _KIND[match.group(1)]
+    return relation, day
+
+
+def shared_table_regex() -> str:
+    """A regular expression (PostgreSQL's ``~`` as well as Python's) matching the name of any
+    shared or owner_days table; the date is not checked."""
+    return _SHARED_TABLE.pattern
+
+
+def parse_day_table(name: str) -> DayTable | None:
+    """The DayTable a relation name stands for, or None for any other relation."""
+    match = _DAY_TABLE.fullmatch(name)
+    day = _day_of(match.group(3)) if match else None
+    if match is None or day is None:
+        return None
+    kind: Kind = "audit" if match.group(1) == "audit_o" else "flow"
     return DayTable(kind, int(match.group(2)), day)
 
 

@@ -201,6 +201,19 @@ class PlannedDrop(Out):
     error: str | None
 
 
+class PlannedSharedDrop(Out):
+    day: date
+    shard: str
+    group: str
+    kinds: list[OwnerKind] = Field(description="Kinds whose shared_tables entries go")
+    tables: list[str] = Field(description="The shard-day's shared and owner_days tables dropped")
+    owner_days: int = Field(description="Owner-days its owner_days table lists (estimated)")
+    bytes: int
+    keep_days: dict[str, int] = Field(description="Kind -> the group's keep_days")
+    outcome: DropOutcome | Literal["would_drop"] = Field(description="would_drop: a dry run")
+    error: str | None
+
+
 class RetentionReport(Out):
     status: Literal["done", "partial", "refused", "skipped", "dry_run"]
     run_id: int | None = Field(description="null: a dry or skipped run (not recorded)")
@@ -212,6 +225,12 @@ class RetentionReport(Out):
     rows_dropped: int
     bytes_dropped: int
     drops: list[PlannedDrop]
+    shared_days_total: int = Field(description="Shared shard-days in the run's scope")
+    shared_days_dropped: int
+    shared_days_failed: int
+    shared_drops: list[PlannedSharedDrop] = Field(
+        description="Expired shared shard-days (issue 38): one transaction per shard-day"
+    )
     unreachable: dict[str, str] = Field(description="Shard -> why it could not be read")
 
 

@@ -74,7 +74,7 @@ async def _row_count(connection: Connection, table: DayTable) -> int:
     return estimate
 
 
-async def _cancel_autovacuum_sooner(connection: Connection, lock_timeout_ms: int) -> None:
+async def cancel_autovacuum_sooner(connection: Connection, lock_timeout_ms: int) -> None:
     """An autovacuum of the table (likely soon after a bulk load) holds a lock the DROP waits
     for; PostgreSQL cancels it for a waiter only after deadlock_timeout (1 s by default), which
     is longer than our lock_timeout, so the drop would retry until the vacuum ends (seconds on
@@ -172,7 +172,7 @@ class Dropper:
                 f"SET LOCAL lock_timeout = '{int(self._settings.lock_timeout_ms)}ms'"
             )
             await connection.execute("SET LOCAL statement_timeout = 0")
-            await _cancel_autovacuum_sooner(connection, self._settings.lock_timeout_ms)
+            await cancel_autovacuum_sooner(connection, self._settings.lock_timeout_ms)
             try:
                 if await connection.fetchval("SELECT to_regclass($1)", table.quoted) is None:
                     return Dropped("already_gone")

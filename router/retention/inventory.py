@@ -20,7 +20,8 @@ from router.db.pools import ShardPools
 _ERRORS = DRIVER_ERRORS
 
 # Row counts come from the table statistics (cheap at any size); exact counts scan the table.
-_LIST = """
+# $1: a regular expression of the relations' names.
+RELATIONS_SQL = """
 SELECT c.relname,
        greatest(coalesce(s.n_live_tup, 0), c.reltuples::bigint, 0) AS rows,
        pg_total_relation_size(c.oid) AS bytes
@@ -101,7 +102,7 @@ async def _shard_tables(
     here = replace(wanted, group=None)
     async with pools.reader(shard, primary=True).acquire() as connection:
         found = []
-        for record in await connection.fetch(_LIST, DAY_TABLE_REGEX):
+        for record in await connection.fetch(RELATIONS_SQL, DAY_TABLE_REGEX):
             table = parse_day_table(record["relname"])
             if table is None or not here.keeps(table, None, shard):
                 continue

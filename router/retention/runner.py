@@ -24,9 +24,11 @@ from router.catalog.snapshot import CatalogSnapshot
 from router.db.connection import Connection
 from router.db.pools import ShardPools
 from router.metrics import Metrics
-from router.retention import history, inventory
+from router.retention import history, inventory, shared_days
 from router.retention.dropper import Dropped, Dropper
-from router.retention.plan import Expired, make_plan
+from router.retention.plan import Expired, make_plan, refusal
+from router.retention.shared_days import ExpiredShared
+from router.retention.shared_dropper import SharedDropped, SharedDropper
 from router.settings import RetentionSettings
 
 log = logging.getLogger(__name__)
@@ -58,6 +60,8 @@ class RunReport:
     tables_total: int = 0
     drops: list[dict[str, Any]] = field(default_factory=list)
     unreachable: dict[str, str] = field(default_factory=dict)
+    shared_days_total: int = 0
+    shared_drops: list[dict[str, Any]] = field(default_factory=list)
 
     def totals(self) -> dict[str, int]:
         dropped = [d for d in self.drops if d["outcome"] in ("dropped", "already_gone")]
@@ -67,6 +71,16 @@ class RunReport:
             "tables_failed": sum(1 for d in self.drops if d["outcome"] == "failed"),
             "rows_dropped": sum(d["rows"] or 0 for d in dropped),
             "bytes_dropped": sum(d["bytes"] or 0 for d in dropped),
+            **self.shared_totals(),
+        }
+
+    def shared_totals(self) -> dict[str, int]:
+        return {
+            "shared_days_total": self.shared_days_total,
+            "shared_days_dropped": sum(
+                1 for d in self.shared_drops if d["outcome"] in ("dropped", "already_gone")
+            ),
+            "shared_days_failed": sum(1 for d in self.shared_drops if d["outcome"] == "failed"),
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -77,6 +91,7 @@ class RunReport:
             "message": self.message,
             **self.totals(),
             "drops": self.drops,
+            "shared_drops": self.shared_drops,
             "unreachable": self.unreachable,
         }
 
@@ -99,6 +114,13 @@ def _drop_json(expired: Expired, result: Dropped | None) -> dict[str, Any]:
     }
 
 
+def _shared_json(expired: ExpiredShared, result: SharedDropped | None) -> dict[str, Any]:
+    planned = expired.to_json()
+    if result is None:
+        return {**planned, "outcome": "would_drop", "error": None}
+    return {**planned, "outcome": result.outcome, "error": result.error}
+
+
 class RetentionRunner:
     def __init__(
         self,
@@ -116,6 +138,7 @@ class RetentionRunner:
         self._metrics = metrics
         self._today = today
         self._dropper = Dropper(metadata, pools, settings)
+        self._shared_dropper = SharedDropper(metadata, pools, settings)
 
     async def _lock(self, connection: Connection, wait_s: float) -> bool:
         deadline = time.monotonic() + wait_s
@@ -151,6 +174,9 @@ class RetentionRunner:
         self, snapshot: CatalogSnapshot, options: RunOptions, as_of: date, today: date
     ) -> RunReport:
         found = await inventory.take(self._metadata, self._pools, snapshot, options.scope)
+        shared, shared_unreachable = await shared_days.take(
+            self._metadata, self._pools, snapshot, options.scope
+        )
         plan = make_plan(
             found.tables,
             snapshot,
@@ -159,23 +185,36 @@ class RetentionRunner:
             self._default_keep_days,
             self._settings.max_drop_share,
         )
+        shared_expired = shared_days.expired_shared(
+            shared, snapshot, as_of, today, self._default_keep_days, options.scope.kind
+        )
         report = RunReport(
             "dry_run" if options.dry_run else "done",
             as_of,
             tables_total=plan.total,
-            unreachable=found.unreachable,
+            unreachable={**shared_unreachable, **found.unreachable},
+            shared_days_total=len(shared),
         )
-        if plan.refusal is not None and not options.force:
-            report.status, report.message = "refused", plan.refusal
+        shared_total, shared_dropping = shared_days.weights(shared, shared_expired)
+        too_much = refusal(
+            len(plan.expired) + shared_dropping,
+            plan.total + shared_total,
+            self._settings.max_drop_share,
+        )
+        if too_much is not None and not options.force:
+            report.status, report.message = "refused", too_much
         if options.dry_run:
             report.drops = [_drop_json(e, None) for e in plan.expired]
+            report.shared_drops = [_shared_json(e, None) for e in shared_expired]
             return report
         report.run_id = await history.start(
             self._metadata, options.trigger, as_of, False, options.force
         )
         if report.status != "refused":
             report.drops = await self._drop_all(snapshot, report.run_id, plan.expired)
-            if report.totals()["tables_failed"] or found.unreachable:
+            report.shared_drops = await self._drop_shared(shared_expired)
+            totals = report.totals()
+            if totals["tables_failed"] or totals["shared_days_failed"] or report.unreachable:
                 report.status = "partial"
                 report.message = self._partial_message(report)
         await history.finish(
@@ -217,12 +256,59 @@ class RetentionRunner:
                 raise outcome
         return [results[index] for index in range(len(expired))]
 
+    async def _drop_shared(self, expired: list[ExpiredShared]) -> list[dict[str, Any]]:
+        """Expired shared days, shards at the same time, one shard-day after another on each;
+        in the plan's order."""
+        results: dict[int, dict[str, Any]] = {}
+        gate = asyncio.Semaphore(self._settings.parallel_shards)
+        by_shard: dict[str, list[int]] = defaultdict(list)
+        for index, item in enumerate(expired):
+            by_shard[item.entry.shard].append(index)
+
+        async def drop_on(indexes: list[int]) -> None:
+            async with gate:
+                for index in indexes:
+                    result = await self._shared_dropper.drop(expired[index])
+                    results[index] = _shared_json(expired[index], result)
+                    self._log_shared_drop(results[index])
+
+        outcomes = await asyncio.gather(
+            *(drop_on(indexes) for indexes in by_shard.values()), return_exceptions=True
+        )
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return [results[index] for index in range(len(expired))]
+
+    @staticmethod
+    def _log_shared_drop(drop: dict[str, Any]) -> None:
+        if drop["outcome"] == "failed":
+            log.warning(
+                "retention: shared day %s on %s not dropped: %s",
+                drop["day"],
+                drop["shard"],
+                drop["error"],
+            )
+        else:
+            log.info(
+                "retention: shared day %s on %s: %s (%s)",
+                drop["day"],
+                drop["shard"],
+                drop["outcome"],
+                ", ".join(drop["tables"]) or "registry entries only",
+            )
+
     @staticmethod
     def _partial_message(report: RunReport) -> str:
         parts = []
         failed = report.totals()["tables_failed"]
         if failed:
             parts.append(f"{failed} table(s) could not be dropped and are retried next run")
+        shared_failed = report.totals()["shared_days_failed"]
+        if shared_failed:
+            parts.append(
+                f"{shared_failed} shared day(s) could not be dropped and are retried next run"
+            )
         if report.unreachable:
             parts.append(
                 "unreachable shards were not examined: " + ", ".join(sorted(report.unreachable))

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from router.db.migrate import MigrationError, load_migrations
-from router.db.names import day_table_regex, parent_table
+from router.db.names import day_table_regex, parent_table, shared_table_regex
 from router.settings import REPO_ROOT
 
 
@@ -56,3 +56,10 @@ def test_the_coordinator_flow_columns_migration_knows_flow_parents_by_their_name
     for owner_id in (1, 42, 2**63 - 1):
         assert re.match(pattern[1], parent_table("flow", owner_id)[4:].strip('"'))
         assert not re.match(pattern[1], parent_table("audit", owner_id)[4:].strip('"'))
+
+
+def test_the_shared_drop_migration_knows_shared_tables_by_their_name() -> None:
+    (migration,) = [
+        m for m in load_migrations(REPO_ROOT / "schema", "shard") if m.name == "shared_drop_o38"
+    ]
+    assert f"c.relname ~ '{shared_table_regex()}'" in migration.sql
