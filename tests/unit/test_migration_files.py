@@ -60,6 +60,6 @@ def test_the_coordinator_flow_columns_migration_knows_flow_parents_by_their_name
 
 def test_the_shared_drop_migration_knows_shared_tables_by_their_name() -> None:
     (migration,) = [
-        m for m in load_migrations(REPO_ROOT / "schema", "shard") if m.name == "shared_drop_o38"
+        m for m in load_migrations(REPO_ROOT / "schema", "shard") if m.name == "shared_drop"
     ]
     assert f"c.relname ~ '{shared_table_regex()}'" in migration.sql
