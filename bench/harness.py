@@ -5,11 +5,14 @@ peer, and results written as JSON and a PNG plot under bench/results/."""
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import os
+import shutil
 import signal
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -74,6 +77,14 @@ class Result:
             "rows_per_s": round(self.rows_per_s),
             "mb_per_s": round(self.mb_per_s, 2),
         }
+
+
+def scratch_dir(prefix: str) -> Path:
+    """A new directory for a benchmark's own cluster, removed when the benchmark exits (its
+    servers' data is hundreds of MB a run)."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 
 
 def bench_settings(

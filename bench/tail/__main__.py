@@ -18,7 +18,6 @@ import multiprocessing
 import os
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -35,6 +34,7 @@ from bench.harness import (
     bench_settings,
     cpu_seconds,
     machine_busy_seconds,
+    scratch_dir,
     verdict,
     write_results,
 )
@@ -170,7 +170,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.quick:
         args.subscribers, args.seconds = 100, 8.0
-    data_dir = Path(tempfile.mkdtemp(prefix="shardlog-bench-tail-"))
+    data_dir = scratch_dir("shardlog-bench-tail-")
     settings = bench_settings(data_dir)
     env = {
         "SHARDLOG_TAIL__WATERMARK_S": str(args.watermark),

@@ -21,11 +21,9 @@ import asyncio
 import multiprocessing
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -35,6 +33,7 @@ from bench.harness import (
     auth_for,
     bench_cluster,
     bench_settings,
+    scratch_dir,
     verdict,
     write_results,
 )
@@ -204,7 +203,7 @@ def main() -> int:
     if args.quick:
         args.shards, args.writes = 4, 20
     mode = "quick" if args.quick else "full"
-    data_dir = Path(tempfile.mkdtemp(prefix="shardlog-bench-tail-writes-"))
+    data_dir = scratch_dir("shardlog-bench-tail-writes-")
     settings = bench_settings(
         data_dir, shards=args.shards, base_port=BASE_PORT, router_port=ROUTER_PORT
     )
