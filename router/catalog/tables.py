@@ -40,11 +40,19 @@ async def record(
 async def located(
     metadata: asyncpg.Pool, kind: Kind, owner_ids: Iterable[int], first: date, last: date
 ) -> list[tuple[str, DayTable]]:
-    """(shard, table) pairs of some owners between two days, inclusive, each table with its
-    layout."""
+    """(shard, owner-day) pairs of some owners between two days, inclusive: each owner-day
+    with its own table's layout, whether it has an own table (day_tables) and whether its
+    shard's shared table of the day may hold its rows (the shard is among the owner's
+    owner_shards since that day and the shard-day's shared tables exist: shared_tables)."""
     rows = await metadata.fetch(
-        "SELECT owner_id, shard, day, layout FROM day_tables WHERE kind = $1 "
-        "AND owner_id = ANY($2::bigint[]) AND day BETWEEN $3 AND $4 "
+        "WITH own AS (SELECT owner_id, shard, day, layout FROM day_tables WHERE kind = $1 "
+        "  AND owner_id = ANY($2::bigint[]) AND day BETWEEN $3 AND $4), "
+        "shared AS (SELECT o.owner_id, o.shard, t.day FROM owner_shards AS o "
+        "  JOIN shared_tables AS t ON t.kind = o.kind AND t.shard = o.shard AND t.day >= o.since "
+        "  WHERE o.kind = $1 AND o.owner_id = ANY($2::bigint[]) AND t.day BETWEEN $3 AND $4) "
+        "SELECT owner_id, shard, day, own.layout, own.owner_id IS NOT NULL AS own, "
+        "shared.owner_id IS NOT NULL AS shared "
+        "FROM own FULL JOIN shared USING (owner_id, shard, day) "
         "ORDER BY owner_id, day, shard",
         kind,
         list(owner_ids),
@@ -57,6 +65,8 @@ async def located(
             replace(
                 day_table(kind, row["owner_id"], row["day"]),
                 compacted=row["layout"] == "compacted",
+                own=row["own"],
+                shared=row["shared"],
             ),
         )
         for row in rows

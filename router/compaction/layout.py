@@ -47,6 +47,43 @@ def snapshot(table: DayTable) -> str:
     )
 
 
+def heap(table: DayTable, own_condition: str | None = None) -> str:
+    """The owner-day's heap rows as a FROM item under its own table's name, with a day table's
+    columns (``heap_rows``); its own table itself when that is all it is."""
+    if not table.shared and own_condition is None:
+        return table.quoted
+    return f"({heap_rows(table, own_condition)}) AS {table.quoted}"
+
+
+def heap_rows(table: DayTable, own_condition: str | None = None) -> str:
+    """The owner-day's heap rows with a day table's columns: its own table's (those meeting
+    ``own_condition``, when given: a compacted table's late rows) and, when it has rows in
+    the shard's shared table of its day, those (docs/architecture.md, "Reading both
+    layouts").
+
+    The two are a UNION ALL whose branches have no WHERE of their own (each says which it is
+    in a constant column): PostgreSQL flattens only such a union into one scan of both
+    tables, pushes the reader's conditions and the owner's into each branch (folding them
+    where the constant decides) and merges the branches' index scans in order under a
+    page's LIMIT. A branch with a WHERE would be planned apart and sorted whole."""
+    columns = table_columns(table)
+    if not table.shared:
+        return f"SELECT {columns} FROM {table.quoted} WHERE {own_condition or 'true'}"
+    branches = [
+        f"SELECT {columns}, owner_id, true AS shared FROM {table.shared_quoted}",
+    ]
+    if table.own:
+        branches.insert(
+            0,
+            f"SELECT {columns}, {int(table.owner_id)}::bigint AS owner_id, false AS shared "
+            f"FROM {table.quoted}",
+        )
+    where = f"owner_id = {int(table.owner_id)}"
+    if own_condition is not None:
+        where += f" AND (shared OR ({own_condition}))"
+    return f"SELECT {columns} FROM ({' UNION ALL '.join(branches)}) AS rows WHERE {where}"
+
+
 def late(table: DayTable) -> str:
     """The heap rows of a compacted owner-day that its segments do not hold: written after the
     snapshot they were packed under. NULL created_xid: a row older than any snapshot. A flow
@@ -125,18 +162,21 @@ def page_branch(
     once it is full. ``select`` names the row's instant ts (a flow's first_seen AS ts): the
     branches' union is ordered by it."""
     owner = f"{int(table.owner_id)}::bigint AS owner_id"
-    heap = f"SELECT {select}, {owner} FROM {table.quoted} WHERE {condition}"
     if not table.compacted:
-        return f"({heap} ORDER BY {order} LIMIT {cap})"
+        return (
+            f"(SELECT {select}, {owner} FROM {heap(table)} WHERE {condition} "
+            f"ORDER BY {order} LIMIT {cap})"
+        )
     direction = "DESC" if order.endswith("DESC") else "ASC"
     which, window = segments_where()
+    rows = f"SELECT {select}, {owner} FROM {heap(table, late(table))} WHERE {condition}"
     packed = (
         f"SELECT {select}, {owner} FROM {segments(table, window)} "
         f"WHERE {owned(table)} AND {which} AND {condition} "
         f"ORDER BY s.seq {direction}, u.ord {direction} LIMIT {cap}"
     )
     return (
-        f"(SELECT * FROM (({heap} AND {late(table)} ORDER BY {order} LIMIT {cap}) "
+        f"(SELECT * FROM (({rows} ORDER BY {order} LIMIT {cap}) "
         f"UNION ALL ({packed})) AS compacted ORDER BY ts {direction}, id {direction} LIMIT {cap})"
     )
 
@@ -153,12 +193,11 @@ def count_branch(
     segments that overlap ``window`` (SQL expressions) and are ``candidates``; when the
     condition is the window alone (``unconditional``), the segments wholly inside it count by
     their ``rows`` without being opened."""
-    heap = f"SELECT count(*) AS n FROM {table.quoted} WHERE {condition}"
     if not table.compacted:
-        return heap
+        return f"SELECT count(*) AS n FROM {heap(table)} WHERE {condition}"
     start, end = window
     opened = f"{owned(table)} AND {overlapping(start, end)}"
-    branches = [f"{heap} AND {late(table)}"]
+    branches = [f"SELECT count(*) AS n FROM {heap(table, late(table))} WHERE {condition}"]
     if unconditional:
         branches.append(
             f"SELECT coalesce(sum(s.rows), 0)::bigint FROM {table.segments} AS s "
@@ -177,10 +216,10 @@ def source(table: DayTable, window: tuple[str, str] | None = None) -> str:
     own name: the table itself, or for a compacted owner-day its late heap rows and its
     unpacked segments (those overlapping ``window``, SQL expressions, when given)."""
     if not table.compacted:
-        return table.quoted
+        return heap(table)
     bounds = "" if window is None else f" AND {overlapping(*window)}"
     return (
-        f"(SELECT {table_columns(table)} FROM {table.quoted} WHERE {late(table)} "
+        f"({heap_rows(table, late(table))} "
         f"UNION ALL SELECT {unpacked_columns(table)} "
         f"FROM {segments(table, window)} WHERE {owned(table)}{bounds}) AS {table.quoted}"
     )

@@ -38,6 +38,11 @@ class DayTable:
     # day's segment table, bar late writes (router/compaction/layout.py). Not part of the
     # table's identity: a compacted table is the same table.
     compacted: bool = field(default=False, compare=False)
+    # Where the owner-day's rows are on its shard (docs/architecture.md, "Reading both
+    # layouts"): its own table (``own``) and its rows in the shard's shared table of the day
+    # (``shared``), read together. Not part of the owner-day's identity either.
+    own: bool = field(default=True, compare=False)
+    shared: bool = field(default=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -55,6 +60,15 @@ class DayTable:
         """The view of a compacted owner-day on its shard: its late heap rows and its unpacked
         segments (docs/architecture.md, "Compacted days")."""
         return quote_ident(f"{self.name}_all")
+
+    @property
+    def shared_name(self) -> str:
+        """The shared table of this owner-day's shard, kind and day."""
+        return shared_table(self.kind, self.day)
+
+    @property
+    def shared_quoted(self) -> str:
+        return quote_ident(self.shared_name)
 
     @property
     def segments(self) -> str:

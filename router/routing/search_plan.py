@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 
 from router.db.names import DayTable
@@ -47,6 +47,25 @@ class SearchPlan:
         return frozenset(
             (t.shard, table.name) for t in self.targets for table in t.tables if table.compacted
         )
+
+    def shared_rows(self) -> SearchPlan:
+        """The plan of the owner-days' rows in shared tables alone."""
+        return self._reduced(
+            lambda table: replace(table, own=False, compacted=False) if table.shared else None
+        )
+
+    def own_rows(self) -> SearchPlan:
+        """The plan of the owner-days' own tables alone."""
+        return self._reduced(lambda table: replace(table, shared=False) if table.own else None)
+
+    def _reduced(self, reduce: Callable[[DayTable], DayTable | None]) -> SearchPlan:
+        targets = (
+            ShardTarget(
+                t.shard, tuple(r for r in (reduce(table) for table in t.tables) if r is not None)
+            )
+            for t in self.targets
+        )
+        return SearchPlan(tuple(t for t in targets if t.tables), self.unavailable)
 
     def only(self, tables: AbstractSet[tuple[str, str]]) -> SearchPlan:
         """The plan of the (shard, table name) pairs named alone (shards left without a table

@@ -197,10 +197,20 @@ def decode(text: str, kind: Kind) -> RowRef:
 
 def point_sql(ref: RowRef) -> tuple[str, list[Any]]:
     """The row, read by an index of its day table; values travel as parameters."""
-    table = ref.table.quoted
+    return _point_sql(ref, ref.table.quoted, "")
+
+
+def shared_point_sql(ref: RowRef) -> tuple[str, list[Any]]:
+    """The row in the shared table of its shard and day, by the owner's index there. Read
+    before the owner's own table: a promotion moves rows from the one to the other, never
+    back, so a row not found here (moved since) is found there."""
+    return _point_sql(ref, ref.table.shared_quoted, f"owner_id = {int(ref.owner_id)} AND ")
+
+
+def _point_sql(ref: RowRef, table: str, owner: str) -> tuple[str, list[Any]]:
     if ref.ts is not None:
         return (
-            f"SELECT {sql.AUDIT_COLUMNS} FROM {table} WHERE ts = $1 AND id = $2",
+            f"SELECT {sql.AUDIT_COLUMNS} FROM {table} WHERE {owner}ts = $1 AND id = $2",
             [ref.ts, ref.id],
         )
     assert ref.flow is not None
@@ -211,7 +221,8 @@ def point_sql(ref: RowRef) -> tuple[str, list[Any]]:
         params.append(flow.proto)
         proto = "proto = $6"
     return (
-        f"SELECT {sql.FLOW_COLUMNS} FROM {table} WHERE src_ip = $1::inet AND dst_ip = $2::inet "
+        f"SELECT {sql.FLOW_COLUMNS} FROM {table} WHERE {owner}src_ip = $1::inet "
+        "AND dst_ip = $2::inet "
         f"AND src_port = $3 AND dst_port = $4 AND {proto} AND id = $5",
         params,
     )

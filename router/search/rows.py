@@ -57,17 +57,24 @@ class RowService:
 
     async def _read(self, ref: refs.RowRef) -> asyncpg.Record | None:
         """From the primary: a standby may not have replayed the row yet, and a 404 says the
-        row is gone. A row not in its day table may be in the day's segments (compacted): read
-        after the heap, so a row cleared from the heap in between is found there."""
+        row is gone. The places a row can be, in the order rows move between them: the
+        shard's shared table of the day (a small owner-day), its own day table (promoted), the
+        day's segments (compacted); each read after the one before, so a row that moves on in
+        between is found in the next."""
         timeout = self._settings.shard_timeout_s
         try:
             pool = self._pools.reader(ref.shard, primary=True)
             async with pool.acquire(timeout=timeout) as connection:
                 record: asyncpg.Record | None = None
-                for statement in (refs.point_sql(ref), refs.segment_point_sql(ref)):
+                statements = (
+                    refs.shared_point_sql(ref),
+                    refs.point_sql(ref),
+                    refs.segment_point_sql(ref),
+                )
+                for statement in statements:
                     if statement is None or record is not None:
                         break
-                    # Retention dropped the day, or the day has no segments.
+                    # Retention dropped the day, or the day has no shared table or segments.
                     with contextlib.suppress(asyncpg.UndefinedTableError):
                         text, params = statement
                         record = await connection.fetchrow(text, *params, timeout=timeout)

@@ -72,7 +72,7 @@ def sample_sql(
             f"AND s.seq IN (SELECT p.seq FROM picked AS p WHERE p.t = {n} AND p.opened) "
             f"AND {condition})"
         )
-        late = f"(SELECT count(*) FROM {table.quoted} WHERE {condition} AND {layout.late(table)})"
+        late = f"(SELECT count(*) FROM {layout.heap(table, layout.late(table))} WHERE {condition})"
         rows = f"(SELECT coalesce(sum(p.rows), 0) FROM picked AS p WHERE p.t = {n} AND"
         branches.append(
             f"SELECT (x.late + x.inside + x.hits)::bigint, x.hits::bigint, "

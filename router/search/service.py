@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import asyncpg
@@ -219,17 +219,21 @@ class SearchService:
         return []
 
     async def existing_tables(self, shard: str, tables: list[Any]) -> list[Any]:
-        """Those of ``tables`` still on the shard; the others leave the catalog (retention
-        dropped them since they were planned)."""
+        """Those of ``tables`` (owner-days) still on the shard, each reduced to the places it
+        still has (its own table, the shared table of its day); the own tables gone leave the
+        catalog (retention dropped them since they were planned)."""
+        wanted = {t.name for t in tables if t.own} | {t.shared_name for t in tables if t.shared}
         names = {
             r["relname"]
             for r in await self._pools.reader(shard, primary=True).fetch(
-                "SELECT relname FROM pg_class WHERE relname = ANY($1::text[])",
-                [t.name for t in tables],
+                "SELECT relname FROM pg_class WHERE relname = ANY($1::text[])", sorted(wanted)
             )
         }
+        kept = []
         for table in tables:
-            if table.name not in names:
+            own = table.own and table.name in names
+            shared = table.shared and table.shared_name in names
+            if table.own and not own:
                 await self._metadata.execute(
                     "DELETE FROM day_tables WHERE kind = $1 AND owner_id = $2 AND day = $3 "
                     "AND shard = $4",
@@ -238,7 +242,9 @@ class SearchService:
                     table.day,
                     shard,
                 )
-        return [t for t in tables if t.name in names]
+            if own or shared:
+                kept.append(replace(table, own=own, shared=shared))
+        return kept
 
     async def fan_out(
         self,
@@ -456,24 +462,51 @@ class SearchService:
     ) -> dict[str, Any] | None:
         if mode == "none":
             return None
-        compacted = plan.compacted()
         if mode == "exact":
             value, failures = await self._exact_count(query, plan, pinning)
             counted = {"value": value, "exact": not failures, "method": "count", "bounds": None}
-        elif not compacted:
-            value, method, failures = await self._estimate(query, plan, pinning)
-            counted = {
-                "value": value,
-                "exact": method == "count" and not failures,
-                "method": method,
-                "bounds": None,
-            }
         else:
-            counted, failures = await self._compacted_estimate(query, plan, compacted, pinning)
+            counted, failures = await self._estimated(query, plan, pinning)
         if failures and not partial_ok:
             self._refuse_partial(failures)
         outcome.failures += _new_failures(outcome.failures, failures)
         return counted
+
+    async def _estimated(
+        self, query: Query, plan: SearchPlan, pinning: Pinning | None
+    ) -> tuple[dict[str, Any], list[ShardFailure]]:
+        """count=estimate: the rows of small owner-days in shared tables counted (an owner-day
+        stays shared up to SHARDLOG_SHARED__OWN_TABLE_ROWS rows, read through the owner's
+        index), the own tables estimated, the two added."""
+        shared, own = plan.shared_rows(), plan.own_rows()
+        if shared.empty:
+            return await self._own_estimate(query, plan, pinning)
+        if own.empty:
+            value, failures = await self._exact_count(query, shared, pinning)
+            return {"value": value, "exact": not failures, "method": "count", "bounds": None}, (
+                failures
+            )
+        (value, failures), (counted, more) = await asyncio.gather(
+            self._exact_count(query, shared, pinning), self._own_estimate(query, own, pinning)
+        )
+        failures += _new_failures(failures, more)
+        bounds = counted["bounds"]
+        return {
+            **counted,
+            "value": counted["value"] + value,
+            "exact": counted["exact"] and not failures,
+            "bounds": None if bounds is None else [bound + value for bound in bounds],
+        }, failures
+
+    async def _own_estimate(
+        self, query: Query, plan: SearchPlan, pinning: Pinning | None
+    ) -> tuple[dict[str, Any], list[ShardFailure]]:
+        compacted = plan.compacted()
+        if compacted:
+            return await self._compacted_estimate(query, plan, compacted, pinning)
+        value, method, failures = await self._estimate(query, plan, pinning)
+        exact = method == "count" and not failures
+        return {"value": value, "exact": exact, "method": method, "bounds": None}, failures
 
     async def _compacted_estimate(
         self,
