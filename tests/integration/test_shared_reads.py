@@ -47,7 +47,7 @@ from tests.integration import test_compacted_flows as compacted_flows
 from tests.integration import test_compacted_reads as compacted_reads
 from tests.integration.test_compacted_reads import answer, answers_alike, cursors_continue, pages
 from tests.integration.test_search import post
-from tests.support import past_day
+from tests.support import past_day, run_cli
 
 DAY = past_day(5, 0)
 WINDOW = {"from": DAY.isoformat(), "to": (DAY + timedelta(days=1)).isoformat()}
@@ -374,3 +374,54 @@ def test_a_page_reads_the_shared_table_through_the_owners_index(
             assert sum(n["Actual Rows"] for n in shared) <= 5, plan
     finally:
         shard_sql(dsn, f"DELETE FROM {table.shared_quoted} WHERE owner_id = {stranger}")
+
+
+def test_the_owner_export_reads_both_layouts(
+    api: httpx.Client, settings: Settings, moved: dict[str, Any]
+) -> None:
+    """`shardlog owner export` (the per-owner lifecycle) of an owner in each layout: its rows
+    as the search lists them."""
+    day = DAY.date().isoformat()
+    for key in moved["owners"].values():
+        exported = run_cli(settings, "owner", "export", key, "--from", day, "--to", day)
+        assert exported.returncode == 0, exported.stderr
+        rows = [orjson.loads(line) for line in exported.stdout.splitlines()]
+        listed = [
+            i for page in pages(api, {"owner": key, **WINDOW, "limit": 1000}) for i in page["items"]
+        ]
+        assert len(rows) == compacted_reads.ROWS_PER_OWNER, key
+        assert [(r["shard"], r["id"], r["content"]) for r in rows] == [
+            (i["shard"], i["id"], i["content"]) for i in listed
+        ], key
+
+
+async def test_a_shared_table_gone_since_the_plan_is_left_out(
+    api: httpx.Client, metadata: asyncpg.Pool, moved: dict[str, Any]
+) -> None:
+    """Retention dropped a shard-day's shared table after the search planned it (its registry
+    row is still there): the search reads the rest, and the owners' own tables stay in the
+    catalog."""
+    key = moved["owners"]["mixed"]
+    ident = owner_id(api, "audit", key)
+    shard = await metadata.fetchval(
+        "SELECT shard FROM owner_shards WHERE kind = 'audit' AND owner_id = $1 LIMIT 1", ident
+    )
+    gone = DAY.date() + timedelta(days=1)
+    await metadata.execute(
+        "INSERT INTO shared_tables (kind, day, shard) VALUES ('audit', $1, $2)", gone, shard
+    )
+    try:
+        own_before = await tables_of(metadata, "audit", ident, DAY.date())
+        window = {"from": WINDOW["from"], "to": (DAY + timedelta(days=2)).isoformat()}
+        params = {"owner": key, **window, "limit": 1000, "count": "exact"}
+        response = await asyncio.to_thread(api.get, "/v1/audit/search", params=params)
+        assert response.status_code == 200, response.text
+        page = response.json()
+        assert len(page["items"]) == page["count"]["value"] == compacted_reads.ROWS_PER_OWNER
+        assert await tables_of(metadata, "audit", ident, DAY.date()) == own_before
+    finally:
+        await metadata.execute(
+            "DELETE FROM shared_tables WHERE kind = 'audit' AND day = $1 AND shard = $2",
+            gone,
+            shard,
+        )
