@@ -262,6 +262,9 @@ def test_rows_are_in_both_layouts(api: httpx.Client, moved: dict[str, Any]) -> N
             ident = owner_id(api, kind, key)
             shared = 0
             for dsn in dsns.values():
+                name = shared_table(kind, DAY.date())
+                if shard_sql(dsn, f"SELECT to_regclass('\"{name}\"') IS NULL").strip() == "t":
+                    continue  # a shard added since (other tests add and remove some)
                 text = (
                     f'SELECT count(*) FROM "{shared_table(kind, DAY.date())}" '
                     f"WHERE owner_id = {ident}"
