@@ -180,7 +180,10 @@ def test_a_promoted_owner_day_takes_its_next_parts_in_its_own_table(
     post(client, records(owner, 3, "before"), key=uuid.uuid4().hex)
     ident = owner_id(api, "audit", owner)
     # On every shard (the next parts may go to others of the owner's spread).
+    fence = owner_days_table(DAY.date())
     for dsn in catalog_shards(api).values():
+        if shard_sql(dsn, f"SELECT to_regclass('\"{fence}\"') IS NULL").strip() == "t":
+            continue  # a shard added since (other tests add and remove some)
         shard_sql(
             dsn,
             f'INSERT INTO "{owner_days_table(DAY.date())}" (kind, owner_id, promoted) '
