@@ -87,7 +87,7 @@ class Runtime:
         idempotency = IdempotencyStore(metadata, ingest.idempotency_lease_s, ingest.retry_after_s)
         hub = TailHub(catalog, pools, metadata, settings.pools, settings.tail, metrics)
         commit_signal = CommitSignal(hub, pools)
-        writer = PartWriter(pools, metadata, catalog, ingest, settings.shared.known_tables)
+        writer = PartWriter(pools, metadata, catalog, ingest, settings.shared)
         writer.on_commit = commit_signal
         service = IngestService(
             catalog,

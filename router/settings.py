@@ -679,8 +679,24 @@ class SharedSettings(Section):
 
     enabled: bool = Field(
         False,
-        description="Make the shared tables ahead of their days in the router (not yet: the "
-        "design's step 6 turns it on; nothing writes to them or reads them before).",
+        description="Write small owner-days of audit rows into the shard's shared table of "
+        "their day instead of a table of their own, and make the shared tables ahead of their "
+        "days in the router. Readers read both layouts whatever it says. Off until the "
+        "design's step 6 (the promotion of owner-days that outgrow their share comes with "
+        "step 4).",
+    )
+    own_table_rows: int = Field(
+        10_000,
+        ge=1,
+        description="A part of more rows than this, of an owner-day this router has not "
+        "written shared on that shard, goes straight to the owner-day's own table.",
+    )
+    placement_cache: int = Field(
+        200_000,
+        ge=1,
+        description="Owner-days (per shard) and owners' shards each router remembers as "
+        "written shared and recorded, least recently used forgotten first; a forgotten one "
+        "costs its next write one idempotent round trip to the shard and one to the catalog.",
     )
     days_ahead: int = Field(
         2, ge=0, le=30, description="Days after today whose shared tables are made ahead."

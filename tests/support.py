@@ -429,8 +429,10 @@ async def in_process_writer(
     try:
         catalog = CatalogCache(metadata, catalog_login.catalog_dsn(settings), settings.catalog)
         await shard_pools.reconcile(await catalog.reload())
-        bound = settings.shared.known_tables if known_tables is None else known_tables
-        writer = PartWriter(shard_pools, metadata, catalog, settings.ingest, bound)
+        shared = settings.shared
+        if known_tables is not None:
+            shared = shared.model_copy(update={"known_tables": known_tables})
+        writer = PartWriter(shard_pools, metadata, catalog, settings.ingest, shared)
         try:
             yield InProcessWriter(writer, metadata, shard_pools, catalog)
         finally:

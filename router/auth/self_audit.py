@@ -167,7 +167,7 @@ async def standalone(settings: Settings) -> AsyncIterator[SelfAudit]:
         service = IngestService(
             catalog,
             owners,
-            PartWriter(shard_pools, metadata, catalog, ingest, settings.shared.known_tables),
+            PartWriter(shard_pools, metadata, catalog, ingest, settings.shared),
             IdempotencyStore(metadata, ingest.idempotency_lease_s, ingest.retry_after_s),
             ShardHealth(),
             ingest,

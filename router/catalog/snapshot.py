@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any, Literal
 
 Placement = Literal["random", "hash"]
@@ -69,6 +70,8 @@ class CatalogSnapshot:
     groups: Mapping[str, ShardGroup] = field(default_factory=dict)
     shards: Mapping[str, Shard] = field(default_factory=dict)
     retention: tuple[RetentionPolicy, ...] = ()
+    # The first day whose owner-days may be written into shared tables (metadata 0021).
+    sharing_from: date = date.max
 
     def shards_of(self, group: str) -> tuple[Shard, ...]:
         return tuple(shard for shard in self.shards.values() if shard.group == group)

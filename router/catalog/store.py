@@ -39,6 +39,7 @@ async def load_snapshot(db: Executor) -> CatalogSnapshot:
             "SELECT id, kind, group_name, owner_key, keep_days, archive FROM retention_policies "
             "ORDER BY id"
         )
+        sharing_from = await connection.fetchval("SELECT sharing_from FROM sharing")
     return CatalogSnapshot(
         version=int(version),
         groups={r["name"]: ShardGroup(r["name"], r["placement"], r["synchronous"]) for r in groups},
@@ -49,6 +50,7 @@ async def load_snapshot(db: Executor) -> CatalogSnapshot:
             )
             for r in policies
         ),
+        sharing_from=sharing_from or date.max,
     )
 
 

@@ -21,7 +21,7 @@ from router.db.dsn import multi_host
 from router.db.names import DayTable, day_table, parse_day_table
 from router.db.shard_health import ShardHealth
 from router.errors import Conflict, Invalid, TooLarge, Unavailable
-from router.ingest import typed
+from router.ingest import sharing, typed
 from router.ingest.body import LineBlock, LineTooLong, too_long
 from router.ingest.idempotency import Claim, IdempotencyStore
 from router.ingest.owner_days import OwnerDayCounts
@@ -300,7 +300,14 @@ class IngestService:
                     "Idempotency-Key",
                 )
             rows_of_part = tables[part_table][spot["start"] : spot["stop"]]
-            parts.append(Part(part_id, part_table, rows_of_part, spot["shard"]))
+            shareable = sharing.shareable(
+                snapshot,
+                mapping_of[part_table],
+                part_table.day,
+                self._writer.sharing,
+                self._settings.default_keep_days,
+            )
+            parts.append(Part(part_id, part_table, rows_of_part, spot["shard"], shareable))
 
         ledger_key = self._ledger_key(claim)
 

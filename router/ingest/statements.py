@@ -14,7 +14,7 @@ from typing import Any
 from router.compaction import unfold
 from router.db import ddl
 from router.db.connection import Connection
-from router.db.names import DayTable
+from router.db.names import DayTable, owner_days_table, quote_ident
 
 _CLAIM = """
     claimed AS (
@@ -80,6 +80,58 @@ def audit_sql(table: DayTable) -> str:
     """
 
 
+def shared_audit_sql(table: DayTable) -> str:
+    """audit_sql into the shard's shared table of the owner-day (``table.shared``), behind the
+    fence of its owner_days row (docs/architecture.md, "The write"): the row is held FOR SHARE,
+    so a promotion's UPDATE of it waits for this transaction, and a write that waited for a
+    promotion re-reads the row, finds it promoted and writes nothing here. $8 the owner id.
+    Answers whether the part was claimed now, and whether the owner-day is still shared (when
+    not, nothing was written or claimed: the caller writes the part into its own table)."""
+    columns = ", ".join(ddl.AUDIT_COLUMNS)
+    return f"""
+        WITH placed AS (
+            SELECT 1 FROM {quote_ident(owner_days_table(table.day))}
+            WHERE owner_id = $8 AND kind = 'audit' AND NOT promoted FOR SHARE
+        ),
+        claimed AS (
+            INSERT INTO ingest_ledger (request_key, part, table_name, rows)
+            SELECT $1, $2, $3, $4 WHERE EXISTS (SELECT FROM placed)
+            ON CONFLICT DO NOTHING RETURNING true
+        ),
+        logged AS (
+            INSERT INTO tail_log ({ddl.TAIL_LOG_COLUMNS}, owner_id)
+            SELECT $3, $5, $6, $4, $8 FROM claimed
+        ),
+        written AS (
+            INSERT INTO {table.shared_quoted} (owner_id, {columns})
+            SELECT $8, * FROM unnest({_arrays(_AUDIT_TYPES, 9)})
+            WHERE EXISTS (SELECT FROM claimed)
+        )
+        SELECT set_config('synchronous_commit', $7, true), EXISTS (SELECT FROM claimed),
+            EXISTS (SELECT FROM placed)
+    """
+
+
+# The opening statement of a COPY into a shared table: the fence (as shared_audit_sql), the
+# part's tail-log line, the transaction's synchronous_commit and owner (the shared table's
+# owner_id default, router/db/ddl.py). $1 synchronous_commit, $2.. the tail log's columns, $6
+# the owner id. Answers whether the owner-day is still shared (nothing logged when not).
+def shared_opening_sql(table: DayTable) -> str:
+    return f"""
+        WITH placed AS (
+            SELECT 1 FROM {quote_ident(owner_days_table(table.day))}
+            WHERE owner_id = $6 AND kind = 'audit' AND NOT promoted FOR SHARE
+        ),
+        logged AS (
+            INSERT INTO tail_log ({ddl.TAIL_LOG_COLUMNS}, owner_id)
+            SELECT $2, $3, $4, $5, $6 FROM placed
+        )
+        SELECT set_config('synchronous_commit', $1, true),
+            set_config('{ddl.SHARED_OWNER_SETTING}', $6::text, true),
+            EXISTS (SELECT FROM placed)
+    """
+
+
 def flow_sql(table: DayTable) -> str:
     """The merge of ddl.flow_merge_sql ($1 the table's name) from $2.., one array per column,
     instead of from the staging table."""
@@ -99,22 +151,33 @@ async def write(
     rows: Sequence[Sequence[Any]],
     request_key: str,
     synchronous_commit: str,
-) -> bool:
+) -> bool | None:
     """Write one small part inside the caller's transaction; False when the ledger shows an
-    earlier attempt committed it (nothing is written then)."""
-    ledger = (request_key, part_id, table.name, len(rows))
+    earlier attempt committed it (nothing is written then). Into the shared table when
+    ``table.shared`` (audit): None when its owner-day was promoted (nothing claimed or
+    written: the caller writes the part into its own table)."""
     if table.kind == "audit":
         times = [row[0] for row in rows]
-        claimed = await connection.fetchrow(
-            audit_sql(table),
-            *ledger,
+        name, text, owner = (
+            (table.shared_name, shared_audit_sql(table), [table.owner_id])
+            if table.shared
+            else (table.name, audit_sql(table), [])
+        )
+        answer = await connection.fetchrow(
+            text,
+            request_key,
+            part_id,
+            name,
+            len(rows),
             min(times),
             max(times),
             synchronous_commit,
+            *owner,
             *columns_of(rows),
         )
-        assert claimed is not None
-        return bool(claimed[1])
+        assert answer is not None
+        return bool(answer[1]) if not table.shared or answer[2] else None
+    ledger = (request_key, part_id, table.name, len(rows))
     claim = await connection.fetchrow(FLOW_CLAIM_SQL, *ledger, synchronous_commit)
     assert claim is not None
     if not claim[1]:

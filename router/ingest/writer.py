@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import asyncpg
@@ -29,8 +29,10 @@ from router.db.names import DayTable
 from router.db.pools import ShardPools
 from router.ingest import statements
 from router.ingest.group_commit import GroupCommit, Pending
+from router.ingest.placements import SharedPlacements
 from router.lru import LRU
-from router.settings import IngestSettings
+from router.settings import IngestSettings, SharedSettings
+from router.sharing import registry as sharing_registry
 
 
 @dataclass
@@ -39,6 +41,9 @@ class Part:
     table: DayTable
     rows: Sequence[Sequence[Any]]
     shard: str
+    # May go into its shard's shared table of the day (router/ingest/sharing.py); the writer
+    # decides by its size and what it wrote before. ``table.shared``: it goes there.
+    shareable: bool = False
 
 
 class PartFailed(Exception):
@@ -106,14 +111,19 @@ class PartWriter:
         metadata: asyncpg.Pool,
         catalog: CatalogCache,
         settings: IngestSettings,
-        known_tables: int,
+        shared: SharedSettings,
     ) -> None:
-        """``known_tables``: how many day tables to remember (SharedSettings.known_tables)."""
+        """``shared``: how many day tables and placements to remember, the size a part goes
+        straight to an own table at."""
         self._pools = pools
         self._metadata = metadata
         self._catalog = catalog
         self._settings = settings
-        self.tables = KnownTables(known_tables)
+        self._own_table_rows = shared.own_table_rows
+        # Small owner-days go into shared tables (SHARDLOG_SHARED__ENABLED).
+        self.sharing = shared.enabled
+        self.tables = KnownTables(shared.known_tables)
+        self.placements = SharedPlacements(metadata, shared.placement_cache)
         # Told the shard after each commit (the live tail's wake-up, router/tail/signal.py).
         self.on_commit: Callable[[str], None] | None = None
         self._groups = (
@@ -129,6 +139,7 @@ class PartWriter:
     async def write(self, part: Part, shard: str, request_key: str | None) -> bool:
         """True when the rows were written now, False when the ledger shows an earlier attempt
         committed them. Raises PartFailed."""
+        part = self._placed(part, shard)
         if self._groups is not None and self._small(part, request_key):
             assert request_key is not None  # _small
             return await self._groups.write(part, shard, request_key)
@@ -138,6 +149,20 @@ class PartWriter:
         """Let the queued groups commit (at shutdown)."""
         if self._groups is not None:
             await self._groups.close()
+
+    def _placed(self, part: Part, shard: str) -> Part:
+        """The part bound for its shared table (``table.shared``), or its own table: shared
+        when shareable, unless the owner-day was promoted, or the part is larger than
+        SHARDLOG_SHARED__OWN_TABLE_ROWS and this router has not written the owner-day shared on
+        that shard."""
+        if not part.shareable:
+            return part
+        placement = self.placements.of(shard, part.table)
+        if placement == "promoted":
+            return part
+        if placement is None and len(part.rows) > self._own_table_rows:
+            return part
+        return replace(part, table=replace(part.table, own=False, shared=True))
 
     def _small(self, part: Part, request_key: str | None) -> bool:
         """Written by one INSERT (router/ingest/statements.py) rather than COPY."""
@@ -149,15 +174,22 @@ class PartWriter:
         except asyncpg.UndefinedTableError:
             # The day table was dropped since we last saw it (retention): create it again and
             # retry once.
-            self.tables.forget(shard, part.table.name)
+            self._forget(shard, part.table)
             return await self._attempt(part, shard, request_key)
+
+    def _forget(self, shard: str, table: DayTable) -> None:
+        if table.shared:
+            self.tables.forget(shard, table.shared_name)
+            self.placements.forget(shard, table)
+        else:
+            self.tables.forget(shard, table.name)
 
     async def _attempt(self, part: Part, shard: str, request_key: str | None) -> bool:
         async def load(connection: Connection) -> list[bool]:
             if request_key is not None and self._small(part, request_key):
                 return [await self._write_small(connection, part, shard, request_key)]
-            await self._open(connection, part, shard)
-            return [await self._load(connection, part, request_key)]
+            opened = await self._open(connection, part, shard)
+            return [await self._load(connection, opened, request_key)]
 
         try:
             return (await self._transaction(shard, [part.table], load))[0]
@@ -195,7 +227,7 @@ class PartWriter:
             # The server refused a statement (a day table dropped meanwhile, a constraint, a
             # timeout) and rolled the group back: each part alone, with its own outcome.
             for pending in group:
-                self.tables.forget(shard, pending.part.table.name)
+                self._forget(shard, pending.part.table)
             await asyncio.gather(
                 *(_settle(p, self._write_alone(p.part, shard, p.request_key)) for p in group)
             )
@@ -216,7 +248,8 @@ class PartWriter:
         committing = False
         try:
             async with self._pools.writer(shard).acquire() as connection:
-                for table in dict.fromkeys(tables):
+                # By name and place: an owner-day may have a part for each of its tables.
+                for table in {(t.name, t.shared): t for t in tables}.values():
                     await self._ensure_table(connection, shard, table)
                 transaction = connection.transaction()
                 await transaction.start()
@@ -246,20 +279,51 @@ class PartWriter:
         self, connection: Connection, part: Part, shard: str, request_key: str
     ) -> bool:
         synchronous_commit = self._synchronous_commit(shard, part.table.kind)
-        return await statements.write(
+        written = await statements.write(
             connection, part.table, part.id, part.rows, request_key, synchronous_commit
         )
+        if written is not None:
+            return written
+        own = await self._promoted(connection, part, shard)
+        again = await statements.write(
+            connection, own.table, own.id, own.rows, request_key, synchronous_commit
+        )
+        assert again is not None  # an own table is never promoted
+        return again
 
-    async def _open(self, connection: Connection, part: Part, shard: str) -> None:
+    async def _promoted(self, connection: Connection, part: Part, shard: str) -> Part:
+        """The owner-day was moved to its own table since this router wrote it shared: the
+        part goes there, in the same transaction (its table ensured in a savepoint)."""
+        self.placements.promoted(shard, part.table)
+        own = replace(part, table=replace(part.table, own=True, shared=False))
+        await self._ensure_table(connection, shard, own.table)
+        return own
+
+    async def _open(self, connection: Connection, part: Part, shard: str) -> Part:
         """The transaction's settings and, for audit, its line in the tail log (a flow part's
-        comes with its merge)."""
+        comes with its merge). A part bound for a shared table whose owner-day was promoted
+        meanwhile is bound for its own table instead: the part to load."""
         synchronous_commit = self._synchronous_commit(shard, part.table.kind)
         if part.table.kind != "audit" or not part.rows:
             await connection.execute(
                 "SELECT set_config('synchronous_commit', $1, true)", synchronous_commit
             )
-            return
+            return part
         times = [row[0] for row in part.rows]
+        if part.table.shared:
+            placed = await connection.fetchval(
+                statements.shared_opening_sql(part.table),
+                synchronous_commit,
+                part.table.shared_name,
+                min(times),
+                max(times),
+                len(times),
+                part.table.owner_id,
+                column=2,
+            )
+            if placed:
+                return part
+            part = await self._promoted(connection, part, shard)
         await connection.execute(
             ddl.AUDIT_OPENING_SQL,
             synchronous_commit,
@@ -268,6 +332,7 @@ class PartWriter:
             max(times),
             len(times),
         )
+        return part
 
     def _synchronous_commit(self, shard: str, kind: str) -> str:
         """'on' waits for a standby (where one is configured), 'local' does not."""
@@ -279,6 +344,9 @@ class PartWriter:
         return group.synchronous_commit(kind)
 
     async def _ensure_table(self, connection: Connection, shard: str, table: DayTable) -> None:
+        if table.shared:
+            await self._ensure_shared(connection, shard, table)
+            return
         if (shard, table.name) in self.tables:
             return
         index = self._settings.audit_index if table.kind == "audit" else self._settings.flow_index
@@ -290,20 +358,34 @@ class PartWriter:
         )
         self.tables.add(shard, table.name)
 
+    async def _ensure_shared(self, connection: Connection, shard: str, table: DayTable) -> None:
+        """The shard-day's shared tables made and registered (the ahead job's, when it was
+        late or the day is past), and the owner-day's owner_days row and the owner's
+        owner_shards row written, before any row goes in: a search never misses committed
+        rows."""
+        if (shard, table.shared_name) not in self.tables:
+            for relation in (table.kind, "owner_days"):
+                await ddl.ensure_shared(connection, relation, table.day)
+            await sharing_registry.register_shard_day(self._metadata, table.kind, table.day, shard)
+            self.tables.add(shard, table.shared_name)
+        await self.placements.ensure(connection, shard, table)
+
     async def _load(self, connection: Connection, part: Part, request_key: str | None) -> bool:
+        written = part.table.shared_name if part.table.shared else part.table.name
         if request_key is not None:
             claimed = await connection.fetchval(
                 "INSERT INTO ingest_ledger (request_key, part, table_name, rows) "
                 "VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING RETURNING true",
                 request_key,
                 part.id,
-                part.table.name,
+                written,
                 len(part.rows),
             )
             if not claimed:
                 return False
         if part.table.kind == "audit":
-            await copy_audit_rows(connection, part.table.name, part.rows)
+            # Into a shared table, each row's owner is the transaction's (_open).
+            await copy_audit_rows(connection, written, part.rows)
         else:
             # Created in the batch's transaction: a temporary table made once per session
             # (pool init) was seen to lose its file under load (58P01).

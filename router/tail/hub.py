@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -30,7 +31,7 @@ from router.catalog.snapshot import OwnerMapping
 from router.db import roles
 from router.db.connection import Connection, prepare_shard_connection
 from router.db.failures import DRIVER_ERRORS, describe
-from router.db.names import DayTable, parse_day_table
+from router.db.names import DayTable, Kind, day_table, parse_day_table, parse_shared_table
 from router.db.pools import ShardPools, connect
 from router.errors import BUG_MARKER, Unavailable
 from router.lru import LRU
@@ -439,16 +440,36 @@ class TailHub:
 def written_ranges(
     lines: list[asyncpg.Record], kind: str | None = None
 ) -> dict[DayTable, tuple[datetime, datetime]]:
-    """The day tables (of ``kind``, else of both) that the tail log's ``lines`` name, each with
-    the time range its writes covered."""
+    """The owner-days (of ``kind``, else of both) that the tail log's ``lines`` name, each with
+    the time range its writes covered: a line of a day table names it, a line of a shared
+    table names the table and the owner whose rows it wrote (``DayTable.shared``); an
+    owner-day written in both places is read in both."""
     ranges: dict[DayTable, tuple[datetime, datetime]] = {}
+    places: dict[DayTable, tuple[bool, bool]] = {}
     for line in lines:
-        table = parse_day_table(line["table_name"])
+        table = _written_table(line)
         if table is None or (kind is not None and table.kind != kind):
             continue
         first, last = ranges.get(table, (line["first_ts"], line["last_ts"]))
         ranges[table] = (min(first, line["first_ts"]), max(last, line["last_ts"]))
-    return ranges
+        own, shared = places.get(table, (False, False))
+        places[table] = (own or table.own, shared or table.shared)
+    return {
+        replace(table, own=places[table][0], shared=places[table][1]): span
+        for table, span in ranges.items()
+    }
+
+
+def _written_table(line: asyncpg.Record) -> DayTable | None:
+    table = parse_day_table(line["table_name"])
+    if table is not None:
+        return table
+    shared = parse_shared_table(line["table_name"])
+    owner_id = line["owner_id"]
+    if shared is None or shared[0] == "owner_days" or owner_id is None:
+        return None
+    kind: Kind = "audit" if shared[0] == "audit" else "flow"
+    return replace(day_table(kind, owner_id, shared[1]), own=False, shared=True)
 
 
 def _joined(records: list[Any], more: list[Any], offset: int) -> list[Any]:

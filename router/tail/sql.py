@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from router.compaction import layout
 from router.db import ddl
 from router.db.names import DayTable
 from router.search import sql as search_sql
@@ -31,7 +32,7 @@ def log_sql(start: ShardSnapshot, until: ShardSnapshot | None) -> tuple[str, lis
         until_text = params.add(until.text())
         condition += f" AND pg_visible_in_snapshot(xid, {until_text}::text::pg_snapshot)"
     return (
-        "SELECT table_name, first_ts, last_ts, xid::text::bigint AS xid, logged_at "
+        "SELECT table_name, owner_id, first_ts, last_ts, xid::text::bigint AS xid, logged_at "
         f"FROM tail_log WHERE {condition}",
         params.values,
     )
@@ -81,7 +82,7 @@ def rows_sql(
         where.append("(" + " OR ".join(f"({c})" for c in conditions) + ")")
     return (
         f"SELECT {columns}, {change}::text::bigint AS xid, {merged} AS merged{flags} "
-        f"FROM {table.quoted} WHERE {' AND '.join(where)}",
+        f"FROM {layout.heap(table)} WHERE {' AND '.join(where)}",
         params.values,
     )
 
@@ -116,7 +117,7 @@ def catch_up_sql(
         keyset = search_sql.keyset(after, shard, table.owner_id, column, False, params)
         branches.append(
             f"(SELECT {columns}, {int(table.owner_id)}::bigint AS owner_id, "
-            f"{change}::text::bigint AS xid, {merged} AS merged FROM {table.quoted} "
+            f"{change}::text::bigint AS xid, {merged} AS merged FROM {layout.heap(table)} "
             f"WHERE {column} >= {params.add(first_ts)} AND {column} <= {params.add(last_ts)} "
             f"AND {_after(change, since)} "
             f"AND pg_visible_in_snapshot({change}, {seen_by}::text::pg_snapshot) "

@@ -126,10 +126,10 @@ async def move_rows(
     dsn: str, table: DayTable, share: str, metadata: asyncpg.Pool, shard: str
 ) -> int:
     """Rows of ``table`` into its shard's shared table of the day with their ids: ``share``
-    "half" (the even ids) or "all" (then the day table is forgotten and dropped, as retention
-    drops one). The rows moved."""
+    "half" (about half, by a hash of the id) or "all" (then the day table is forgotten and
+    dropped, as retention drops one). The rows moved."""
     columns = AUDIT_COLUMNS if table.kind == "audit" else FLOW_COLUMNS
-    which = "id % 2 = 0" if share == "half" else "true"
+    which = "hashtext(id::text) % 2 = 0" if share == "half" else "true"
     connection = await asyncpg.connect(dsn)
     try:
         async with connection.transaction():

@@ -1,0 +1,220 @@
+"""Ingest into shared tables (issue 38, step 3; docs/architecture.md, "Placement: shared or own",
+"The write"): a router with SHARDLOG_SHARED__ENABLED writes small audit owner-days into the
+shard's shared table of their day (odd ids), a part larger than SHARDLOG_SHARED__OWN_TABLE_ROWS
+of an owner-day it has not written shared into the owner-day's own table (even ids), every row
+once whatever the retries, behind the fence of the owner-day's owner_days row (a promoted
+owner-day's next part goes to its own table); searches read both, the live tail delivers rows
+written shared. The oracle is what the test wrote."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from bench.shard_view import catalog_shards, day_tables, owner_id, shard_sql
+from router.db.names import owner_days_table, shared_table
+from router.settings import Settings
+from services.router_process import RouterProcess
+from tests.support import another_router, past_day, running_router, search_items
+from tests.tail_client import TailClient
+
+DAY = past_day(6, 12)
+WINDOW = {
+    "from": (DAY - timedelta(hours=12)).isoformat(),
+    "to": (DAY + timedelta(hours=12)).isoformat(),
+}
+OWN_TABLE_ROWS = 30
+
+
+@pytest.fixture(scope="module")
+def sharing_router(
+    settings: Settings, tmp_path_factory: pytest.TempPathFactory, api: httpx.Client
+) -> Iterator[RouterProcess]:
+    """A router writing small owner-days shared; the shared tables it made are dropped after."""
+    before = _shared_relations(api)
+    env = {
+        "SHARDLOG_SHARED__ENABLED": "true",
+        "SHARDLOG_SHARED__OWN_TABLE_ROWS": str(OWN_TABLE_ROWS),
+        "SHARDLOG_RETENTION__ENABLED": "false",
+    }
+    router = another_router(settings, tmp_path_factory.mktemp("sharing-router"), env)
+    with running_router(router):
+        yield router
+    for shard, dsn in catalog_shards(api).items():
+        for name in sorted(_shared_relations(api).get(shard, set()) - before.get(shard, set())):
+            shard_sql(dsn, f'DROP TABLE IF EXISTS "{name}"')
+
+
+def _shared_relations(api: httpx.Client) -> dict[str, set[str]]:
+    found = {}
+    for shard, dsn in catalog_shards(api).items():
+        text = shard_sql(
+            dsn,
+            "SELECT string_agg(relname, ',') FROM pg_class WHERE relkind = 'r' "
+            "AND relname ~ '^(audit_shared|flow_shared|owner_days)_[0-9]{8}$'",
+        )
+        found[shard] = set(filter(None, text.strip().split(",")))
+    return found
+
+
+@pytest.fixture(scope="module")
+def client(sharing_router: RouterProcess, api: httpx.Client) -> Iterator[httpx.Client]:
+    token = api.headers["Authorization"]
+    with httpx.Client(
+        base_url=sharing_router.url, headers={"Authorization": token}, timeout=60
+    ) as session:
+        yield session
+
+
+def post(client: httpx.Client, records: list[dict[str, Any]], key: str | None = None) -> Any:
+    headers = {"content-type": "application/x-ndjson"}
+    if key is not None:
+        headers["Idempotency-Key"] = key
+    response = client.post(
+        "/v1/audit", content=b"".join(orjson.dumps(r) + b"\n" for r in records), headers=headers
+    )
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def records(owner: str, n: int, tag: str, start: int = 0) -> list[dict[str, Any]]:
+    return [
+        {
+            "owner": owner,
+            "ts": (DAY + timedelta(seconds=start + i)).isoformat(),
+            "content": f"{tag} {i}",
+            "attrs": {"n": i} if i % 2 else None,
+        }
+        for i in range(n)
+    ]
+
+
+def placed(api: httpx.Client, owner: str) -> dict[str, list[int]]:
+    """Where the owner's rows of DAY are: the ids in shared tables, the ids in own tables."""
+    ident = owner_id(api, "audit", owner)
+    assert ident is not None
+    dsns = catalog_shards(api)
+    shared: list[int] = []
+    name = shared_table("audit", DAY.date())
+    for dsn in dsns.values():
+        if shard_sql(dsn, f"SELECT to_regclass('\"{name}\"') IS NULL").strip() == "t":
+            continue  # a shard added since (other tests add and remove some)
+        text = shard_sql(
+            dsn, f"SELECT string_agg(id::text, ',') FROM \"{name}\" WHERE owner_id = {ident}"
+        )
+        shared += [int(i) for i in text.strip().split(",") if i]
+    own: list[int] = []
+    for shard, names in day_tables(api, "audit", ident).items():
+        for name in names:
+            text = shard_sql(dsns[shard], f"SELECT string_agg(id::text, ',') FROM \"{name}\"")
+            own += [int(i) for i in text.strip().split(",") if i]
+    return {"shared": shared, "own": own}
+
+
+def contents(client: httpx.Client, owner: str) -> list[str]:
+    items = search_items(client, "audit", {"owner": owner, **WINDOW, "limit": 1000})
+    return [item["content"] for item in items]
+
+
+def test_small_owner_days_go_to_shared_tables_with_odd_ids(
+    client: httpx.Client, api: httpx.Client
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    owners = [f"small-{tag}-{n}" for n in range(5)]
+    for owner in owners:
+        post(client, records(owner, 3, "keyed"), key=uuid.uuid4().hex)  # one INSERT each
+        post(client, records(owner, 4, "copied", 10))  # no key: COPY
+    for owner in owners:
+        where = placed(api, owner)
+        assert len(where["shared"]) == 7 and where["own"] == [], (owner, where)
+        assert all(ident % 2 == 1 for ident in where["shared"]), where
+        assert not day_tables(api, "audit", owner_id(api, "audit", owner) or 0)
+        expected = [f"keyed {i}" for i in range(3)] + [f"copied {i}" for i in range(4)]
+        assert contents(client, owner) == expected
+        assert contents(api, owner) == expected  # the session's router reads them too
+
+
+def test_a_large_part_goes_to_its_own_table_with_even_ids_and_later_ones_shared(
+    client: httpx.Client, api: httpx.Client
+) -> None:
+    owner = f"large-{uuid.uuid4().hex[:8]}"
+    post(client, records(owner, 4 * OWN_TABLE_ROWS, "big"), key=uuid.uuid4().hex)
+    first = placed(api, owner)
+    assert len(first["own"]) == 4 * OWN_TABLE_ROWS and first["shared"] == [], first
+    assert all(ident % 2 == 0 for ident in first["own"]), first
+    post(client, records(owner, 5, "small", 1000), key=uuid.uuid4().hex)
+    second = placed(api, owner)
+    assert len(second["shared"]) == 5 and len(second["own"]) == 4 * OWN_TABLE_ROWS, second
+    assert not set(second["shared"]) & set(second["own"])
+    expected = [f"big {i}" for i in range(4 * OWN_TABLE_ROWS)] + [f"small {i}" for i in range(5)]
+    assert contents(client, owner) == expected
+    count = client.get(
+        "/v1/audit/search", params={"owner": owner, **WINDOW, "limit": 1, "count": "exact"}
+    ).json()["count"]["value"]
+    assert count == len(expected)
+
+
+def test_a_retried_request_is_written_once(client: httpx.Client, api: httpx.Client) -> None:
+    owner = f"retried-{uuid.uuid4().hex[:8]}"
+    key = uuid.uuid4().hex
+    batch = records(owner, 6, "once")
+    for _ in range(3):
+        assert post(client, batch, key=key)["accepted"] == 6
+    assert len(placed(api, owner)["shared"]) == 6
+    assert contents(client, owner) == [f"once {i}" for i in range(6)]
+
+
+def test_a_promoted_owner_day_takes_its_next_parts_in_its_own_table(
+    client: httpx.Client, api: httpx.Client
+) -> None:
+    """The fence: once an owner-day's owner_days row says promoted (as the promotion's move
+    sets it), a router that still believes it shared writes nothing there, and the part goes
+    to the owner-day's own table in the same transaction, keyed or COPY."""
+    owner = f"fenced-{uuid.uuid4().hex[:8]}"
+    post(client, records(owner, 3, "before"), key=uuid.uuid4().hex)
+    ident = owner_id(api, "audit", owner)
+    # On every shard (the next parts may go to others of the owner's spread).
+    fence = owner_days_table(DAY.date())
+    for dsn in catalog_shards(api).values():
+        if shard_sql(dsn, f"SELECT to_regclass('\"{fence}\"') IS NULL").strip() == "t":
+            continue  # a shard added since (other tests add and remove some)
+        shard_sql(
+            dsn,
+            f'INSERT INTO "{owner_days_table(DAY.date())}" (kind, owner_id, promoted) '
+            f"VALUES ('audit', {ident}, true) ON CONFLICT (owner_id, kind) "
+            "DO UPDATE SET promoted = true",
+        )
+    post(client, records(owner, 3, "keyed", 100), key=uuid.uuid4().hex)
+    post(client, records(owner, 4, "copied", 200))
+    where = placed(api, owner)
+    assert len(where["shared"]) == 3 and len(where["own"]) == 7, where
+    assert all(ident % 2 == 0 for ident in where["own"]), where
+    expected = (
+        [f"before {i}" for i in range(3)]
+        + [f"keyed {i}" for i in range(3)]
+        + [f"copied {i}" for i in range(4)]
+    )
+    assert contents(client, owner) == expected
+
+
+def test_the_tail_delivers_rows_written_shared(
+    client: httpx.Client, sharing_router: RouterProcess, api_token: str, api: httpx.Client
+) -> None:
+    owner = f"tailed-{uuid.uuid4().hex[:8]}"
+    stream = TailClient(sharing_router.url, "/v1/audit/tail", {"owner": owner}, api_token)
+    with stream.start().subscribed() as tail:
+        now = [{"owner": owner, "content": f"live {i}"} for i in range(5)]
+        post(client, now, key=uuid.uuid4().hex)
+        post(client, [{"owner": owner, "content": "copied"}])
+        tail.wait(lambda c: len(c.rows()) >= 6)
+        rows = tail.rows()
+    assert sorted(r["content"] for r in rows) == sorted(
+        [f"live {i}" for i in range(5)] + ["copied"]
+    )
+    assert all(r["owner"] == owner and r["id"] % 2 == 1 for r in rows), rows
