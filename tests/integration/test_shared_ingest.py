@@ -8,6 +8,9 @@ written shared. The oracle is what the test wrote."""
 
 from __future__ import annotations
 
+import concurrent.futures
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
@@ -20,6 +23,7 @@ import pytest
 from bench.shard_view import catalog_shards, day_tables, owner_id, shard_sql
 from router.db.names import owner_days_table, shared_table
 from router.settings import Settings
+from services.cluster import LocalCluster
 from services.router_process import RouterProcess
 from tests.support import another_router, past_day, running_router, search_items
 from tests.tail_client import TailClient
@@ -218,3 +222,50 @@ def test_the_tail_delivers_rows_written_shared(
         [f"live {i}" for i in range(5)] + ["copied"]
     )
     assert all(r["owner"] == owner and r["id"] % 2 == 1 for r in rows), rows
+
+
+def test_a_shard_stopped_during_shared_writes_loses_and_duplicates_nothing(
+    client: httpx.Client, api: httpx.Client, cluster: LocalCluster
+) -> None:
+    """Writers of small keyed requests keep going while a shard of their group stops for a few
+    seconds, retrying with the same Idempotency-Key as documented: every request acknowledged,
+    each row once and in a shared table (a part moved to another shard of the group is recorded
+    there before it is written, so searches find it)."""
+    owner = f"stopped-{uuid.uuid4().hex[:8]}"
+    mapped = api.put(
+        "/v1/admin/owners",
+        json={"kind": "audit", "key": owner, "group": "group2", "tenant": "system"},
+    )
+    assert mapped.status_code in (200, 201), mapped.text
+    victim = next(s for s in cluster.shards if s.spec.group == "group2")
+    batches = [records(owner, 5, f"b{n}", 10 * n) for n in range(40)]
+
+    def write(batch: list[dict[str, Any]]) -> int:
+        key = uuid.uuid4().hex
+        deadline = time.monotonic() + 45
+        while True:
+            response = client.post(
+                "/v1/audit",
+                content=b"".join(orjson.dumps(r) + b"\n" for r in batch),
+                headers={"content-type": "application/x-ndjson", "Idempotency-Key": key},
+            )
+            if response.status_code not in (409, 503) or time.monotonic() > deadline:
+                return response.status_code
+            time.sleep(0.2)
+
+    stopper = threading.Timer(0.3, victim.stop)
+    restarter = threading.Timer(3.0, victim.start)
+    stopper.start()
+    restarter.start()
+    try:
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            statuses = list(pool.map(write, batches))
+    finally:
+        stopper.join()
+        restarter.join()
+        victim.start()
+    assert statuses == [200] * len(batches)
+    expected = sorted(f"b{n} {i}" for n in range(40) for i in range(5))
+    assert sorted(contents(client, owner)) == expected
+    where = placed(api, owner)
+    assert len(where["shared"]) == len(expected) and where["own"] == [], where
