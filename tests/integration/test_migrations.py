@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import shutil
 import uuid
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 
 import asyncpg
 import pytest
 
 from router.db import ddl, roles
-from router.db.migrate import MigrationError, migrate
-from router.db.names import DayTable, day_table, parent_table
+from router.db.migrate import MigrationError, load_migrations, migrate
+from router.db.names import DayTable, day_table, parent_table, shared_table
 from router.search import fdw
 from router.settings import Settings
 from services.cluster import LocalCluster
@@ -331,3 +331,61 @@ async def test_statement_statistics_migrate_before_the_library_is_loaded(
             await connection.close()
     finally:
         instance.stop()
+
+
+async def test_sharing_starts_after_every_day_with_a_day_table(
+    scratch_db, settings: Settings, tmp_path: Path
+) -> None:
+    """Metadata 0020: sharing_from is after the last day with a day table and after the day
+    the migration ran (a router of the previous version may still make today's tables); in a
+    catalog without day tables, any day."""
+    await migrate(scratch_db, schema_before(settings, tmp_path, 20, "metadata"), "metadata")
+    await scratch_db.execute("INSERT INTO shard_groups (name, placement) VALUES ('g', 'hash')")
+    await scratch_db.execute(
+        "INSERT INTO shards (name, group_name, dsn) VALUES ('s1', 'g', 'postgresql://x/y')"
+    )
+    today = await scratch_db.fetchval("SELECT current_date")  # the migration's own today
+    late = today + timedelta(days=3)
+    await scratch_db.execute(
+        "INSERT INTO day_tables (kind, owner_id, day, shard) VALUES ('audit', 1, $1, 's1')", late
+    )
+    await migrate(scratch_db, settings.schema_dir, "metadata")
+    assert await scratch_db.fetchval("SELECT sharing_from FROM sharing") == late + timedelta(1)
+    await scratch_db.execute("DROP TABLE sharing")
+    await scratch_db.execute("DELETE FROM day_tables")
+    await scratch_db.execute(
+        "INSERT INTO day_tables (kind, owner_id, day, shard) VALUES ('audit', 1, $1, 's1')",
+        today - timedelta(days=9),
+    )
+    migration = next(m for m in load_migrations(settings.schema_dir, "metadata") if m.version == 20)
+    await scratch_db.execute(migration.sql)
+    assert await scratch_db.fetchval("SELECT sharing_from FROM sharing") == today + timedelta(1)
+
+
+async def test_fresh_catalogs_share_any_day(scratch_db, settings: Settings) -> None:
+    await migrate(scratch_db, settings.schema_dir, "metadata")
+    assert await scratch_db.fetchval("SELECT sharing_from FROM sharing") == date(1, 1, 1)
+
+
+async def test_shared_tables_made_before_get_their_owner_default(
+    scratch_db, settings: Settings, tmp_path: Path
+) -> None:
+    """Shard 0013: a shared table made ahead by an older router takes a COPY's owner from the
+    transaction's shardlog.owner_id, and refuses a row without one."""
+    await migrate(scratch_db, schema_before(settings, tmp_path, 13), "shard")
+    day = date(2026, 1, 1)
+    older = [
+        s.replace(ddl.SHARED_OWNER_COLUMN, "owner_id bigint NOT NULL")
+        for s in ddl.shared_ddl("audit", day)
+    ]
+    for statement in older:
+        await scratch_db.execute(statement)
+    await migrate(scratch_db, settings.schema_dir, "shard")
+    table = f'"{shared_table("audit", day)}"'
+    async with scratch_db.transaction():
+        await scratch_db.execute("SELECT set_config('shardlog.owner_id', '42', true)")
+        await scratch_db.execute(f"INSERT INTO {table} (ts, content) VALUES (now(), 'x')")
+    assert await scratch_db.fetchval(f"SELECT owner_id FROM {table}") == 42
+    # Never set in the session, or set by an earlier transaction and reset to empty.
+    with pytest.raises((asyncpg.UndefinedObjectError, asyncpg.InvalidTextRepresentationError)):
+        await scratch_db.execute(f"INSERT INTO {table} (ts, content) VALUES (now(), 'y')")
