@@ -1,0 +1,229 @@
+"""The promotion of an owner-day from the shared table to its own (issue 38, step 4;
+docs/architecture.md, "Promotion"): writers keep writing and a consistent cursor stays open
+across the move, and in the end every row written is there once with its id, the cursor's
+pages are the rows its snapshot saw, a keyed retry after the move writes nothing; a promotion
+killed inside its move leaves every row where it was, and the next run completes it. The
+oracle is what the test wrote."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import sys
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import asyncpg
+import httpx
+import orjson
+import pytest
+
+from bench.shard_view import catalog_shards, day_tables, owner_id, shard_sql
+from router.db.names import owner_days_table, shared_table
+from router.settings import REPO_ROOT, Settings
+from tests.support import (
+    another_router,
+    cli_env,
+    eventually,
+    past_day,
+    run_cli,
+    running_router,
+    search_items,
+)
+
+DAY = past_day(7, 12)
+WINDOW = {
+    "from": (DAY - timedelta(hours=12)).isoformat(),
+    "to": (DAY + timedelta(hours=12)).isoformat(),
+}
+OWN_TABLE_ROWS = 8
+SHARING = {
+    "SHARDLOG_SHARED__ENABLED": "true",
+    "SHARDLOG_SHARED__OWN_TABLE_ROWS": str(OWN_TABLE_ROWS),
+    # The test promotes by `shardlog sharing promote`; the router's job would too, later.
+    "SHARDLOG_SHARED__PROMOTE_INTERVAL_S": "3600",
+    "SHARDLOG_RETENTION__ENABLED": "false",
+}
+
+
+@pytest.fixture(scope="module")
+def client(
+    settings: Settings, tmp_path_factory: pytest.TempPathFactory, api: httpx.Client
+) -> Iterator[httpx.Client]:
+    router = another_router(settings, tmp_path_factory.mktemp("promoting-router"), SHARING)
+    with (
+        running_router(router),
+        httpx.Client(
+            base_url=router.url, headers={"Authorization": api.headers["Authorization"]}, timeout=60
+        ) as session,
+    ):
+        yield session
+
+
+def post(client: httpx.Client, records: list[dict[str, Any]], key: str) -> None:
+    response = client.post(
+        "/v1/audit",
+        content=b"".join(orjson.dumps(r) + b"\n" for r in records),
+        headers={"content-type": "application/x-ndjson", "Idempotency-Key": key},
+    )
+    assert response.status_code == 200, response.text
+
+
+def batch(owner: str, tag: str, n: int = 4) -> list[dict[str, Any]]:
+    return [
+        {"owner": owner, "ts": (DAY + timedelta(seconds=i)).isoformat(), "content": f"{tag} {i}"}
+        for i in range(n)
+    ]
+
+
+def promote(settings: Settings) -> dict[str, Any]:
+    done = run_cli(
+        settings, "sharing", "promote", "--json", "--day", DAY.date().isoformat(), env=SHARING
+    )
+    assert done.returncode == 0, done.stderr
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+def where(api: httpx.Client, owner: str) -> dict[str, list[int]]:
+    """The owner's ids of DAY in shared tables and in its own tables."""
+    ident = owner_id(api, "audit", owner)
+    assert ident is not None
+    dsns = catalog_shards(api)
+    found: dict[str, list[int]] = {"shared": [], "own": []}
+    name = shared_table("audit", DAY.date())
+    for dsn in dsns.values():
+        if shard_sql(dsn, f"SELECT to_regclass('\"{name}\"') IS NULL").strip() == "t":
+            continue
+        text = shard_sql(
+            dsn, f"SELECT string_agg(id::text, ',') FROM \"{name}\" WHERE owner_id = {ident}"
+        )
+        found["shared"] += [int(i) for i in text.strip().split(",") if i]
+    for shard, names in day_tables(api, "audit", ident).items():
+        for table in names:
+            text = shard_sql(dsns[shard], f"SELECT string_agg(id::text, ',') FROM \"{table}\"")
+            found["own"] += [int(i) for i in text.strip().split(",") if i]
+    return found
+
+
+def contents(client: httpx.Client, owner: str) -> list[str]:
+    items = search_items(client, "audit", {"owner": owner, **WINDOW, "limit": 1000})
+    return sorted(item["content"] for item in items)
+
+
+def test_a_promotion_under_writes_and_an_open_cursor_loses_doubles_and_misses_nothing(
+    client: httpx.Client, api: httpx.Client, settings: Settings
+) -> None:
+    owner = f"promoted-{uuid.uuid4().hex[:8]}"
+    keys = {f"early{n}": uuid.uuid4().hex for n in range(8)}
+    for tag, key in keys.items():
+        post(client, batch(owner, tag), key)
+    before = where(api, owner)
+    assert len(before["shared"]) == 32 and before["own"] == [], before
+    params = {"owner": owner, **WINDOW, "limit": 5, "consistent": "true"}
+    first = client.get("/v1/audit/search", params=params).json()
+    seen = [item["content"] for item in first["items"]]
+
+    late = {f"late{n}": uuid.uuid4().hex for n in range(16)}
+
+    def write(item: tuple[str, str]) -> None:
+        post(client, batch(owner, item[0]), item[1])
+
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        writing = pool.map(write, late.items())
+        report = promote(settings)
+        list(writing)
+    moved = sum(p["rows"] for p in report["promoted"])
+    assert report["promoted"] and moved > 0 and not report["failed"], report
+    # The consistent cursor's pages are the rows its snapshot saw: the early ones, each once.
+    cursor = first["next_cursor"]
+    while cursor:
+        page = client.get("/v1/audit/search", params={**params, "cursor": cursor}).json()
+        seen += [item["content"] for item in page["items"]]
+        cursor = page["next_cursor"]
+    early = sorted(f"{tag} {i}" for tag in keys for i in range(4))
+    assert sorted(seen) == early
+    # Every row written, once; ids unique per shard; a keyed retry after the move is skipped.
+    expected = sorted(early + [f"{tag} {i}" for tag in late for i in range(4)])
+    assert contents(client, owner) == expected
+    post(client, batch(owner, "early0"), keys["early0"])
+    assert contents(client, owner) == expected
+    items = search_items(client, "audit", {"owner": owner, **WINDOW, "limit": 1000})
+    assert len({(i["shard"], i["id"]) for i in items}) == len(items)
+    after = where(api, owner)
+    assert len(after["own"]) >= moved and len(after["own"]) + len(after["shared"]) == len(expected)
+    # The next run finds nothing left over the threshold where it moved.
+    again = promote(settings)
+    assert not again["failed"], again
+
+
+async def test_a_promotion_killed_inside_its_move_leaves_every_row_in_place(
+    client: httpx.Client, api: httpx.Client, settings: Settings
+) -> None:
+    """The move waits for a writer holding the owner-day's fence; the promotion is killed
+    (SIGKILL) while it waits inside its transaction: every row stays in the shared table,
+    found by searches, and the next run moves them all."""
+    owner = f"killed-{uuid.uuid4().hex[:8]}"
+    for n in range(6):
+        post(client, batch(owner, f"k{n}"), uuid.uuid4().hex)
+    expected = sorted(f"k{n} {i}" for n in range(6) for i in range(4))
+    ident = owner_id(api, "audit", owner)
+    dsns = catalog_shards(api)
+    fence = owner_days_table(DAY.date())
+    holders = []
+    for dsn in dsns.values():
+        connection = await asyncpg.connect(dsn)
+        if await connection.fetchval("SELECT to_regclass($1) IS NULL", f'"{fence}"'):
+            await connection.close()
+            continue
+        transaction = connection.transaction()
+        await transaction.start()
+        await connection.execute(
+            f"SELECT 1 FROM \"{fence}\" WHERE owner_id = $1 AND kind = 'audit' FOR SHARE", ident
+        )
+        holders.append((connection, transaction))
+    env = {**cli_env(settings), **SHARING, "SHARDLOG_SHARED__PROMOTE_LOCK_TIMEOUT_MS": "60000"}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "router.cli",
+        "sharing",
+        "promote",
+        "--day",
+        DAY.date().isoformat(),
+        env=env,
+        cwd=REPO_ROOT,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+
+        def waiting() -> bool:
+            for dsn in dsns.values():
+                found = shard_sql(
+                    dsn,
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    f"AND query LIKE 'UPDATE \"{fence}\"%'",
+                )
+                if found.strip() not in ("", "0"):
+                    return True
+            return False
+
+        await asyncio.to_thread(eventually, waiting, 30)
+        process.kill()
+        await asyncio.wait_for(process.wait(), 10)
+    finally:
+        if process.returncode is None:
+            process.kill()
+        for connection, transaction in holders:
+            await transaction.rollback()
+            await connection.close()
+    assert sorted(contents(client, owner)) == expected
+    assert len(where(api, owner)["shared"]) == len(expected)
+    report = promote(settings)
+    assert not report["failed"], report
+    assert where(api, owner)["shared"] == []
+    assert contents(client, owner) == expected
