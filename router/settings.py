@@ -704,6 +704,14 @@ class SharedSettings(Section):
         description="How long a promotion's move waits for the writes in flight of its "
         "owner-day; past it the owner-day is left to the next run.",
     )
+    promote_settle_s: float = Field(
+        65.0,
+        ge=0,
+        description="Seconds a promotion run waits between recording the own tables of the "
+        "owner-days it found and moving their rows: longer than a reader's plan lives before "
+        "its statements read (two report shard deadlines, SHARDLOG_REPORT__SHARD_TIMEOUT_S, "
+        "and a margin), so none reads the shared table alone after the move.",
+    )
     placement_cache: int = Field(
         200_000,
         ge=1,

@@ -48,9 +48,8 @@ async def locked_promotion(
                     pools,
                     snapshot,
                     days or [today - timedelta(days=1), today],
-                    shared.own_table_rows,
+                    shared,
                     ingest,
-                    shared.promote_lock_timeout_ms,
                 )
             finally:
                 await lock_connection.execute("SELECT pg_advisory_unlock($1)", RUN_LOCK)

@@ -5,7 +5,8 @@ repeated or skipped:
 
 1. **Own table**: made on the shard (even ids) and recorded in the catalog (day_tables and the
    coordinator), as a write's first part of an owner-day does. Readers read an owner-day as
-   its own table and its shared rows together: a new empty table changes no answer.
+   its own table and its shared rows together: a new empty table changes no answer. Then a
+   wait (SHARDLOG_SHARED__PROMOTE_SETTLE_S, once per run) for the readers that planned before.
 2. **Move**, one READ COMMITTED transaction on the shard, as the writer, under lock_timeout:
    the owner-day's owner_days row set promoted (waiting for the writes in flight that hold it
    FOR SHARE; new ones queue behind it, then find it promoted and write into the own table),
@@ -21,6 +22,7 @@ shared)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Sequence
@@ -36,7 +38,7 @@ from router.db import ddl
 from router.db.failures import DRIVER_ERRORS, describe
 from router.db.names import DayTable, day_table, owner_days_table, quote_ident, shared_table
 from router.db.pools import ShardPools
-from router.settings import IngestSettings
+from router.settings import IngestSettings, SharedSettings
 
 log = logging.getLogger(__name__)
 
@@ -132,21 +134,23 @@ _MOVE = """
 """
 
 
-async def promote(
+async def prepare(
     metadata: asyncpg.Pool,
     pools: ShardPools,
     snapshot: CatalogSnapshot,
     shard: str,
     table: DayTable,
     ingest: IngestSettings,
-    lock_timeout_ms: int,
-) -> Promoted:
-    """Both steps for one owner-day on one shard; raises on a failure (nothing half done)."""
-    started = time.monotonic()
+) -> None:
+    """Step 1: the owner-day's own table made on the shard and recorded in the catalog."""
     known = snapshot.shards[shard]
     async with pools.writer(shard).acquire() as connection:
         await ddl.ensure_table(connection, table, ingest.audit_index)
     await day_tables.record(metadata, table, known, pools.coordinator_login(known.dsn))
+
+
+async def move(pools: ShardPools, shard: str, table: DayTable, lock_timeout_ms: int) -> int:
+    """Step 2: the owner-day's shared rows moved into its own table; the rows moved."""
     shared = quote_ident(shared_table("audit", table.day))
     fence = quote_ident(owner_days_table(table.day))
     async with pools.writer(shard).acquire() as connection, connection.transaction():
@@ -165,7 +169,7 @@ async def promote(
                 f"{answer['copied']} inserted, checksums {answer['moved_sum']} and "
                 f"{answer['copied_sum']}"
             )
-    return Promoted(shard, table, int(answer["moved"]), time.monotonic() - started)
+    return int(answer["moved"])
 
 
 async def promote_all(
@@ -173,29 +177,44 @@ async def promote_all(
     pools: ShardPools,
     snapshot: CatalogSnapshot,
     days: Sequence[date],
-    threshold: int,
+    shared: SharedSettings,
     ingest: IngestSettings,
-    lock_timeout_ms: int,
 ) -> PromotionReport:
-    """Survey and promote on every active or draining shard, the owner-days one by one; a
+    """Survey every active or draining shard, make and record the own tables of what it found,
+    wait SHARDLOG_SHARED__PROMOTE_SETTLE_S, then move the owner-days one by one. The wait: a
+    reader plans an owner-day from the catalog, then reads it on its shard within its shard
+    deadline; one that planned before the own table was recorded (it reads the shared table
+    alone) has read, under a snapshot taken before the move, by the time the move begins. A
     failure is reported and left to the next run."""
     report = PromotionReport()
+    found: list[tuple[str, DayTable]] = []
     shards = sorted(n for n, s in snapshot.shards.items() if s.state in ("active", "draining"))
     for shard in shards:
         for day in days:
             try:
-                found = await survey(metadata, pools, shard, day, threshold)
+                tables = await survey(metadata, pools, shard, day, shared.own_table_rows)
             except DRIVER_ERRORS as exc:
                 report.failed[f"{shard}/{shared_table('audit', day)}"] = describe(exc)
                 continue
-            for table in found:
+            for table in tables:
                 try:
-                    report.promoted.append(
-                        await promote(
-                            metadata, pools, snapshot, shard, table, ingest, lock_timeout_ms
-                        )
-                    )
-                except (*DRIVER_ERRORS, MoveMismatch) as exc:
-                    report.failed[f"{shard}/{table.name}"] = describe(exc)
-                    log.warning("promotion of %s on %s failed: %s", table.name, shard, exc)
+                    await prepare(metadata, pools, snapshot, shard, table, ingest)
+                    found.append((shard, table))
+                except DRIVER_ERRORS as exc:
+                    _failed(report, shard, table, exc)
+    if found:
+        await asyncio.sleep(shared.promote_settle_s)
+    for shard, table in found:
+        started = time.monotonic()
+        try:
+            rows = await move(pools, shard, table, shared.promote_lock_timeout_ms)
+        except (*DRIVER_ERRORS, MoveMismatch) as exc:
+            _failed(report, shard, table, exc)
+            continue
+        report.promoted.append(Promoted(shard, table, rows, time.monotonic() - started))
     return report
+
+
+def _failed(report: PromotionReport, shard: str, table: DayTable, exc: BaseException) -> None:
+    report.failed[f"{shard}/{table.name}"] = describe(exc)
+    log.warning("promotion of %s on %s failed: %s", table.name, shard, describe(exc))

@@ -45,6 +45,8 @@ SHARING = {
     "SHARDLOG_SHARED__OWN_TABLE_ROWS": str(OWN_TABLE_ROWS),
     # The test promotes by `shardlog sharing promote`; the router's job would too, later.
     "SHARDLOG_SHARED__PROMOTE_INTERVAL_S": "3600",
+    # No reader plans meanwhile here; the wait is the same code path, shorter.
+    "SHARDLOG_SHARED__PROMOTE_SETTLE_S": "0.2",
     "SHARDLOG_RETENTION__ENABLED": "false",
 }
 
