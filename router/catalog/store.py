@@ -439,7 +439,7 @@ async def resolve_owner(
     return (await resolve_owners(db, snapshot, kind, [key], tenant, exclusive=False))[key]
 
 
-OWNER_COLUMNS = "kind, key, group_name, assigned_by, id, tenant, spread"
+OWNER_COLUMNS = "kind, key, group_name, assigned_by, id, tenant, spread, own_tables"
 
 
 def _owner(row: Any) -> OwnerMapping:
@@ -451,6 +451,7 @@ def _owner(row: Any) -> OwnerMapping:
         row["id"],
         row["tenant"],
         row["spread"],
+        row["own_tables"],
     )
 
 

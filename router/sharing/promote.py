@@ -212,6 +212,15 @@ async def promote_all(
             _failed(report, shard, table, exc)
             continue
         report.promoted.append(Promoted(shard, table, rows, time.monotonic() - started))
+    marked = sorted({p.table.owner_id for p in report.promoted})
+    if marked:
+        # Step 3: their next days start in tables of their own (a router's cached mapping may
+        # place one more day shared; the next run moves it).
+        await metadata.execute(
+            "UPDATE owners SET own_tables = true WHERE kind = 'audit' "
+            "AND id = ANY($1::bigint[]) AND NOT own_tables",
+            marked,
+        )
     return report
 
 

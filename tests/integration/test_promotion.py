@@ -111,6 +111,29 @@ def where(api: httpx.Client, owner: str) -> dict[str, list[int]]:
     return found
 
 
+def metadata_value(settings: Settings, text: str, *args: Any) -> Any:
+    async def read() -> Any:
+        connection = await asyncpg.connect(settings.metadata_dsn())
+        try:
+            return await connection.fetchval(text, *args)
+        finally:
+            await connection.close()
+
+    return asyncio.run(read())
+
+
+def catalog_version(settings: Settings) -> int:
+    return int(metadata_value(settings, "SELECT version FROM catalog_version"))
+
+
+def owner_flag(settings: Settings, owner: str) -> bool:
+    return bool(
+        metadata_value(
+            settings, "SELECT own_tables FROM owners WHERE kind = 'audit' AND key = $1", owner
+        )
+    )
+
+
 def contents(client: httpx.Client, owner: str) -> list[str]:
     items = search_items(client, "audit", {"owner": owner, **WINDOW, "limit": 1000})
     return sorted(item["content"] for item in items)
@@ -134,10 +157,14 @@ def test_a_promotion_under_writes_and_an_open_cursor_loses_doubles_and_misses_no
     def write(item: tuple[str, str]) -> None:
         post(client, batch(owner, item[0]), item[1])
 
+    version = catalog_version(settings)
     with concurrent.futures.ThreadPoolExecutor(3) as pool:
         writing = pool.map(write, late.items())
         report = promote(settings)
         list(writing)
+    # Marked: its next days start in its own tables; no router had to drop its caches.
+    assert owner_flag(settings, owner) is True
+    assert catalog_version(settings) == version
     moved = sum(p["rows"] for p in report["promoted"])
     assert report["promoted"] and moved > 0 and not report["failed"], report
     # The consistent cursor's pages are the rows its snapshot saw: the early ones, each once.
