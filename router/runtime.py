@@ -43,6 +43,7 @@ from router.search.service import SearchService
 from router.settings import Settings
 from router.sharing.ahead import AheadJob, AheadReport
 from router.sharing.job import PromotionJob
+from router.sharing.metrics import PromotionMetrics
 from router.sharing.promote import PromotionReport
 from router.tail.hub import TailHub
 from router.tail.service import TailService
@@ -168,7 +169,15 @@ class Runtime:
                 settings.shared.ahead_interval_s,
                 audit_ahead,
             ),
-            PromotionJob(metadata, pools, catalog, settings.shared, ingest, audit_promotion),
+            PromotionJob(
+                metadata,
+                pools,
+                catalog,
+                settings.shared,
+                ingest,
+                PromotionMetrics(metrics.registry),
+                audit_promotion,
+            ),
         )
         catalog.subscribe(runtime.on_catalog)
         caches = CacheEntries(metrics.registry)

@@ -18,6 +18,7 @@ from router.catalog.snapshot import CatalogSnapshot
 from router.db.pools import ShardPools
 from router.periodic import PeriodicTask
 from router.settings import IngestSettings, SharedSettings
+from router.sharing.metrics import PromotionMetrics
 from router.sharing.promote import PromotionReport, promote_all
 
 log = logging.getLogger(__name__)
@@ -67,8 +68,10 @@ class PromotionJob:
         catalog: CatalogCache,
         shared: SharedSettings,
         ingest: IngestSettings,
+        metrics: PromotionMetrics,
         observer: Observer | None = None,
     ) -> None:
+        self._metrics = metrics
         self._metadata = metadata
         self._pools = pools
         self._catalog = catalog
@@ -89,6 +92,8 @@ class PromotionJob:
         report = await locked_promotion(
             self._metadata, self._pools, self._catalog.snapshot, self._shared, self._ingest
         )
+        if report is not None:
+            self._metrics.observe(report)
         if report is not None and (report.promoted or report.failed):
             log.info(
                 "promotion: %d owner-day(s) moved to their own tables, %d failed",

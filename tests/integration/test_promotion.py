@@ -27,6 +27,7 @@ from router.settings import REPO_ROOT, Settings
 from tests.support import (
     another_router,
     cli_env,
+    clock_now,
     eventually,
     past_day,
     run_cli,
@@ -256,3 +257,37 @@ async def test_a_promotion_killed_inside_its_move_leaves_every_row_in_place(
     assert not report["failed"], report
     assert where(api, owner)["shared"] == []
     assert contents(client, owner) == expected
+
+
+def test_the_routers_job_promotes_and_counts(
+    settings: Settings, tmp_path_factory: pytest.TempPathFactory, api: httpx.Client
+) -> None:
+    """A router with the job on moves an owner-day of today (or yesterday, past a midnight)
+    that outgrew its share by itself, and says so on /metrics."""
+    env = {**SHARING, "SHARDLOG_SHARED__PROMOTE_INTERVAL_S": "0.3"}
+    router = another_router(settings, tmp_path_factory.mktemp("promotion-job"), env)
+    owner = f"job-{uuid.uuid4().hex[:8]}"
+    written = [f"now {n} {i}" for n in range(12) for i in range(4)]
+    with (
+        running_router(router),
+        httpx.Client(
+            base_url=router.url, headers={"Authorization": api.headers["Authorization"]}, timeout=60
+        ) as session,
+    ):
+        for n in range(12):  # small requests: shared, more than OWN_TABLE_ROWS on some shard
+            records = [{"owner": owner, "content": f"now {n} {i}"} for i in range(4)]
+            post(session, records, uuid.uuid4().hex)
+
+        def moved() -> float:
+            text = httpx.get(f"{router.url}/metrics").text
+            name = "shardlog_shared_promoted_rows_total"
+            line = next((x for x in text.splitlines() if x.startswith(name)), f"{name} 0")
+            return float(line.split()[-1])
+
+        assert eventually(moved, timeout=30) > OWN_TABLE_ROWS
+        window = {
+            "from": (clock_now() - timedelta(days=1)).isoformat(),
+            "to": (clock_now() + timedelta(hours=1)).isoformat(),
+        }
+        items = search_items(session, "audit", {"owner": owner, **window, "limit": 1000})
+        assert sorted(i["content"] for i in items) == sorted(written)
