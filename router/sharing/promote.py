@@ -16,9 +16,10 @@ repeated or skipped:
    no row is new.
 
 Survey: per shard and day, the owners whose shared rows are more than the threshold (an
-index-only count through (owner_id, ts, id)), and the owner-days that have both an own table
-and unpromoted shared rows (a large part went straight to an own table while small ones went
-shared)."""
+index-only count through (owner_id, ts, id)), and the owner-days with unpromoted shared rows
+that have an own table too (a large part went straight to an own table while small ones went
+shared) or whose owner is marked own_tables (an admin's promote, or a router that placed one
+more day shared before it knew)."""
 
 from __future__ import annotations
 
@@ -90,12 +91,17 @@ async def survey(
     """The audit owner-days of ``shard`` and ``day`` to promote, by owner id."""
     shared = quote_ident(shared_table("audit", day))
     fence = quote_ident(owner_days_table(day))
+    # Owners with an own table that day on the shard, and owners marked own_tables (an
+    # admin's promote), that have shared rows there too.
     both = [
         r["owner_id"]
         for r in await metadata.fetch(
-            "SELECT d.owner_id FROM day_tables AS d JOIN owner_shards AS o "
-            "ON o.kind = d.kind AND o.owner_id = d.owner_id AND o.shard = d.shard "
-            "WHERE d.kind = 'audit' AND d.day = $1 AND d.shard = $2 AND o.since <= $1",
+            "SELECT o.owner_id FROM owner_shards AS o WHERE o.kind = 'audit' AND o.shard = $2 "
+            "AND o.since <= $1 AND (EXISTS (SELECT 1 FROM day_tables AS d "
+            "  WHERE d.kind = o.kind AND d.owner_id = o.owner_id AND d.shard = o.shard "
+            "  AND d.day = $1) "
+            "OR EXISTS (SELECT 1 FROM owners AS w WHERE w.kind = o.kind AND w.id = o.owner_id "
+            "  AND w.own_tables))",
             day,
             shard,
         )

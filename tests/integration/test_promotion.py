@@ -26,9 +26,12 @@ from router.db.names import owner_days_table, shared_table
 from router.settings import REPO_ROOT, Settings
 from tests.support import (
     another_router,
+    await_token,
+    bearer,
     cli_env,
     clock_now,
     eventually,
+    issue_token,
     past_day,
     run_cli,
     running_router,
@@ -291,3 +294,38 @@ def test_the_routers_job_promotes_and_counts(
         }
         items = search_items(session, "audit", {"owner": owner, **window, "limit": 1000})
         assert sorted(i["content"] for i in items) == sorted(written)
+
+
+def test_an_admin_promotes_an_owner_and_lists_the_shared_days(
+    client: httpx.Client, api: httpx.Client, settings: Settings
+) -> None:
+    """POST /v1/admin/owners/promote marks a small owner (its next days go to own tables) and
+    the next run moves its shared owner-day however small; GET /v1/admin/sharing lists the
+    day's shared tables per shard. Neither is open to a tenant's data token."""
+    owner = f"admin-promoted-{uuid.uuid4().hex[:8]}"
+    post(client, batch(owner, "small", 3), uuid.uuid4().hex)
+    token = issue_token(settings, f"t-{uuid.uuid4().hex[:6]}", ["audit:read", "audit:write"])
+    stranger = bearer(await_token(str(api.base_url), token))
+    refused = api.post(
+        "/v1/admin/owners/promote", json={"kind": "audit", "key": owner}, headers=stranger
+    )
+    assert refused.status_code == 403, refused.text
+    assert api.get("/v1/admin/sharing", headers=stranger).status_code == 403
+    assert owner_flag(settings, owner) is False
+    unknown = api.post("/v1/admin/owners/promote", json={"kind": "audit", "key": f"{owner}-x"})
+    assert unknown.status_code == 404 and unknown.json()["error"]["field"] == "key"
+    flows = api.post("/v1/admin/owners/promote", json={"kind": "flow", "key": owner})
+    assert flows.status_code in (400, 422) and "kind" in flows.text
+    done = api.post("/v1/admin/owners/promote", json={"kind": "audit", "key": owner})
+    assert done.status_code == 200, done.text
+    assert done.json()["own_tables"] is True and owner_flag(settings, owner) is True
+    listed = api.get("/v1/admin/sharing", params={"day": DAY.date().isoformat()}).json()
+    audit = [d for d in listed["shard_days"] if d["kind"] == "audit" and d["exists"]]
+    assert audit and sum(d["owner_days"] for d in audit) >= 1, listed
+    report = promote(settings)
+    assert not report["failed"], report
+    assert where(api, owner) == {"shared": [], "own": where(api, owner)["own"]}
+    assert len(where(api, owner)["own"]) == 3
+    assert contents(client, owner) == sorted(f"small {i}" for i in range(3))
+    after = api.get("/v1/admin/sharing", params={"day": DAY.date().isoformat()}).json()
+    assert sum(d["promoted"] for d in after["shard_days"] if d["kind"] == "audit") >= 1
