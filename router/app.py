@@ -91,6 +91,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 runtime.compaction_job.start()
             if settings.shared.enabled:
                 runtime.ahead_job.start()
+                runtime.promotion_job.start()
             app.state.runtime = runtime
             # Everything built so far lives as long as the process: keep it out of the cyclic
             # collector's full passes, which would otherwise walk it between requests' turns.
@@ -106,6 +107,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await runtime.retention_job.stop()
             await runtime.compaction_job.stop()
             await runtime.ahead_job.stop()
+            await runtime.promotion_job.stop()
             await catalog.stop()
             await runtime.pools.close()
             await metadata.close()

@@ -42,6 +42,9 @@ from router.search.rows import RowService
 from router.search.service import SearchService
 from router.settings import Settings
 from router.sharing.ahead import AheadJob, AheadReport
+from router.sharing.job import PromotionJob
+from router.sharing.metrics import PromotionMetrics
+from router.sharing.promote import PromotionReport
 from router.tail.hub import TailHub
 from router.tail.service import TailService
 from router.tail.signal import CommitSignal
@@ -77,6 +80,7 @@ class Runtime:
     tail: TailService
     commit_signal: CommitSignal
     ahead_job: AheadJob
+    promotion_job: PromotionJob
 
     @classmethod
     def build(cls, settings: Settings, metadata: asyncpg.Pool, metrics: Metrics) -> Runtime:
@@ -117,6 +121,11 @@ class Runtime:
         async def audit_ahead(report: AheadReport) -> bool:
             return await self_audit.record(
                 job_actor("sharing"), "sharing.ahead", "shared tables", **report.audit_details()
+            )
+
+        async def audit_promotion(report: PromotionReport) -> bool:
+            return await self_audit.record(
+                job_actor("sharing"), "shared.promote", "owner-days", **report.audit_details()
             )
 
         compactor = Compactor(
@@ -160,10 +169,20 @@ class Runtime:
                 settings.shared.ahead_interval_s,
                 audit_ahead,
             ),
+            PromotionJob(
+                metadata,
+                pools,
+                catalog,
+                settings.shared,
+                ingest,
+                PromotionMetrics(metrics.registry),
+                audit_promotion,
+            ),
         )
         catalog.subscribe(runtime.on_catalog)
         caches = CacheEntries(metrics.registry)
         caches.watch("known_tables", lambda: len(writer.tables))
+        caches.watch("placements", lambda: len(writer.placements))
         caches.watch("owners", lambda: len(owners))
         caches.watch("owner_days", service.cached_owner_days)
         caches.watch("tail_owners", hub.cached_owners)

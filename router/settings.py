@@ -691,6 +691,27 @@ class SharedSettings(Section):
         description="A part of more rows than this, of an owner-day this router has not "
         "written shared on that shard, goes straight to the owner-day's own table.",
     )
+    promote_interval_s: float = Field(
+        30.0,
+        gt=0,
+        description="Seconds between the router's runs of the promotion job (owner-days of "
+        "today and yesterday with more than OWN_TABLE_ROWS rows in a shared table moved to "
+        "tables of their own).",
+    )
+    promote_lock_timeout_ms: int = Field(
+        2000,
+        ge=1,
+        description="How long a promotion's move waits for the writes in flight of its "
+        "owner-day; past it the owner-day is left to the next run.",
+    )
+    promote_settle_s: float = Field(
+        65.0,
+        ge=0,
+        description="Seconds a promotion run waits between recording the own tables of the "
+        "owner-days it found and moving their rows: longer than a reader's plan lives before "
+        "its statements read (two report shard deadlines, SHARDLOG_REPORT__SHARD_TIMEOUT_S, "
+        "and a margin), so none reads the shared table alone after the move.",
+    )
     placement_cache: int = Field(
         200_000,
         ge=1,

@@ -48,6 +48,7 @@ def owner_json(mapping: OwnerMapping) -> dict[str, Any]:
         "group": mapping.group,
         "assigned_by": mapping.assigned_by,
         "tenant": mapping.tenant,
+        "own_tables": mapping.own_tables,
     }
 
 

@@ -6,10 +6,13 @@ from typing import Annotated, Any
 
 from fastapi import Path, Query
 
+from router import clock
+from router.api.admin import owner_json
 from router.api.deps import RuntimeDep, admin_router
 from router.api.responses import errors
 from router.auth.dependency import Admin
 from router.auth.self_audit import record_run
+from router.catalog import store
 from router.catalog.snapshot import OwnerKind
 from router.compaction.runner import (
     KINDS,
@@ -22,17 +25,21 @@ from router.compaction.runner import (
 from router.errors import BadRequest, NotFound
 from router.models.admin import (
     CompactionState,
+    Owner,
+    OwnerPromoteIn,
     Policy,
     PolicyIn,
     RetentionReport,
     RetentionRun,
     RetentionRunDetail,
     RetentionRunIn,
+    Sharing,
     Tables,
 )
 from router.models.common import Day
 from router.retention import history, inventory, policies
 from router.retention.runner import RunOptions
+from router.sharing.status import sharing_status
 
 router = admin_router()
 # Ids are bigint in the metadata database: larger numbers are invalid, not a driver error.
@@ -109,6 +116,36 @@ async def compaction_state(
     compactor = Compactor(runtime.metadata, runtime.pools, runtime.settings.compaction)
     report = await compactor.survey(runtime.catalog.snapshot, scope)
     return report_json(report, await owner_keys(runtime.metadata, report))
+
+
+@router.get(
+    "/sharing",
+    summary="Shared tables of small owners on each shard for a day: owner-days, rows, bytes",
+    response_model=Sharing,
+    responses=errors(503),
+)
+async def sharing(
+    runtime: RuntimeDep,
+    day: Annotated[Day | None, Query(description="The UTC day (default today)")] = None,
+) -> dict[str, Any]:
+    return await sharing_status(runtime.pools, runtime.catalog.snapshot, day or clock.today())
+
+
+@router.post(
+    "/owners/promote",
+    summary="An audit owner's new days to tables of its own; its shared days of today and "
+    "yesterday moved by the next promotion run",
+    response_model=Owner,
+    responses=errors(400, 404),
+)
+async def promote_owner(body: OwnerPromoteIn, caller: Admin, runtime: RuntimeDep) -> dict[str, Any]:
+    mapping = await store.set_own_tables(runtime.metadata, body.kind, body.key)
+    if mapping is None:
+        raise NotFound("audit owner is not mapped to a group yet", "key")
+    await runtime.self_audit.record(
+        caller.actor, "owner.promote", f"audit {mapping.key}", token_id=caller.token_id
+    )
+    return owner_json(mapping)
 
 
 @router.get("/retention/policies", summary="Retention policies", response_model=list[Policy])

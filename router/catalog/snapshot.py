@@ -62,6 +62,8 @@ class OwnerMapping:
     # Audit: how many shards of its group new rows go to (None: all of them); see
     # router/routing/placement.py spread_shards.
     spread: int | None = None
+    # Writes into day tables of its own (promoted once out of a shared table; metadata 0021).
+    own_tables: bool = False
 
 
 @dataclass(frozen=True)

@@ -296,6 +296,18 @@ async def owners_with_tables(
     return [_owner(row) for row in rows]
 
 
+async def set_own_tables(db: Executor, kind: str, key: str) -> OwnerMapping | None:
+    """The owner's new days go to day tables of its own (router/ingest/sharing.py); None when
+    the key is not mapped."""
+    row = await db.fetchrow(
+        "UPDATE owners SET own_tables = true WHERE kind = $1 AND key = $2 "
+        f"RETURNING {OWNER_COLUMNS}",
+        kind,
+        key,
+    )
+    return _owner(row) if row else None
+
+
 async def get_owner_by_id(db: Executor, kind: str, owner_id: int) -> OwnerMapping | None:
     row = await db.fetchrow(
         f"SELECT {OWNER_COLUMNS} FROM owners WHERE kind = $1 AND id = $2", kind, owner_id
@@ -439,7 +451,7 @@ async def resolve_owner(
     return (await resolve_owners(db, snapshot, kind, [key], tenant, exclusive=False))[key]
 
 
-OWNER_COLUMNS = "kind, key, group_name, assigned_by, id, tenant, spread"
+OWNER_COLUMNS = "kind, key, group_name, assigned_by, id, tenant, spread, own_tables"
 
 
 def _owner(row: Any) -> OwnerMapping:
@@ -451,6 +463,7 @@ def _owner(row: Any) -> OwnerMapping:
         row["id"],
         row["tenant"],
         row["spread"],
+        row["own_tables"],
     )
 
 

@@ -1,11 +1,13 @@
 """`shardlog sharing ahead`: the shared tables of today and the next days made on every shard
-not marked down and registered (docs/architecture.md, "Shared tables for small owners"),
-once, whatever SHARDLOG_SHARED__ENABLED says; without a running router."""
+not marked down and registered (docs/architecture.md, "Shared tables for small owners");
+`shardlog sharing promote`: the owner-days that outgrew their share moved to tables of their
+own. Once each, whatever SHARDLOG_SHARED__ENABLED says; without a running router."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from datetime import date
 from typing import Any
 
 from router import clock
@@ -14,6 +16,7 @@ from router.cli import auth as cli_auth
 from router.cli.lifecycle import Context, with_context
 from router.cli.output import output, print_table
 from router.sharing.ahead import ahead_days, make_ahead
+from router.sharing.job import locked_promotion
 
 EXIT_PARTIAL = 1
 
@@ -25,10 +28,7 @@ async def cmd_ahead(ctx: Context, args: argparse.Namespace) -> int:
         ctx.metadata, ctx.pools, ctx.snapshot, ahead_days(clock.today(), days_ahead)
     )
     if report.made or report.registered:
-        async with self_audit.standalone(ctx.settings) as audit:
-            await audit.record(
-                cli_auth.actor(), "sharing.ahead", "shared tables", **report.audit_details()
-            )
+        await _audit(ctx, "sharing.ahead", "shared tables", report.audit_details())
     data = report.to_json()
 
     def show() -> None:
@@ -39,6 +39,33 @@ async def cmd_ahead(ctx: Context, args: argparse.Namespace) -> int:
 
     output(args, data, show)
     return EXIT_PARTIAL if report.unreachable else 0
+
+
+@with_context
+async def cmd_promote(ctx: Context, args: argparse.Namespace) -> int:
+    report = await locked_promotion(
+        ctx.metadata, ctx.pools, ctx.snapshot, ctx.settings.shared, ctx.settings.ingest, args.day
+    )
+    if report is None:
+        print("shardlog: another promotion run is going on; try again", file=sys.stderr)
+        return EXIT_PARTIAL
+    if report.promoted or report.failed:
+        await _audit(ctx, "shared.promote", "owner-days", report.audit_details())
+    data = report.to_json()
+
+    def show() -> None:
+        print(f"{len(report.promoted)} owner-day(s) moved to their own tables")
+        print_table(data["promoted"], ["shard", "owner_id", "day", "rows", "seconds"])
+        for where, why in sorted(report.failed.items()):
+            print(f"shardlog: {where} not promoted: {why}", file=sys.stderr)
+
+    output(args, data, show)
+    return EXIT_PARTIAL if report.failed else 0
+
+
+async def _audit(ctx: Context, action: str, target: str, details: dict[str, Any]) -> None:
+    async with self_audit.standalone(ctx.settings) as audit:
+        await audit.record(cli_auth.actor(), action, target, **details)
 
 
 def add_parsers(commands: Any) -> None:
@@ -58,3 +85,18 @@ def add_parsers(commands: Any) -> None:
     )
     ahead.add_argument("--json", action="store_true", help="print JSON")
     ahead.set_defaults(run=cmd_ahead)
+    promote = actions.add_parser(
+        "promote",
+        help="move the owner-days of today and yesterday that outgrew their shared table "
+        "(SHARDLOG_SHARED__OWN_TABLE_ROWS) to tables of their own, once (what the router's job "
+        "does when SHARDLOG_SHARED__ENABLED is true)",
+    )
+    promote.add_argument(
+        "--day",
+        action="append",
+        type=date.fromisoformat,
+        metavar="YYYY-MM-DD",
+        help="a day to survey instead of today and yesterday (repeatable)",
+    )
+    promote.add_argument("--json", action="store_true", help="print JSON")
+    promote.set_defaults(run=cmd_promote)

@@ -2,9 +2,10 @@
 "Placement: shared or own"). Pure: the catalog snapshot and the settings decide.
 
 An owner-day is shareable when sharing is on, it holds audit rows (flows keep their own tables
-until their shared write lands), its day is not before the catalog's ``sharing_from`` (the days
-whose day tables may hold ids of either parity), and the owner has no retention policy of its
-own that keeps rows longer than its group's (a shared table is dropped by the group's policy).
+until their shared write lands), its owner was never promoted (``own_tables``), its day is
+not before the catalog's ``sharing_from`` (the days whose day tables may hold ids of either
+parity), and the owner has no retention policy of its own that keeps rows longer than its
+group's (a shared table is dropped by the group's policy).
 The writer then sends a shareable part shared unless it is larger than
 SHARDLOG_SHARED__OWN_TABLE_ROWS for an owner-day it has not written shared on that shard
 (router/ingest/writer.py)."""
@@ -19,7 +20,9 @@ from router.catalog.snapshot import CatalogSnapshot, OwnerMapping
 def shareable(
     snapshot: CatalogSnapshot, mapping: OwnerMapping, day: date, enabled: bool, default_keep: int
 ) -> bool:
-    if not enabled or mapping.kind != "audit" or day < snapshot.sharing_from:
+    if not enabled or mapping.kind != "audit" or mapping.own_tables:
+        return False
+    if day < snapshot.sharing_from:
         return False
     return not keeps_longer(snapshot, mapping, default_keep)
 

@@ -132,6 +132,34 @@ class Owner(Out):
     group: str
     assigned_by: Literal["rule", "admin"]
     tenant: str = Field(description="Only this tenant's tokens reach the key")
+    own_tables: bool = Field(
+        description="Its new days go to day tables of its own, never to shared tables "
+        "(promoted once, or by POST /v1/admin/owners/promote)"
+    )
+
+
+class OwnerPromoteIn(Body):
+    kind: Literal["audit"] = Field(description="Flows keep their own tables")
+    key: OwnerKey
+
+
+class SharedShardDay(Out):
+    shard: str
+    day: date
+    kind: OwnerKind
+    exists: bool = Field(description="The shard's shared table of the day was made")
+    owner_days: int = Field(description="Owner-days of the kind written into it, not promoted")
+    promoted: int = Field(description="Owner-days moved from it to tables of their own")
+    rows: int | None = Field(
+        description="Rows it holds, the planner's estimate (null: never analysed)"
+    )
+    bytes: int = Field(description="Its size with its indexes")
+
+
+class Sharing(Out):
+    day: date
+    shard_days: list[SharedShardDay]
+    unreachable: dict[str, str] = Field(description="Shards that did not answer, with why")
 
 
 class Table(Out):

@@ -363,7 +363,7 @@ class TailHub:
         with the filters it matches."""
         read = Read()
         read.committed_at = {line["xid"]: line["logged_at"] for line in lines}
-        ranges = written_ranges(lines)
+        ranges = await with_own_tables(connection, written_ranges(lines))
         by_kind: dict[str, set[int]] = defaultdict(set)
         for table in ranges:
             by_kind[table.kind].add(table.owner_id)
@@ -456,6 +456,27 @@ def written_ranges(
         places[table] = (own or table.own, shared or table.shared)
     return {
         replace(table, own=places[table][0], shared=places[table][1]): span
+        for table, span in ranges.items()
+    }
+
+
+async def with_own_tables(
+    connection: Connection | asyncpg.Pool, ranges: dict[DayTable, tuple[datetime, datetime]]
+) -> dict[DayTable, tuple[datetime, datetime]]:
+    """``ranges`` with the own tables of the owner-days written shared, where they exist: a
+    promotion moves an owner-day's rows from the shared table to its own (the table made
+    first) without a tail-log line, so rows logged as shared may be read there."""
+    shared = {table.name: table for table in ranges if table.shared and not table.own}
+    if not shared:
+        return ranges
+    found = {
+        r["relname"]
+        for r in await connection.fetch(
+            "SELECT relname FROM pg_class WHERE relname = ANY($1::text[])", list(shared)
+        )
+    }
+    return {
+        (replace(table, own=True) if table.name in found else table): span
         for table, span in ranges.items()
     }
 

@@ -37,7 +37,7 @@ from router.search.snapshot import Pin, ShardSnapshot
 from router.settings import TailSettings
 from router.tail import sql
 from router.tail.events import Event, EventKey
-from router.tail.hub import TailHub, written_ranges
+from router.tail.hub import TailHub, with_own_tables, written_ranges
 from router.tail.ordering import Buffer, Claim, Marks
 from router.tail.position import TailCursorCodec, TailPosition
 from router.tail.subscription import Subscription, TailSpec
@@ -406,8 +406,9 @@ class Stream:
         seen by ``until``) wrote, with the time range they wrote."""
         hub = self.service.hub
         text, params = sql.log_sql(base, until)
-        lines = await hub.pools.reader(shard, primary=True).fetch(text, *params)
-        ranges = written_ranges(lines, self.subscription.spec.kind)
+        reader = hub.pools.reader(shard, primary=True)
+        lines = await reader.fetch(text, *params)
+        ranges = await with_own_tables(reader, written_ranges(lines, self.subscription.spec.kind))
         mappings = await hub.mappings(self.subscription.spec.kind, {t.owner_id for t in ranges})
         out = []
         for table, (first, last) in sorted(ranges.items()):

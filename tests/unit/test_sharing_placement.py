@@ -23,6 +23,9 @@ def test_sharing_off_flows_and_days_before_sharing_from_keep_their_own_tables() 
     assert not shareable(snapshot(), SWITCH, DAY, True, 30)
     assert not shareable(snapshot(sharing_from=DAY), OWNER, date(2026, 11, 22), True, 30)
     assert shareable(snapshot(sharing_from=DAY), OWNER, DAY, True, 30)
+    # A promoted owner starts its next days in tables of its own.
+    promoted = OwnerMapping("audit", "bob", "g1", "rule", 43, "default", None, True)
+    assert not shareable(snapshot(), promoted, DAY, True, 30)
     # A catalog read before the migration knows no sharing day: nothing is shared.
     assert not shareable(CatalogSnapshot(version=1), OWNER, DAY, True, 30)
 
