@@ -1,7 +1,8 @@
 """`shardlog sharing ahead`: the shared tables of today and the next days made on every shard
 not marked down and registered (docs/architecture.md, "Shared tables for small owners");
 `shardlog sharing promote`: the owner-days that outgrew their share moved to tables of their
-own. Once each, whatever SHARDLOG_SHARED__ENABLED says; without a running router."""
+own; `shardlog sharing status`: what a day's shared tables hold. Once each, whatever
+SHARDLOG_SHARED__ENABLED says; without a running router."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from router.cli.lifecycle import Context, with_context
 from router.cli.output import output, print_table
 from router.sharing.ahead import ahead_days, make_ahead
 from router.sharing.job import locked_promotion
+from router.sharing.status import sharing_status
 
 EXIT_PARTIAL = 1
 
@@ -68,6 +70,24 @@ async def _audit(ctx: Context, action: str, target: str, details: dict[str, Any]
         await audit.record(cli_auth.actor(), action, target, **details)
 
 
+@with_context
+async def cmd_status(ctx: Context, args: argparse.Namespace) -> int:
+    status = await sharing_status(ctx.pools, ctx.snapshot, args.day or clock.today())
+    data = {**status, "day": status["day"].isoformat()}
+    for entry in data["shard_days"]:
+        entry["day"] = entry["day"].isoformat()
+
+    def show() -> None:
+        print(f"shared tables of {data['day']}")
+        columns = ["shard", "kind", "exists", "owner_days", "promoted", "rows", "bytes"]
+        print_table(data["shard_days"], columns)
+        for shard, why in sorted(status["unreachable"].items()):
+            print(f"shardlog: {shard} could not be reached: {why}", file=sys.stderr)
+
+    output(args, data, show)
+    return EXIT_PARTIAL if status["unreachable"] else 0
+
+
 def add_parsers(commands: Any) -> None:
     sharing = commands.add_parser("sharing", help="shared tables of small owners")
     actions = sharing.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -100,3 +120,13 @@ def add_parsers(commands: Any) -> None:
     )
     promote.add_argument("--json", action="store_true", help="print JSON")
     promote.set_defaults(run=cmd_promote)
+    status = actions.add_parser(
+        "status",
+        help="each shard's shared tables of a day: made or not, owner-days written and "
+        "promoted, rows (estimated), bytes (GET /v1/admin/sharing)",
+    )
+    status.add_argument(
+        "--day", type=date.fromisoformat, metavar="YYYY-MM-DD", help="the day (default today)"
+    )
+    status.add_argument("--json", action="store_true", help="print JSON")
+    status.set_defaults(run=cmd_status)

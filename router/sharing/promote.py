@@ -213,7 +213,7 @@ async def promote_all(
     for shard, table in found:
         started = time.monotonic()
         try:
-            rows = await move(pools, shard, table, shared.promote_lock_timeout_ms)
+            rows = await _move_retrying(pools, shard, table, shared.promote_lock_timeout_ms)
         except (*DRIVER_ERRORS, MoveMismatch) as exc:
             _failed(report, shard, table, exc)
             continue
@@ -228,6 +228,22 @@ async def promote_all(
             marked,
         )
     return report
+
+
+# A move whose lock was not granted (writes of the owner-day kept holding its fence) is tried
+# again after these pauses, then left to the next run.
+LOCK_RETRY_PAUSES_S = (0.05, 0.1, 0.2)
+
+
+async def _move_retrying(
+    pools: ShardPools, shard: str, table: DayTable, lock_timeout_ms: int
+) -> int:
+    for pause in LOCK_RETRY_PAUSES_S:
+        try:
+            return await move(pools, shard, table, lock_timeout_ms)
+        except asyncpg.LockNotAvailableError:
+            await asyncio.sleep(pause)
+    return await move(pools, shard, table, lock_timeout_ms)
 
 
 def _failed(report: PromotionReport, shard: str, table: DayTable, exc: BaseException) -> None:

@@ -329,3 +329,18 @@ def test_an_admin_promotes_an_owner_and_lists_the_shared_days(
     assert contents(client, owner) == sorted(f"small {i}" for i in range(3))
     after = api.get("/v1/admin/sharing", params={"day": DAY.date().isoformat()}).json()
     assert sum(d["promoted"] for d in after["shard_days"] if d["kind"] == "audit") >= 1
+
+
+def test_sharing_status_lists_a_days_shared_tables(
+    settings: Settings, client: httpx.Client
+) -> None:
+    """`shardlog sharing status --day`: what GET /v1/admin/sharing answers, from the CLI."""
+    post(client, batch(f"status-{uuid.uuid4().hex[:8]}", "s", 2), uuid.uuid4().hex)
+    shown = run_cli(settings, "sharing", "status", "--day", DAY.date().isoformat(), "--json")
+    assert shown.returncode == 0, shown.stderr
+    data = json.loads(shown.stdout)
+    assert data["day"] == DAY.date().isoformat() and not data["unreachable"]
+    audit = [d for d in data["shard_days"] if d["kind"] == "audit" and d["exists"]]
+    assert audit and sum(d["owner_days"] + d["promoted"] for d in audit) >= 1
+    bad = run_cli(settings, "sharing", "status", "--day", "2026-13-01")
+    assert bad.returncode == 2 and "--day" in bad.stderr
