@@ -24,6 +24,7 @@ from router.routing.search_plan import SearchPlan, ShardTarget, plan_search
 from router.search import (
     coverage,
     estimate,
+    freshness,
     items,
     refs,
     segment_estimate,
@@ -200,11 +201,8 @@ class SearchService:
                                 timeout=self._settings.shard_timeout_s,
                             )
                         )
-                    text, params = build(tables)
-                    return list(
-                        await connection.fetch(
-                            text, *params, timeout=self._settings.shard_timeout_s
-                        )
+                    return await freshness.read(
+                        connection, build, tables, self._settings.shard_timeout_s
                     )
             except asyncpg.UndefinedTableError:
                 if attempt:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import json
 import sys
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -22,7 +24,9 @@ import orjson
 import pytest
 
 from bench.shard_view import catalog_shards, day_tables, owner_id, shard_sql
-from router.db.names import owner_days_table, shared_table
+from router.db.names import day_table, owner_days_table, shared_table
+from router.search import freshness, sql
+from router.search.query import AuditQuery, Keys, Window
 from router.settings import REPO_ROOT, Settings
 from tests.support import (
     another_router,
@@ -344,3 +348,54 @@ def test_sharing_status_lists_a_days_shared_tables(
     assert audit and sum(d["owner_days"] + d["promoted"] for d in audit) >= 1
     bad = run_cli(settings, "sharing", "status", "--day", "2026-13-01")
     assert bad.returncode == 2 and "--day" in bad.stderr
+
+
+async def test_a_read_planned_before_a_move_reads_the_moved_rows(
+    client: httpx.Client, api: httpx.Client, settings: Settings
+) -> None:
+    """A plan made before a promotion names the owner-day's shared table alone; its rows then
+    moved. Read as planned, they are gone; through router/search/freshness.py (what every
+    search, count and report runs), the read finds the move and reads the own table too."""
+    owner = f"stale-plan-{uuid.uuid4().hex[:8]}"
+    for n in range(3):
+        await asyncio.to_thread(post, client, batch(owner, f"p{n}"), uuid.uuid4().hex)
+    ident = owner_id(api, "audit", owner)
+    assert ident is not None
+    query = AuditQuery(
+        Keys.of([owner]),
+        Window(DAY - timedelta(hours=12), DAY + timedelta(hours=12)),
+        (),
+        "substring",
+        "asc",
+    )
+    planned = [replace(day_table("audit", ident, DAY.date()), own=False, shared=True)]
+
+    def build(tables: list[Any]) -> tuple[str, list[Any]]:
+        return sql.count_sql(query, tables)
+
+    dsns = catalog_shards(api)
+    before = {}
+    for shard, dsn in dsns.items():
+        connection = await asyncpg.connect(dsn)
+        try:
+            with contextlib.suppress(asyncpg.UndefinedTableError):
+                before[shard] = (await freshness.read(connection, build, planned, 10))[0][0]
+        finally:
+            await connection.close()
+    assert sum(n or 0 for n in before.values()) == 12, before
+    done = await asyncio.to_thread(
+        api.post, "/v1/admin/owners/promote", json={"kind": "audit", "key": owner}
+    )
+    assert done.status_code == 200, done.text
+    report = await asyncio.to_thread(promote, settings)
+    assert not report["failed"] and report["promoted"], report
+    for shard, rows in before.items():
+        if not rows:
+            continue
+        connection = await asyncpg.connect(dsns[shard])
+        try:
+            text, params = build(planned)
+            assert await connection.fetchval(text, *params) in (0, None)  # as planned: gone
+            assert (await freshness.read(connection, build, planned, 10))[0][0] == rows
+        finally:
+            await connection.close()
