@@ -45,8 +45,8 @@ async def read(
 
 
 def promoted_sql(tables: list[DayTable]) -> tuple[str, list[Any]] | None:
-    """Which of ``tables`` planned as shared alone have been promoted: (kind, owner id, day)
-    rows; None when none was planned so."""
+    """Which of ``tables`` planned as shared alone have been promoted, their own tables made:
+    (kind, owner id, day) rows; None when none was planned so."""
     alone: dict[date, list[DayTable]] = defaultdict(list)
     for table in tables:
         if table.shared and not table.own:
@@ -56,13 +56,19 @@ def promoted_sql(tables: list[DayTable]) -> tuple[str, list[Any]] | None:
     params: list[Any] = []
     branches = []
     for day, of_day in sorted(alone.items()):
-        params += [[t.kind for t in of_day], [t.owner_id for t in of_day]]
-        kinds, owners = f"${len(params) - 1}", f"${len(params)}"
+        params += [
+            [t.kind for t in of_day],
+            [t.owner_id for t in of_day],
+            [t.quoted for t in of_day],
+        ]
+        kinds, owners, names = (f"${len(params) - n}" for n in (2, 1, 0))
+        # Promoted and its own table there (the promotion makes it before the move).
         branches.append(
             f"SELECT f.kind, f.owner_id, DATE '{day.isoformat()}' AS day "
             f"FROM {quote_ident(owner_days_table(day))} AS f "
-            f"JOIN unnest({kinds}::text[], {owners}::bigint[]) AS p (kind, owner_id) "
-            "USING (kind, owner_id) WHERE f.promoted"
+            f"JOIN unnest({kinds}::text[], {owners}::bigint[], {names}::text[]) "
+            "AS p (kind, owner_id, own) USING (kind, owner_id) "
+            "WHERE f.promoted AND to_regclass(p.own) IS NOT NULL"
         )
     return " UNION ALL ".join(branches), params
 
