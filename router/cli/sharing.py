@@ -24,7 +24,7 @@ async def cmd_ahead(ctx: Context, args: argparse.Namespace) -> int:
     report = await make_ahead(
         ctx.metadata, ctx.pools, ctx.snapshot, ahead_days(clock.today(), days_ahead)
     )
-    if report.made or report.registered:
+    if report.made or report.registered or report.attached:
         async with self_audit.standalone(ctx.settings) as audit:
             await audit.record(
                 cli_auth.actor(), "sharing.ahead", "shared tables", **report.audit_details()
