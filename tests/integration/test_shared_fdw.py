@@ -27,6 +27,7 @@ import pytest
 
 from bench.shard_view import catalog_shards, day_tables, owner_id
 from router import clock
+from router.auth.scopes import DATA_SCOPES
 from router.catalog import store, tables
 from router.catalog.snapshot import CatalogSnapshot
 from router.db import catalog_login
@@ -59,10 +60,14 @@ from tests.integration.test_shared_reads import (
 )
 from tests.support import (
     another_router,
+    await_token,
+    bearer,
     drop_shared_days,
     eventually,
     expired_shared_day,
+    issue_token,
     running_router,
+    scrape,
 )
 
 KINDS: tuple[Kind, ...] = ("audit", "flow")
@@ -221,6 +226,30 @@ def test_each_owner_alone_reads_the_same_through_the_coordinator(
         assert fanout["count"]["value"] == len(fanout["items"]) > 0
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_foreign_tenant_reads_nothing_through_the_coordinator(
+    api: httpx.Client, settings: Settings, moved: dict[Kind, dict[str, str]], kind: Kind
+) -> None:
+    """A token of another tenant names the owners (403) or none (its own reach: nothing of
+    theirs, whichever layout holds their rows)."""
+    token = issue_token(settings, f"fdw-foreign-{uuid.uuid4().hex[:8]}", DATA_SCOPES)
+    foreign = bearer(await_token(str(api.base_url).rstrip("/"), token))
+    for key in moved[kind].values():
+        params = {KEY[kind]: key, **WINDOW, "backend": "fdw", "count": "exact"}
+        response = api.get(SEARCH[kind], params=params, headers=foreign)
+        assert response.status_code == 403, response.text
+        report = api.get(
+            SEARCH[kind].replace("search", "report"),
+            params={KEY[kind]: key, **WINDOW, "backend": "fdw"},
+            headers=foreign,
+        )
+        assert report.status_code == 403, report.text
+    params = {**WINDOW, "backend": "fdw", "count": "exact"}
+    response = api.get(SEARCH[kind], params=params, headers=foreign)
+    assert response.status_code == 200, response.text
+    assert response.json()["items"] == [] and response.json()["count"]["value"] == 0
+
+
 async def test_postgres_fdw_sends_the_owner_and_the_window_to_the_shards(
     api: httpx.Client, metadata: asyncpg.Pool, moved: dict[Kind, dict[str, str]]
 ) -> None:
@@ -324,10 +353,7 @@ async def test_the_router_counts_the_shared_tables_it_makes(
         with running_router(another_router(settings, tmp_path / "router", env)) as router:
 
             def made() -> float:
-                text = httpx.get(f"{router.url}/metrics", timeout=5).text
-                found = re.search(r"^shardlog_shared_tables_made_total (\S+)$", text, re.M)
-                assert found is not None, text
-                return float(found[1])
+                return scrape(router.url, "shardlog_shared_tables_made_total")
 
             total = 3 * len(dsns)  # audit_shared_D, flow_shared_D, owner_days_D per shard
             assert await asyncio.to_thread(eventually, lambda: made() >= total, 30.0, 0.2)
