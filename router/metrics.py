@@ -118,6 +118,12 @@ class Metrics:
             "Admin actions whose audit row (owner shardlog.admin) could not be written",
             registry=self.registry,
         )
+        self.shared_tables_made = Counter(
+            "shardlog_shared_tables_made",
+            "Shared tables and owner_days tables made on the shards by this router's job of "
+            "shared tables ahead of their days",
+            registry=self.registry,
+        )
         self.retention_last_run = Gauge(
             "shardlog_retention_last_run_timestamp_seconds",
             "When this router last finished a retention run",

@@ -118,7 +118,8 @@ class Runtime:
                 **report.audit_details(),
             )
 
-        async def audit_ahead(report: AheadReport) -> bool:
+        async def ahead_done(report: AheadReport) -> bool:
+            metrics.shared_tables_made.inc(len(report.made))
             return await self_audit.record(
                 job_actor("sharing"), "sharing.ahead", "shared tables", **report.audit_details()
             )
@@ -167,7 +168,7 @@ class Runtime:
                 catalog,
                 settings.shared.days_ahead,
                 settings.shared.ahead_interval_s,
-                audit_ahead,
+                ahead_done,
             ),
             PromotionJob(
                 metadata,

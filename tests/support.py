@@ -11,9 +11,9 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,13 +27,16 @@ from router import bootstrap, clock
 from router.auth import store as auth_store
 from router.auth.store import TokenLimits
 from router.catalog.cache import CatalogCache
+from router.catalog.snapshot import CatalogSnapshot
 from router.db import catalog_login, pools
 from router.db.connection import prepare_shard_connection
-from router.db.names import DayTable
+from router.db.names import DayTable, Kind, owner_days_table, shared_table
 from router.errors import BUG_MARKER, ShardlogError
 from router.ingest.body import LineBlock
 from router.ingest.records import Limits, Location
 from router.ingest.writer import PartWriter
+from router.retention.shared_days import group_keep_days
+from router.search import fdw
 from router.settings import (
     CatalogSettings,
     ClusterSettings,
@@ -539,3 +542,38 @@ def holding(dsn: str, statements: str) -> Iterator[None]:
         session.stdin.write("COMMIT;\n")
         session.stdin.close()
         session.wait(timeout=30)
+
+
+async def drop_shared_days(
+    metadata: asyncpg.Pool, shards: Mapping[str, str], days: Iterable[date]
+) -> None:
+    """What the shared tables ahead job made for ``days``: the shared and owner_days tables on
+    every shard of ``shards`` (name -> superuser DSN), their shared_tables rows and their
+    children on the coordinator."""
+    days = list(days)
+    kinds: tuple[Kind, ...] = ("audit", "flow")
+    for dsn in shards.values():
+        connection = await asyncpg.connect(dsn)
+        try:
+            for day in days:
+                for name in (*(shared_table(k, day) for k in kinds), owner_days_table(day)):
+                    await connection.execute(f'DROP TABLE IF EXISTS "{name}"')
+        finally:
+            await connection.close()
+    async with metadata.acquire() as meta, meta.transaction():
+        await meta.execute("DELETE FROM shared_tables WHERE day = ANY($1::date[])", days)
+        for day in days:
+            for kind in kinds:
+                for shard in shards:
+                    await fdw.detach_shared(meta, kind, day, shard)
+
+
+def expired_shared_day(snapshot: CatalogSnapshot, default_keep_days: int, margin: int) -> date:
+    """A day ``margin`` days older than any group's policy keeps (the default for kinds and
+    groups without one): no owner's day table can be there (ingest refuses it)."""
+    keep = max(
+        group_keep_days(snapshot, kind, shard.group, default_keep_days)
+        for kind in ("audit", "flow")
+        for shard in snapshot.shards.values()
+    )
+    return clock.today() - timedelta(days=keep + margin)

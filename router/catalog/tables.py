@@ -13,7 +13,7 @@ import asyncpg
 from router.catalog.snapshot import Shard
 from router.compaction import registry
 from router.db.connection import Connection
-from router.db.names import DayTable, Kind, day_table, parse_day_table
+from router.db.names import DayTable, Kind, day_table, parse_day_table, shared_table
 from router.db.pools import CoordinatorLogin
 from router.search import fdw
 
@@ -82,11 +82,33 @@ async def on_shard(connection: Connection) -> list[DayTable]:
     return [t for t in (parse_day_table(r["relname"]) for r in names) if t is not None]
 
 
+async def _attach_shared(
+    meta: Connection, shard: Shard, connection: Connection, login: CoordinatorLogin
+) -> None:
+    """The coordinator's child of every shared table the registry lists on the shard and the
+    shard holds (fdw.attach_shared makes those missing)."""
+    entries = await meta.fetch(
+        "SELECT kind, day FROM shared_tables WHERE shard = $1 ORDER BY day, kind", shard.name
+    )
+    present = {
+        r["relname"]
+        for r in await connection.fetch(
+            "SELECT relname FROM pg_class WHERE relkind = 'r' "
+            "AND relnamespace = 'public'::regnamespace AND relname = ANY($1::text[])",
+            [shared_table(e["kind"], e["day"]) for e in entries],
+        )
+    }
+    for entry in entries:
+        if shared_table(entry["kind"], entry["day"]) in present:
+            await fdw.attach_shared(meta, entry["kind"], entry["day"], shard, login)
+
+
 async def sync(
     metadata: asyncpg.Pool, shard: Shard, connection: Connection, login: CoordinatorLogin
 ) -> int:
     """Record and attach the day tables a shard holds that the registry lacks; forget and
-    detach those the shard lacks. Returns how many entries changed."""
+    detach those the shard lacks; attach the shard's registered shared tables whose
+    coordinator child is missing. Returns how many day table entries changed."""
     present = await on_shard(connection)
     async with metadata.acquire() as meta, meta.transaction():
         known = {
@@ -115,6 +137,7 @@ async def sync(
                 await registry.switch_in(
                     meta, day_table(row["kind"], row["owner_id"], row["day"]), shard.name
                 )
+        await _attach_shared(meta, shard, connection, login)
         await fdw.refresh_login(meta, shard.name, login)
         for kind, owner_id, day in stale:
             await meta.execute(

@@ -29,7 +29,7 @@ async def cmd_ahead(ctx: Context, args: argparse.Namespace) -> int:
     report = await make_ahead(
         ctx.metadata, ctx.pools, ctx.snapshot, ahead_days(clock.today(), days_ahead)
     )
-    if report.made or report.registered:
+    if report.made or report.registered or report.attached:
         await _audit(ctx, "sharing.ahead", "shared tables", report.audit_details())
     data = report.to_json()
 

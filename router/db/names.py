@@ -205,5 +205,20 @@ def parent_table(kind: Kind, owner_id: int) -> str:
 def foreign_table(table: DayTable, shard: str) -> str:
     """The coordinator's foreign table for one shard's day table: the day table's name and a
     digest of the shard's, which keeps it unique and under 63 bytes."""
+    return _foreign(table.name, shard)
+
+
+def shared_parent(kind: Kind) -> str:
+    """The coordinator's parent of the foreign shared tables of one kind, schema-qualified (no
+    owner's parent is named so: theirs end in the owner id)."""
+    return f"fdw.{quote_ident(f'{kind}_shared')}"
+
+
+def shared_foreign_table(kind: Kind, day: date, shard: str) -> str:
+    """The coordinator's foreign table for one shard's shared table of a kind and day."""
+    return _foreign(shared_table(kind, day), shard)
+
+
+def _foreign(name: str, shard: str) -> str:
     digest = hashlib.blake2b(shard.encode(), digest_size=4).hexdigest()
-    return f"fdw.{quote_ident(f'{table.name}_{digest}')}"
+    return f"fdw.{quote_ident(f'{name}_{digest}')}"

@@ -16,7 +16,7 @@ from router.catalog import tables as day_tables
 from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
 from router.db.failures import DRIVER_ERRORS, coordinator_error
-from router.db.names import parent_table
+from router.db.names import parent_table, shared_parent
 from router.db.pools import ShardPools
 from router.errors import BadRequest
 from router.reports import hll
@@ -204,9 +204,10 @@ class ReportService:
         return [stream for _, stream in opened], failures
 
     async def _coordinator(self, plan: ReportPlan, stack: contextlib.AsyncExitStack) -> Batches:
-        """The same aggregate through the owners' parent tables on the coordinator: one
-        statement, all or nothing (a failing shard fails it: 503 or 504), over at most as many
-        owners as a report may name (a prefix may cover more: those go by fan-out)."""
+        """The same aggregate through the owners' parent tables on the coordinator, and the
+        shared parent for their rows in shared tables: one statement, all or nothing (a failing
+        shard fails it: 503 or 504), over at most as many owners as a report may name (a prefix
+        may cover more: those go by fan-out)."""
         owners = {t.owner_id for target in plan.targets for t in target.tables}
         most = self._settings.max_keys
         if len(owners) > most:
@@ -220,12 +221,19 @@ class ReportService:
             refuse([ShardFailure(s, "marked down") for s in plan.unavailable])
         if not owners:
             return _empty()
-        parents = [
-            (key, parent_table(plan.spec.kind, ident))
+        tables = [t for target in plan.targets for t in target.tables]
+        own = {t.owner_id for t in tables if t.own}
+        shared = {t.owner_id for t in tables if t.shared}
+        kind = plan.spec.kind
+        # An owner's rows in shared tables through the kind's shared parent, by its owner id
+        # (an integer, written into the statement): postgres_fdw sends it to the shards.
+        sources = [(key, parent_table(kind, ident)) for ident, key in plan.keys if ident in own]
+        sources += [
+            (key, f"(SELECT * FROM {shared_parent(kind)} WHERE owner_id = {int(ident)}) AS s")
             for ident, key in plan.keys
-            if ident in owners
+            if ident in shared
         ]
-        text, params = partial_sql(plan.spec, parents)
+        text, params = partial_sql(plan.spec, sources)
         timeout = self._settings.shard_timeout_s
         try:
             connection = await stack.enter_async_context(self._metadata.acquire(timeout=timeout))

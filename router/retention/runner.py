@@ -212,7 +212,7 @@ class RetentionRunner:
         )
         if report.status != "refused":
             report.drops = await self._drop_all(snapshot, report.run_id, plan.expired)
-            report.shared_drops = await self._drop_shared(shared_expired)
+            report.shared_drops = await self._drop_shared(snapshot, shared_expired)
             totals = report.totals()
             if totals["tables_failed"] or totals["shared_days_failed"] or report.unreachable:
                 report.status = "partial"
@@ -256,7 +256,9 @@ class RetentionRunner:
                 raise outcome
         return [results[index] for index in range(len(expired))]
 
-    async def _drop_shared(self, expired: list[ExpiredShared]) -> list[dict[str, Any]]:
+    async def _drop_shared(
+        self, snapshot: CatalogSnapshot, expired: list[ExpiredShared]
+    ) -> list[dict[str, Any]]:
         """Expired shared days, shards at the same time, one shard-day after another on each;
         in the plan's order."""
         results: dict[int, dict[str, Any]] = {}
@@ -268,7 +270,7 @@ class RetentionRunner:
         async def drop_on(indexes: list[int]) -> None:
             async with gate:
                 for index in indexes:
-                    result = await self._shared_dropper.drop(expired[index])
+                    result = await self._shared_dropper.drop(snapshot, expired[index])
                     results[index] = _shared_json(expired[index], result)
                     self._log_shared_drop(results[index])
 

@@ -1,9 +1,9 @@
 """Drops an expired shared day on one shard (docs/architecture.md, "Retention, erase,
-archive"): its registry entries first (so no search plans it), then its shared tables and
-owner_days table in one transaction on the shard, through the retention role's only way to drop
-them (shardlog_drop_shared_table), each lock awaited at most lock_timeout, attempts repeated
-with a growing pause and then given up (the next run tries again, and the entries are put
-back)."""
+archive"): its registry entries and coordinator children first (so no search plans or reads
+it), then its shared tables and owner_days table in one transaction on the shard, through the
+retention role's only way to drop them (shardlog_drop_shared_table), each lock awaited at most
+lock_timeout, attempts repeated with a growing pause and then given up (the next run tries
+again, and the entries and children are put back)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,13 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from router.catalog.snapshot import CatalogSnapshot, Shard
 from router.db.failures import DRIVER_ERRORS, describe
-from router.db.names import Kind, quote_ident
-from router.db.pools import ShardPools
+from router.db.names import quote_ident
+from router.db.pools import CoordinatorLogin, ShardPools
 from router.retention.dropper import Outcome, cancel_autovacuum_sooner
 from router.retention.shared_days import ExpiredShared, relation_name
+from router.search import fdw
 from router.settings import RetentionSettings
 
 _DROP = "SELECT shardlog_drop_shared_table($1::regclass)"
@@ -29,17 +31,36 @@ class SharedDropped:
     error: str | None = None
 
 
-async def _registry(
-    metadata: asyncpg.Pool, statement: str, item: ExpiredShared, kinds: tuple[Kind, ...]
+async def _forget(metadata: asyncpg.Pool, item: ExpiredShared) -> None:
+    """The shard-day's registry entries and coordinator children of its expiring kinds, in one
+    metadata transaction."""
+    entry = item.entry
+    async with metadata.acquire() as connection, connection.transaction():
+        await connection.execute(
+            "DELETE FROM shared_tables WHERE kind = ANY($1::text[]) AND day = $2 AND shard = $3",
+            list(item.kinds),
+            entry.day,
+            entry.shard,
+        )
+        for kind in item.kinds:
+            await fdw.detach_shared(connection, kind, entry.day, entry.shard)
+
+
+async def _record(
+    metadata: asyncpg.Pool, item: ExpiredShared, shard: Shard, login: CoordinatorLogin
 ) -> None:
-    await metadata.execute(statement, list(kinds), item.entry.day, item.entry.shard)
-
-
-_FORGET = "DELETE FROM shared_tables WHERE kind = ANY($1::text[]) AND day = $2 AND shard = $3"
-_RECORD = (
-    "INSERT INTO shared_tables (kind, day, shard) SELECT unnest($1::text[]), $2, $3 "
-    "ON CONFLICT DO NOTHING"
-)
+    """What ``_forget`` removed, put back."""
+    entry = item.entry
+    async with metadata.acquire() as connection, connection.transaction():
+        await connection.execute(
+            "INSERT INTO shared_tables (kind, day, shard) SELECT unnest($1::text[]), $2, $3 "
+            "ON CONFLICT DO NOTHING",
+            list(item.kinds),
+            entry.day,
+            entry.shard,
+        )
+        for kind in item.kinds:
+            await fdw.attach_shared(connection, kind, entry.day, shard, login)
 
 
 class SharedDropper:
@@ -50,16 +71,18 @@ class SharedDropper:
         self._pools = pools
         self._settings = settings
 
-    async def drop(self, item: ExpiredShared) -> SharedDropped:
+    async def drop(self, snapshot: CatalogSnapshot, item: ExpiredShared) -> SharedDropped:
         try:
-            await _registry(self._metadata, _FORGET, item, item.kinds)
+            await _forget(self._metadata, item)
         except DRIVER_ERRORS as exc:
             return SharedDropped("failed", error=f"metadata: {describe(exc)}")
         result = await self._with_retries(item)
-        if result.outcome == "failed":
+        shard = snapshot.shards.get(item.entry.shard)
+        if result.outcome == "failed" and shard is not None:
             # The shard's transaction rolled back: every table is still there.
             try:
-                await _registry(self._metadata, _RECORD, item, item.kinds)
+                login = self._pools.coordinator_login(shard.dsn)
+                await _record(self._metadata, item, shard, login)
             except DRIVER_ERRORS as exc:
                 return SharedDropped(
                     "failed", error=f"{result.error}; not registered again: {describe(exc)}"

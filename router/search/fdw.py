@@ -2,8 +2,11 @@
 
 ``attach`` makes a shard's day table visible there (foreign server and user mapping for the
 shard, the owner's parent table, the foreign child with a CHECK on its day); ``detach`` removes
-it. Both are idempotent and serialised per child by an advisory lock, so concurrent routers
-neither fail nor duplicate. Queries go through the owner's parent table.
+it. ``attach_shared`` and ``detach_shared`` do the same for a shard's shared table of a kind
+and day, under the kind's shared parent (fdw.audit_shared, fdw.flow_shared: docs/
+architecture.md, "Reading both layouts"). All are idempotent and serialised per child by an
+advisory lock, so concurrent routers neither fail nor duplicate. Queries go through the owners'
+parent tables and, for their rows in shared tables, the shared parent by owner_id.
 
 Run as the catalog role (router/db/catalog_login.py), which owns the servers, parent and
 foreign tables it makes here. The coordinator logs in to shards as the read-only role, its
@@ -16,17 +19,22 @@ password or TLS setting reaches the coordinator with a restart).
 from __future__ import annotations
 
 import hashlib
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import date, timedelta
 
 from router.catalog.snapshot import Shard
 from router.db.connection import Connection
 from router.db.dsn import parse_dsn
 from router.db.names import (
     DayTable,
+    Kind,
     foreign_table,
     parent_table,
     quote_catalog_name,
     quote_literal,
+    shared_foreign_table,
+    shared_parent,
+    shared_table,
 )
 from router.db.pools import CoordinatorLogin
 from router.db.unrecorded import unrecorded
@@ -49,6 +57,19 @@ _TIME_COLUMN = {"audit": "ts", "flow": "first_seen"}
 _USER_OPTIONS = ("user", "password", "passfile")
 # Server options refresh_login keeps in step with the router's settings.
 _TLS_OPTIONS = ("sslmode", "sslrootcert")
+
+
+@dataclass(frozen=True)
+class _OnShard:
+    """What a foreign child reads: a relation of a shard, its kind and day."""
+
+    kind: Kind
+    day: date
+    name: str
+
+
+def _shared_day(kind: Kind, day: date) -> _OnShard:
+    return _OnShard(kind, day, shared_table(kind, day))
 
 
 def _lock_key(name: str) -> int:
@@ -88,6 +109,46 @@ async def attach(
     await connection.execute("SELECT pg_advisory_xact_lock($1)", _lock_key(child))
     if await connection.fetchval("SELECT to_regclass($1) IS NOT NULL", child):
         return
+    server = await _server(connection, shard, login)
+    parent = parent_table(table.kind, table.owner_id)
+    await _child(connection, child, parent, PARENT_COLUMNS[table.kind], table, server)
+    await connection.execute(
+        "INSERT INTO fdw.children (child, kind, owner_id, day, shard) "
+        "VALUES ($1::regclass, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+        child,
+        table.kind,
+        table.owner_id,
+        table.day,
+        shard.name,
+    )
+
+
+async def attach_shared(
+    connection: Connection, kind: Kind, day: date, shard: Shard, login: CoordinatorLogin
+) -> bool:
+    """The foreign child of a shard's shared table of ``kind`` and ``day`` under the kind's
+    shared parent (both made when missing), recorded in fdw.children without an owner; True
+    when made now. Run inside the caller's transaction, as ``attach``."""
+    child = shared_foreign_table(kind, day, shard.name)
+    await connection.execute("SELECT pg_advisory_xact_lock($1)", _lock_key(child))
+    if await connection.fetchval("SELECT to_regclass($1) IS NOT NULL", child):
+        return False
+    server = await _server(connection, shard, login)
+    columns = f"owner_id bigint, {PARENT_COLUMNS[kind]}"
+    await _child(connection, child, shared_parent(kind), columns, _shared_day(kind, day), server)
+    await connection.execute(
+        "INSERT INTO fdw.children (child, kind, owner_id, day, shard) "
+        "VALUES ($1::regclass, $2, NULL, $3, $4) ON CONFLICT DO NOTHING",
+        child,
+        kind,
+        day,
+        shard.name,
+    )
+    return True
+
+
+async def _server(connection: Connection, shard: Shard, login: CoordinatorLogin) -> str:
+    """The shard's foreign server and this role's user mapping, made when missing."""
     server = quote_catalog_name(shard.name)
     options, _ = server_options(login.dsn)
     await connection.execute("SELECT pg_advisory_xact_lock($1)", _lock_key(f"server {shard.name}"))
@@ -103,9 +164,21 @@ async def attach(
                 f"CREATE USER MAPPING IF NOT EXISTS FOR CURRENT_USER SERVER {server} "
                 f"OPTIONS ({_options(login.user)})"
             )
-    parent = parent_table(table.kind, table.owner_id)
+    return server
+
+
+async def _child(
+    connection: Connection,
+    child: str,
+    parent: str,
+    columns: str,
+    table: DayTable | _OnShard,
+    server: str,
+) -> None:
+    """The parent (made when missing, under its own lock) and the foreign child reading
+    ``table.name`` on the server, with a CHECK on its day so the planner skips other days."""
     await connection.execute("SELECT pg_advisory_xact_lock($1)", _lock_key(parent))
-    await connection.execute(f"CREATE TABLE IF NOT EXISTS {parent} ({PARENT_COLUMNS[table.kind]})")
+    await connection.execute(f"CREATE TABLE IF NOT EXISTS {parent} ({columns})")
     column = _TIME_COLUMN[table.kind]
     first, after = table.day, table.day + timedelta(days=1)
     await connection.execute(
@@ -113,15 +186,6 @@ async def attach(
         f"'{first.isoformat()}T00:00:00+00' AND {column} < '{after.isoformat()}T00:00:00+00')) "
         f"INHERITS ({parent}) SERVER {server} "
         f"OPTIONS (schema_name 'public', table_name {quote_literal(table.name)})"
-    )
-    await connection.execute(
-        "INSERT INTO fdw.children (child, kind, owner_id, day, shard) "
-        "VALUES ($1::regclass, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
-        child,
-        table.kind,
-        table.owner_id,
-        table.day,
-        shard.name,
     )
 
 
@@ -176,6 +240,19 @@ async def detach(connection: Connection, table: DayTable, shard: str) -> None:
         table.kind,
         table.owner_id,
         table.day,
+        shard,
+    )
+    await connection.execute(f"DROP FOREIGN TABLE IF EXISTS {child}")
+
+
+async def detach_shared(connection: Connection, kind: Kind, day: date, shard: str) -> None:
+    """Remove a shard's shared table of ``kind`` and ``day`` from the coordinator."""
+    child = shared_foreign_table(kind, day, shard)
+    await connection.execute("SELECT pg_advisory_xact_lock($1)", _lock_key(child))
+    await connection.execute(
+        "DELETE FROM fdw.children WHERE kind = $1 AND owner_id IS NULL AND day = $2 AND shard = $3",
+        kind,
+        day,
         shard,
     )
     await connection.execute(f"DROP FOREIGN TABLE IF EXISTS {child}")

@@ -17,7 +17,7 @@ from router.catalog import tables as day_tables
 from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
 from router.db.failures import DRIVER_ERRORS, coordinator_error, describe, is_transient
-from router.db.names import Kind, parent_table
+from router.db.names import Kind, parent_table, shared_parent
 from router.db.pools import ShardPools
 from router.errors import BadRequest
 from router.routing.search_plan import SearchPlan, ShardTarget, plan_search
@@ -357,7 +357,7 @@ class SearchService:
             records = await self._coordinator(
                 query,
                 plan,
-                lambda parents: sql.fdw_page_sql(query, parents, after, descending, limit + 1),
+                lambda sources: sql.fdw_page_sql(query, sources, after, descending, limit + 1),
             )
             outcome = Outcome()
             rows = [self._row(record, record["shard"], owners, kind) for record in records]
@@ -662,8 +662,9 @@ class SearchService:
     async def _coordinator(
         self, query: Query, plan: SearchPlan, build: Any
     ) -> list[asyncpg.Record]:
-        """One query through the covered owners' parent tables on the coordinator. It cannot
-        answer for some shards only: a failing shard fails the query (503 or 504)."""
+        """One query through the covered owners' parent tables on the coordinator, and through
+        the shared parent for those with rows in shared tables. It cannot answer for some
+        shards only: a failing shard fails the query (503 or 504)."""
         if plan.empty:
             return []
         kind, _ = covered_keys(query)
@@ -676,7 +677,15 @@ class SearchService:
                 f"{len(owner_ids)} hold rows in the window: use backend=fanout",
                 "backend",
             )
-        text, params = build([parent_table(kind, owner) for owner in owner_ids])
+        tables = [t for target in plan.targets for t in target.tables]
+        sources = sql.Coordinated(
+            [parent_table(kind, owner) for owner in sorted({t.owner_id for t in tables if t.own})],
+            shared_parent(kind),
+            sorted({t.owner_id for t in tables if t.shared}),
+        )
+        if not sources.parents and not sources.shared_owners:
+            return []
+        text, params = build(sources)
         try:
             return list(
                 await self._metadata.fetch(text, *params, timeout=self._settings.shard_timeout_s)
@@ -691,7 +700,7 @@ class SearchService:
 
     async def _fdw_count(self, query: Query, plan: SearchPlan) -> dict[str, Any]:
         records = await self._coordinator(
-            query, plan, lambda parents: sql.fdw_count_sql(query, parents)
+            query, plan, lambda sources: sql.fdw_count_sql(query, sources)
         )
         return {
             "value": int(records[0][0]) if records else 0,

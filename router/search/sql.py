@@ -429,33 +429,50 @@ def _fdw_columns(query: AuditQuery | FlowQuery) -> str:
 _SHARD = 'c.shard COLLATE "C"'
 
 
+@dataclass(frozen=True)
+class Coordinated:
+    """What a coordinator query reads: the parents of owners with own tables in the window and,
+    for owners with rows in shared tables (``shared_owners``), the kind's shared parent."""
+
+    parents: list[str]
+    shared_parent: str
+    shared_owners: list[int]
+
+    def sources(self, params: Params) -> list[tuple[str, str, str]]:
+        """(FROM item, owner id column, own condition) per branch: an owner's parent holds its
+        rows alone (fdw.children names the owner of each child); the shared parent's rows
+        carry their owner, and the owners wanted travel as one parameter, which postgres_fdw
+        sends to the shards with the time range."""
+        branches = [(parent, "c.owner_id", "true") for parent in self.parents]
+        if self.shared_owners:
+            owners = params.add(self.shared_owners)
+            branches.append(
+                (self.shared_parent, "p.owner_id", f"p.owner_id = ANY({owners}::bigint[])")
+            )
+        return branches
+
+
 def fdw_page_sql(
     query: AuditQuery | FlowQuery,
-    parents: list[str],
+    sources: Coordinated,
     after: Position | None,
     descending: bool,
     limit: int,
 ) -> tuple[str, list[Any]]:
-    """One query on the coordinator through the owners' parent tables; the shard and owner of
-    each row come from fdw.children by the child it was read from."""
+    """One query on the coordinator through the owners' parent tables and the shared parent;
+    the shard of each row comes from fdw.children by the child it was read from, its owner from
+    there too or from the shared row."""
     params = Params()
     condition = where(query, params)
     column = "ts" if isinstance(query, AuditQuery) else "first_seen"
     direction = "DESC" if descending else "ASC"
-    seek = "true"
-    if after is not None:
-        ts, shard = params.add(after.ts), params.add(after.shard)
-        owner, ident = params.add(after.owner_id), params.add(after.id)
-        forward = "<" if descending else ">"
-        # The ts bound alone is pushed down to the shards; the full row comparison is not.
-        seek = (
-            f"p.{column} {forward}= {ts} AND "
-            f"(p.{column}, {_SHARD}, c.owner_id, p.id) {forward} ({ts}, {shard}, {owner}, {ident})"
-        )
+
+    seek = _fdw_seek(after, column, descending, params)
     branches = [
-        f"SELECT {_fdw_columns(query)}, c.shard, c.owner_id FROM {parent} AS p "
-        f"JOIN fdw.children AS c ON c.child = p.tableoid WHERE {condition} AND {seek}"
-        for parent in parents
+        f"SELECT {_fdw_columns(query)}, c.shard, {owner_column} AS owner_id FROM {parent} AS p "
+        f"JOIN fdw.children AS c ON c.child = p.tableoid "
+        f"WHERE {own} AND {condition} AND {seek(owner_column)}"
+        for parent, owner_column, own in sources.sources(params)
     ]
     order = f'ts {direction}, shard COLLATE "C" {direction}, owner_id {direction}, id {direction}'
     return (
@@ -465,8 +482,27 @@ def fdw_page_sql(
     )
 
 
-def fdw_count_sql(query: AuditQuery | FlowQuery, parents: list[str]) -> tuple[str, list[Any]]:
+def _fdw_seek(
+    after: Position | None, column: str, descending: bool, params: Params
+) -> Callable[[str], str]:
+    """The keyset condition of a branch whose rows' owner id is ``owner column``."""
+    if after is None:
+        return lambda _owner_column: "true"
+    ts, shard = params.add(after.ts), params.add(after.shard)
+    owner, ident = params.add(after.owner_id), params.add(after.id)
+    forward = "<" if descending else ">"
+    # The ts bound alone is pushed down to the shards; the full row comparison is not.
+    return lambda owner_column: (
+        f"p.{column} {forward}= {ts} AND (p.{column}, {_SHARD}, {owner_column}, p.id) "
+        f"{forward} ({ts}, {shard}, {owner}, {ident})"
+    )
+
+
+def fdw_count_sql(query: AuditQuery | FlowQuery, sources: Coordinated) -> tuple[str, list[Any]]:
     params = Params()
     condition = where(query, params)
-    branches = [f"SELECT 1 FROM {parent} WHERE {condition}" for parent in parents]
+    branches = [
+        f"SELECT 1 FROM {parent} AS p WHERE {own} AND {condition}"
+        for parent, _, own in sources.sources(params)
+    ]
     return f"SELECT count(*) FROM ({' UNION ALL '.join(branches)}) AS matches", params.values

@@ -1,9 +1,10 @@
 """The shared tables made ahead of their days: on every shard not marked down, for today and
 the next SHARDLOG_SHARED__DAYS_AHEAD days, the audit and flow shared tables and the owner_days
-table, then the shard-day registered in the metadata's shared_tables. Idempotent: each table is
-made under the advisory lock of its name (ddl.ensure_shared), so routers running it at once
-make it once, and a registered shard-day is left as it is. A shard that cannot be reached is
-named in the report and made by the next run."""
+table, then the shard-day registered in the metadata's shared_tables and its shared tables
+attached to the coordinator's shared parents (router/search/fdw.py), in one transaction.
+Idempotent: each table is made under the advisory lock of its name (ddl.ensure_shared), so
+routers running it at once make it once, and a registered shard-day is left as it is. A shard
+that cannot be reached is named in the report and made by the next run."""
 
 from __future__ import annotations
 
@@ -18,19 +19,23 @@ import asyncpg
 
 from router import clock
 from router.catalog.cache import CatalogCache
-from router.catalog.snapshot import CatalogSnapshot
+from router.catalog.snapshot import CatalogSnapshot, Shard
 from router.db import ddl
 from router.db.failures import DRIVER_ERRORS, describe
 from router.db.names import Kind, SharedRelation, owner_days_table, shared_table
-from router.db.pools import ShardPools
+from router.db.pools import CoordinatorLogin, ShardPools
 from router.errors import Unavailable
 from router.periodic import PeriodicTask
+from router.search import fdw
 
 log = logging.getLogger(__name__)
 
 KINDS: tuple[Kind, ...] = ("audit", "flow")
 # owner_days first: a shard-day's shared tables never exist without their fence.
 RELATIONS: tuple[SharedRelation, ...] = ("owner_days", "audit", "flow")
+
+
+Registered = tuple[str, Kind, date]  # (shard, kind, day)
 
 
 def ahead_days(today: date, days_ahead: int) -> list[date]:
@@ -42,7 +47,8 @@ def ahead_days(today: date, days_ahead: int) -> list[date]:
 class AheadReport:
     days: list[date]
     made: list[tuple[str, str]] = field(default_factory=list)  # (shard, relation) made now
-    registered: list[tuple[str, Kind, date]] = field(default_factory=list)  # new entries
+    registered: list[Registered] = field(default_factory=list)  # new entries
+    attached: list[Registered] = field(default_factory=list)  # coordinator children made now
     unreachable: dict[str, str] = field(default_factory=dict)  # shard -> why
 
     def to_json(self) -> dict[str, Any]:
@@ -53,6 +59,10 @@ class AheadReport:
                 {"shard": shard, "kind": kind, "day": day.isoformat()}
                 for shard, kind, day in self.registered
             ],
+            "attached": [
+                {"shard": shard, "kind": kind, "day": day.isoformat()}
+                for shard, kind, day in self.attached
+            ],
             "unreachable": self.unreachable,
         }
 
@@ -61,6 +71,7 @@ class AheadReport:
             "days": [day.isoformat() for day in self.days],
             "tables_made": len(self.made),
             "shard_days_registered": len(self.registered),
+            "children_attached": len(self.attached),
             "unreachable": sorted(self.unreachable),
         }
 
@@ -80,17 +91,28 @@ async def _make_on(pools: ShardPools, shard: str, days: Sequence[date]) -> list[
 
 
 async def _register(
-    metadata: asyncpg.Pool, shard: str, days: Sequence[date]
-) -> list[tuple[str, Kind, date]]:
-    rows = await metadata.fetch(
-        "INSERT INTO shared_tables (kind, day, shard) "
-        "SELECT kind, day, $3 FROM unnest($1::text[]) AS kind, unnest($2::date[]) AS day "
-        "ON CONFLICT DO NOTHING RETURNING kind, day",
-        list(KINDS),
-        list(days),
-        shard,
-    )
-    return sorted((shard, row["kind"], row["day"]) for row in rows)
+    metadata: asyncpg.Pool, shard: Shard, login: CoordinatorLogin, days: Sequence[date]
+) -> tuple[list[tuple[str, Kind, date]], list[tuple[str, Kind, date]]]:
+    """The shard-days registered in shared_tables and their children attached to the
+    coordinator's shared parents, in one metadata transaction (as tables.record attaches a day
+    table's): the entries new and the children made now (a child found missing is made
+    whether its entry is new or not)."""
+    async with metadata.acquire() as connection, connection.transaction():
+        rows = await connection.fetch(
+            "INSERT INTO shared_tables (kind, day, shard) "
+            "SELECT kind, day, $3 FROM unnest($1::text[]) AS kind, unnest($2::date[]) AS day "
+            "ON CONFLICT DO NOTHING RETURNING kind, day",
+            list(KINDS),
+            list(days),
+            shard.name,
+        )
+        attached = [
+            (shard.name, kind, day)
+            for day in days
+            for kind in KINDS
+            if await fdw.attach_shared(connection, kind, day, shard, login)
+        ]
+    return sorted((shard.name, row["kind"], row["day"]) for row in rows), attached
 
 
 async def make_ahead(
@@ -101,9 +123,11 @@ async def make_ahead(
     report = AheadReport(sorted(days))
     shards = sorted(name for name, shard in snapshot.shards.items() if shard.state != "down")
 
-    async def on(shard: str) -> tuple[list[str], list[tuple[str, Kind, date]]]:
+    async def on(shard: str) -> tuple[list[str], tuple[list[Registered], list[Registered]]]:
         made = await _make_on(pools, shard, report.days)
-        return made, await _register(metadata, shard, report.days)
+        known = snapshot.shards[shard]
+        login = pools.coordinator_login(known.dsn)
+        return made, await _register(metadata, known, login, report.days)
 
     results = await asyncio.gather(*(on(shard) for shard in shards), return_exceptions=True)
     for shard, result in zip(shards, results, strict=True):
@@ -113,9 +137,10 @@ async def make_ahead(
             report.unreachable[shard] = describe(result)
             log.warning("shared tables ahead: %s skipped: %s", shard, describe(result))
             continue
-        made, registered = result
+        made, (registered, attached) = result
         report.made.extend((shard, name) for name in made)
         report.registered.extend(registered)
+        report.attached.extend(attached)
     return report
 
 
@@ -163,11 +188,13 @@ class AheadJob:
     async def run_once(self) -> AheadReport:
         days = ahead_days(clock.today(), self._days_ahead)
         report = await make_ahead(self._metadata, self._pools, self._catalog.snapshot, days)
-        if report.made or report.registered:
+        if report.made or report.registered or report.attached:
             log.info(
-                "shared tables ahead: %d table(s) made, %d shard-day(s) registered",
+                "shared tables ahead: %d table(s) made, %d shard-day(s) registered, "
+                "%d coordinator child(ren) attached",
                 len(report.made),
                 len(report.registered),
+                len(report.attached),
             )
             if self._observer is not None:
                 await self._observer(report)

@@ -25,11 +25,19 @@ from router.db.names import owner_days_table, shared_table
 from router.db.pools import ShardPools
 from router.retention import inventory
 from router.retention.runner import RetentionRunner, RunOptions
-from router.retention.shared_days import group_keep_days
 from router.settings import Settings
 from router.sharing.ahead import ahead_days, make_ahead
 from services.cluster import LocalCluster
-from tests.support import DENIED, another_router, eventually, refused, run_cli, running_router
+from tests.support import (
+    DENIED,
+    another_router,
+    drop_shared_days,
+    eventually,
+    expired_shared_day,
+    refused,
+    run_cli,
+    running_router,
+)
 
 KINDS = ("audit", "flow")
 
@@ -66,18 +74,11 @@ def session_shards(cluster: LocalCluster) -> dict[str, str]:
 async def made_days(
     metadata: asyncpg.Pool, session_shards: dict[str, str]
 ) -> AsyncIterator[list[date]]:
-    """Days whose shared tables a test makes: dropped, with their registry rows, afterwards."""
+    """Days whose shared tables a test makes: dropped, with their registry rows and
+    coordinator children, afterwards."""
     days: list[date] = []
     yield days
-    for dsn in session_shards.values():
-        connection = await asyncpg.connect(dsn)
-        try:
-            for day in days:
-                for name in names_of(day):
-                    await connection.execute(f'DROP TABLE IF EXISTS "{name}"')
-        finally:
-            await connection.close()
-    await metadata.execute("DELETE FROM shared_tables WHERE day = ANY($1::date[])", days)
+    await drop_shared_days(metadata, session_shards, days)
 
 
 @dataclass(frozen=True)
@@ -360,13 +361,7 @@ async def test_retention_drops_an_expired_shared_day_and_its_dry_run_lists_it(
     metadata, snapshot, pools = world.metadata, world.snapshot, world.pools
     session_shards, made_days = world.session_shards, world.made_days
     default_keep = settings.ingest.default_keep_days
-    keep = max(
-        group_keep_days(snapshot, kind, shard.group, default_keep)
-        for kind in KINDS
-        for shard in snapshot.shards.values()
-    )
-    # Older than any group keeps: no day table of any owner can be there (ingest refuses it).
-    day = clock.today() - timedelta(days=keep + 30)
+    day = expired_shared_day(snapshot, default_keep, 30)
     made_days.append(day)
     await make_ahead(metadata, pools, snapshot, [day])
     expected = {(shard, day.isoformat()) for shard in session_shards}

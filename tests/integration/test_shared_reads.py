@@ -47,7 +47,7 @@ from tests.integration import test_compacted_flows as compacted_flows
 from tests.integration import test_compacted_reads as compacted_reads
 from tests.integration.test_compacted_reads import answer, answers_alike, cursors_continue, pages
 from tests.integration.test_search import post
-from tests.support import past_day, run_cli
+from tests.support import drop_shared_days, past_day, run_cli
 
 DAY = past_day(5, 0)
 WINDOW = {"from": DAY.isoformat(), "to": (DAY + timedelta(days=1)).isoformat()}
@@ -184,7 +184,7 @@ async def shared_day(
     api: httpx.Client, settings: Settings, metadata: asyncpg.Pool
 ) -> AsyncIterator[date]:
     """The shared tables of DAY on every shard, made by the router's ahead job; dropped with
-    their registry rows and the owners' owner_shards rows afterwards."""
+    their registry rows, coordinator children and the owners' owner_shards rows afterwards."""
     snapshot = await store.load_snapshot(metadata)
     pools = ShardPools(settings.pools)
     await pools.reconcile(snapshot)
@@ -194,18 +194,7 @@ async def shared_day(
     finally:
         await pools.close()
     yield DAY.date()
-    for dsn in catalog_shards(api).values():
-        connection = await asyncpg.connect(dsn)
-        try:
-            for name in (
-                shared_table("audit", DAY.date()),
-                shared_table("flow", DAY.date()),
-                owner_days_table(DAY.date()),
-            ):
-                await connection.execute(f'DROP TABLE IF EXISTS "{name}"')
-        finally:
-            await connection.close()
-    await metadata.execute("DELETE FROM shared_tables WHERE day = $1", DAY.date())
+    await drop_shared_days(metadata, catalog_shards(api), [DAY.date()])
     await metadata.execute("DELETE FROM owner_shards WHERE since = $1", DAY.date())
 
 
