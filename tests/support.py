@@ -568,6 +568,37 @@ async def drop_shared_days(
                     await fdw.detach_shared(meta, kind, day, shard)
 
 
+async def _registered_shared_days(settings: Settings) -> set[date]:
+    metadata = await catalog_login.open_pool(settings)
+    try:
+        return {r["day"] for r in await metadata.fetch("SELECT DISTINCT day FROM shared_tables")}
+    finally:
+        await metadata.close()
+
+
+@contextlib.contextmanager
+def shared_days_dropped_after(settings: Settings, shards: Mapping[str, str]) -> Iterator[None]:
+    """The shared days registered while the block runs (a sharing router's ahead job, its
+    writes into past days) dropped after it as drop_shared_days drops them: tables, registry
+    rows and coordinator children, on ``shards`` (name -> superuser DSN)."""
+    before = asyncio.run(_registered_shared_days(settings))
+    try:
+        yield
+    finally:
+
+        async def drop() -> None:
+            made = await _registered_shared_days(settings) - before
+            if not made:
+                return
+            metadata = await catalog_login.open_pool(settings)
+            try:
+                await drop_shared_days(metadata, shards, made)
+            finally:
+                await metadata.close()
+
+        asyncio.run(drop())
+
+
 def expired_shared_day(snapshot: CatalogSnapshot, default_keep_days: int, margin: int) -> date:
     """A day ``margin`` days older than any group's policy keeps (the default for kinds and
     groups without one): no owner's day table can be there (ingest refuses it)."""

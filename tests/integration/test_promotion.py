@@ -40,6 +40,7 @@ from tests.support import (
     run_cli,
     running_router,
     search_items,
+    shared_days_dropped_after,
 )
 
 DAY = past_day(7, 12)
@@ -65,6 +66,7 @@ def client(
 ) -> Iterator[httpx.Client]:
     router = another_router(settings, tmp_path_factory.mktemp("promoting-router"), SHARING)
     with (
+        shared_days_dropped_after(settings, catalog_shards(api)),
         running_router(router),
         httpx.Client(
             base_url=router.url, headers={"Authorization": api.headers["Authorization"]}, timeout=60
@@ -276,6 +278,7 @@ def test_the_routers_job_promotes_and_counts(
     owner = f"job-{uuid.uuid4().hex[:8]}"
     written = [f"now {n} {i}" for n in range(12) for i in range(4)]
     with (
+        shared_days_dropped_after(settings, catalog_shards(api)),
         running_router(router),
         httpx.Client(
             base_url=router.url, headers={"Authorization": api.headers["Authorization"]}, timeout=60

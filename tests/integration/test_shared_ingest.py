@@ -28,7 +28,13 @@ from router.db.names import owner_days_table, shared_table
 from router.settings import Settings
 from services.cluster import LocalCluster
 from services.router_process import RouterProcess
-from tests.support import another_router, past_day, running_router, search_items
+from tests.support import (
+    another_router,
+    past_day,
+    running_router,
+    search_items,
+    shared_days_dropped_after,
+)
 from tests.tail_client import TailClient
 
 DAY = past_day(6, 12)
@@ -43,31 +49,15 @@ OWN_TABLE_ROWS = 30
 def sharing_router(
     settings: Settings, tmp_path_factory: pytest.TempPathFactory, api: httpx.Client
 ) -> Iterator[RouterProcess]:
-    """A router writing small owner-days shared; the shared tables it made are dropped after."""
-    before = _shared_relations(api)
+    """A router writing small owner-days shared; the shared days it made are dropped after."""
     env = {
         "SHARDLOG_SHARED__ENABLED": "true",
         "SHARDLOG_SHARED__OWN_TABLE_ROWS": str(OWN_TABLE_ROWS),
         "SHARDLOG_RETENTION__ENABLED": "false",
     }
     router = another_router(settings, tmp_path_factory.mktemp("sharing-router"), env)
-    with running_router(router):
+    with shared_days_dropped_after(settings, catalog_shards(api)), running_router(router):
         yield router
-    for shard, dsn in catalog_shards(api).items():
-        for name in sorted(_shared_relations(api).get(shard, set()) - before.get(shard, set())):
-            shard_sql(dsn, f'DROP TABLE IF EXISTS "{name}"')
-
-
-def _shared_relations(api: httpx.Client) -> dict[str, set[str]]:
-    found = {}
-    for shard, dsn in catalog_shards(api).items():
-        text = shard_sql(
-            dsn,
-            "SELECT string_agg(relname, ',') FROM pg_class WHERE relkind = 'r' "
-            "AND relname ~ '^(audit_shared|flow_shared|owner_days)_[0-9]{8}$'",
-        )
-        found[shard] = set(filter(None, text.strip().split(",")))
-    return found
 
 
 @pytest.fixture(scope="module")
