@@ -7,6 +7,7 @@ mirror that missed an update. The oracle is the catalog's answer and the shards'
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -17,12 +18,12 @@ import pytest
 
 from bench.shard_view import catalog_shards
 from router.catalog import store
-from router.catalog.mirror import write_mirror
+from router.catalog.mirror import remirror, write_mirror
 from router.catalog.snapshot import OwnerMapping
 from router.db import catalog_login, roles
 from router.db.pools import ShardPools, connect
 from router.settings import Settings
-from tests.support import past_day, refused
+from tests.support import past_day, refused, run_cli
 
 SINCE = past_day(4, 0).date()
 
@@ -128,6 +129,8 @@ async def test_a_remap_corrects_the_mirror_on_the_owners_shards(
     catalog_pool: asyncpg.Pool,
     pools: ShardPools,
     tenants: tuple[str, str],
+    settings: Settings,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     metadata = catalog_pool
     shards = catalog_shards(api)
@@ -187,6 +190,29 @@ async def test_a_remap_corrects_the_mirror_on_the_owners_shards(
             await stale.close()
         map_owner(admin_api, key, group, tenants[1])
         assert await mirrored(shards[second], ident) == (tenants[1], key)
+
+        # The CLI's map (as the catalog role, with shard pools of its own) repairs it too.
+        stale = await asyncpg.connect(shards[first])
+        try:
+            await stale.execute(
+                "UPDATE shard_owners SET key = 'stale' WHERE kind = 'audit' AND owner_id = $1",
+                ident,
+            )
+        finally:
+            await stale.close()
+        result = await asyncio.to_thread(
+            run_cli, settings, "owners", "map", "audit", key, group, "--tenant", tenants[1]
+        )
+        assert result.returncode == 0, result.stderr
+        assert await mirrored(shards[first], ident) == (tenants[1], key)
+
+        # Shards it cannot reach (here: no pool for any) are logged and named, not raised.
+        unreachable = ShardPools(settings.pools)
+        with caplog.at_level(logging.WARNING, logger="router.catalog.mirror"):
+            assert await remirror(metadata, unreachable, owner) == sorted([first, second])
+        await unreachable.close()
+        assert all(shard in caplog.text for shard in (first, second))
+        assert await mirrored(shards[first], ident) == (tenants[1], key)
     finally:
         await metadata.execute(
             "DELETE FROM owner_shards WHERE kind = 'audit' AND owner_id = ANY($1::bigint[])",
