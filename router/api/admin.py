@@ -10,7 +10,7 @@ from fastapi import Path, Query
 from router.api.deps import RuntimeDep, admin_router
 from router.api.responses import errors
 from router.auth.dependency import Admin
-from router.catalog import rules, store
+from router.catalog import mirror, rules, store
 from router.catalog import shards as shard_admin
 from router.catalog.snapshot import OwnerKind, OwnerMapping, shard_json
 from router.errors import NotFound
@@ -213,6 +213,7 @@ async def map_owner(body: OwnerMapIn, caller: Admin, runtime: RuntimeDep) -> dic
     mapping = await store.map_owner(
         runtime.metadata, body.kind, body.key, body.group, body.tenant, force=body.force
     )
+    await mirror.remirror(runtime.metadata, runtime.pools, mapping)
     await runtime.self_audit.record(
         caller.actor,
         "owner.map",

@@ -3,7 +3,8 @@ remap, which bumps the catalog version, so the cache is cleared on every new ver
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
+from typing import TypeVar
 
 import asyncpg
 
@@ -13,6 +14,8 @@ from router.catalog.snapshot import CatalogSnapshot, OwnerKind, OwnerMapping
 from router.db.failures import unavailable_when_unreachable
 
 MAX_CACHED = 200_000
+
+Name = TypeVar("Name", bound=Hashable)
 
 
 class OwnerDirectory:
@@ -25,9 +28,11 @@ class OwnerDirectory:
         self._catalog = catalog
         self._audit_spread = audit_spread
         self._cache: dict[tuple[str, str], OwnerMapping] = {}
+        self._by_id: dict[tuple[str, int], OwnerMapping] = {}
 
     async def on_catalog(self, _snapshot: CatalogSnapshot) -> None:
         self._cache.clear()
+        self._by_id.clear()
 
     def __len__(self) -> int:
         """Mappings held (at most MAX_CACHED)."""
@@ -37,15 +42,7 @@ class OwnerDirectory:
         self, kind: OwnerKind, keys: Iterable[str]
     ) -> tuple[dict[str, OwnerMapping], list[str]]:
         """The cached mappings of ``keys``, and the keys not in the cache."""
-        found: dict[str, OwnerMapping] = {}
-        missing: list[str] = []
-        for key in set(keys):
-            cached = self._cache.get((kind, key))
-            if cached is None:
-                missing.append(key)
-            else:
-                found[key] = cached
-        return found, missing
+        return _split(self._cache, kind, keys)
 
     async def resolve(
         self, kind: OwnerKind, keys: Iterable[str], tenant: str, *, exclusive: bool = True
@@ -96,8 +93,37 @@ class OwnerDirectory:
             found.update(fetched)
         return found
 
+    async def by_ids(self, kind: OwnerKind, ids: Iterable[int]) -> dict[int, OwnerMapping]:
+        """The mappings of those of ``ids`` that exist, by catalog id, without creating any:
+        what a page of rows that carry owner ids needs to name and vet their owners. The cache
+        answers what it holds, one query the rest; ids the catalog lacks are not cached."""
+        found, missing = _split(self._by_id, kind, ids)
+        if missing:
+            with unavailable_when_unreachable("metadata database", retry_after_s=1):
+                fetched = await store.owners_by_id(self._metadata, kind, sorted(missing))
+            self._remember(kind, {m.key: m for m in fetched.values()})
+            found.update(fetched)
+        return found
+
     def _remember(self, kind: OwnerKind, mappings: dict[str, OwnerMapping]) -> None:
         if len(self._cache) + len(mappings) > MAX_CACHED:
             self._cache.clear()
+            self._by_id.clear()
         for key, mapping in mappings.items():
             self._cache[(kind, key)] = mapping
+            self._by_id[(kind, mapping.id)] = mapping
+
+
+def _split(
+    cache: dict[tuple[str, Name], OwnerMapping], kind: OwnerKind, names: Iterable[Name]
+) -> tuple[dict[Name, OwnerMapping], list[Name]]:
+    """The mappings ``cache`` holds of ``names`` (keys or ids), and the names it lacks."""
+    found: dict[Name, OwnerMapping] = {}
+    missing: list[Name] = []
+    for name in set(names):
+        cached = cache.get((kind, name))
+        if cached is None:
+            missing.append(name)
+        else:
+            found[name] = cached
+    return found, missing

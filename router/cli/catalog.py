@@ -10,12 +10,13 @@ from typing import Any
 
 import asyncpg
 
+from router.catalog import mirror, store
 from router.catalog import shards as shard_admin
-from router.catalog import store
 from router.catalog.snapshot import OWNER_KINDS, PLACEMENTS, shard_json
 from router.cli import auth as cli_auth
 from router.cli.catalog_session import with_catalog
 from router.cli.output import output, print_table
+from router.db.pools import ShardPools
 from router.errors import ShardlogError
 from router.settings import Settings
 
@@ -114,6 +115,14 @@ async def cmd_owners_map(s: Settings, args: argparse.Namespace, db: asyncpg.Conn
         db, args.kind, args.key, args.group, args.tenant, force=args.force
     )
     print(f"{mapping.kind} {mapping.key!r} -> {mapping.group}, tenant {mapping.tenant}")
+    shard_pools = ShardPools(s.pools)
+    try:
+        await shard_pools.reconcile(await store.load_snapshot(db))
+        missed = await mirror.remirror(db, shard_pools, mapping)
+    finally:
+        await shard_pools.close()
+    if missed:
+        print(f"owner mirror not updated on {', '.join(missed)}: map the owner again to repair")
     await cli_auth.record(
         s,
         "owner.map",

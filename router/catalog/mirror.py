@@ -1,0 +1,70 @@
+"""A shard's mirror of the catalog's owners (``shard_owners``, schema/shard/0014_shard_owners.sql;
+docs/architecture.md, "Shared tables for small owners"): the tenant and key of each owner with
+rows on the shard, which a search of a prefix or of no owner holds its shared rows to. The one
+writer of its rows: a shared write (in its own transaction) and a remap (after its catalog
+commit, on every shard the owner has rows on) call ``write_mirror``."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+import asyncpg
+
+from router.catalog.snapshot import OwnerMapping
+from router.catalog.store import Executor
+from router.db.pools import ShardPools
+from router.errors import Unavailable
+
+log = logging.getLogger(__name__)
+
+
+async def write_mirror(shard: Executor, owners: Iterable[OwnerMapping]) -> None:
+    """Make the shard's mirror rows of ``owners`` say what their mappings say (inserted, or
+    corrected when a remap changed the tenant or key). Rows already right are not touched."""
+    unique = {(o.kind, o.id): o for o in owners}
+    if not unique:
+        return
+    await shard.execute(
+        "INSERT INTO shard_owners (kind, owner_id, tenant, key) "
+        "SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[]) "
+        "ON CONFLICT (kind, owner_id) DO UPDATE SET tenant = EXCLUDED.tenant, key = EXCLUDED.key "
+        "WHERE (shard_owners.tenant, shard_owners.key) IS DISTINCT FROM "
+        "(EXCLUDED.tenant, EXCLUDED.key)",
+        [o.kind for o in unique.values()],
+        [o.id for o in unique.values()],
+        [o.tenant for o in unique.values()],
+        [o.key for o in unique.values()],
+    )
+
+
+async def mirrored_shards(metadata: Executor, owner: OwnerMapping) -> list[str]:
+    """The shards an owner has shared rows on (``owner_shards``): where its mirror rows are."""
+    rows = await metadata.fetch(
+        "SELECT shard FROM owner_shards WHERE kind = $1 AND owner_id = $2 ORDER BY shard",
+        owner.kind,
+        owner.id,
+    )
+    return [row["shard"] for row in rows]
+
+
+async def remirror(metadata: Executor, pools: ShardPools, owner: OwnerMapping) -> list[str]:
+    """After a remap's catalog commit: correct the owner's mirror rows on each of its shards.
+    Best effort: a shard that cannot be reached is logged and returned (its stale row fails
+    pages with a 503 until the owner is mapped again, as it is, which repairs it; no row of
+    it reaches a foreign token meanwhile, the router checks every page's owners)."""
+    missed = []
+    for shard in await mirrored_shards(metadata, owner):
+        try:
+            await write_mirror(pools.writer(shard), [owner])
+        except (OSError, Unavailable, asyncpg.PostgresError, asyncpg.InterfaceError) as failure:
+            log.warning(
+                "owner mirror of %s owner %d not updated on shard %s (%s): its pages of a "
+                "prefix or no owner answer 503 until it is repaired",
+                owner.kind,
+                owner.id,
+                shard,
+                failure,
+            )
+            missed.append(shard)
+    return missed
