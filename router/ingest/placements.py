@@ -11,6 +11,8 @@ from typing import Literal
 
 import asyncpg
 
+from router.catalog.mirror import write_mirror
+from router.catalog.snapshot import OwnerMapping
 from router.db.connection import Connection
 from router.db.names import DayTable, owner_days_table, quote_ident
 from router.lru import LRU
@@ -37,11 +39,16 @@ class SharedPlacements:
     def forget(self, shard: str, table: DayTable) -> None:
         self._placed.pop(_key(shard, table))
 
-    async def ensure(self, connection: Connection, shard: str, table: DayTable) -> None:
+    async def ensure(
+        self, connection: Connection, shard: str, table: DayTable, owner: OwnerMapping | None
+    ) -> None:
         """Before the owner-day's first shared write on the shard: its owner_days row (the
-        fence the write holds) and its owner's owner_shards row (what readers find it by)."""
+        fence the write holds), the shard's mirror of its owner (what pages of many owners hold
+        its rows to) and its owner's owner_shards row (what readers find it by)."""
         if self.of(shard, table) is not None:
             return
+        if owner is not None:
+            await write_mirror(connection, [owner])
         promoted = await connection.fetchval(
             f"WITH made AS (INSERT INTO {quote_ident(owner_days_table(table.day))} "
             "(kind, owner_id) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING promoted) "

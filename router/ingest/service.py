@@ -307,7 +307,16 @@ class IngestService:
                 self._writer.sharing,
                 self._settings.default_keep_days,
             )
-            parts.append(Part(part_id, part_table, rows_of_part, spot["shard"], shareable))
+            parts.append(
+                Part(
+                    part_id,
+                    part_table,
+                    rows_of_part,
+                    spot["shard"],
+                    shareable,
+                    mapping_of[part_table],
+                )
+            )
 
         ledger_key = self._ledger_key(claim)
 

@@ -20,6 +20,7 @@ import asyncpg
 
 from router.catalog import tables as day_tables
 from router.catalog.cache import CatalogCache
+from router.catalog.snapshot import OwnerMapping
 from router.compaction import unfold
 from router.db import ddl
 from router.db.connection import Connection
@@ -44,6 +45,8 @@ class Part:
     # May go into its shard's shared table of the day (router/ingest/sharing.py); the writer
     # decides by its size and what it wrote before. ``table.shared``: it goes there.
     shareable: bool = False
+    # The owner's mapping, for the shard's mirror of it (shard_owners) when it goes shared.
+    owner: OwnerMapping | None = None
 
 
 class PartFailed(Exception):
@@ -192,7 +195,7 @@ class PartWriter:
             return [await self._load(connection, opened, request_key)]
 
         try:
-            return (await self._transaction(shard, [part.table], load))[0]
+            return (await self._transaction(shard, [part], load))[0]
         except _Failed as failed:
             raise PartFailed(part, shard, failed.cause, failed.in_doubt) from failed.cause
 
@@ -218,7 +221,7 @@ class PartWriter:
             ]
 
         try:
-            written = await self._transaction(shard, [p.part.table for p in group], load)
+            written = await self._transaction(shard, [p.part for p in group], load)
         except (asyncpg.UndefinedTableError, _Failed) as exc:
             if isinstance(exc, _Failed) and not exc.refused:
                 for pending in group:
@@ -239,18 +242,18 @@ class PartWriter:
     async def _transaction(
         self,
         shard: str,
-        tables: list[DayTable],
+        parts: list[Part],
         load: Callable[[Connection], Awaitable[list[bool]]],
     ) -> list[bool]:
-        """Run ``load`` in one transaction on the shard, the tables ensured first. A failure
+        """Run ``load`` in one transaction on the shard, the parts' tables ensured first. A failure
         is _Failed (in doubt when it struck during COMMIT), but for a day table dropped
         meanwhile (asyncpg.UndefinedTableError, raised as it is)."""
         committing = False
         try:
             async with self._pools.writer(shard).acquire() as connection:
                 # By name and place: an owner-day may have a part for each of its tables.
-                for table in {(t.name, t.shared): t for t in tables}.values():
-                    await self._ensure_table(connection, shard, table)
+                for part in {(p.table.name, p.table.shared): p for p in parts}.values():
+                    await self._ensure_table(connection, shard, part.table, part.owner)
                 transaction = connection.transaction()
                 await transaction.start()
                 try:
@@ -343,9 +346,15 @@ class PartWriter:
             return "on"
         return group.synchronous_commit(kind)
 
-    async def _ensure_table(self, connection: Connection, shard: str, table: DayTable) -> None:
+    async def _ensure_table(
+        self,
+        connection: Connection,
+        shard: str,
+        table: DayTable,
+        owner: OwnerMapping | None = None,
+    ) -> None:
         if table.shared:
-            await self._ensure_shared(connection, shard, table)
+            await self._ensure_shared(connection, shard, table, owner)
             return
         if (shard, table.name) in self.tables:
             return
@@ -358,7 +367,9 @@ class PartWriter:
         )
         self.tables.add(shard, table.name)
 
-    async def _ensure_shared(self, connection: Connection, shard: str, table: DayTable) -> None:
+    async def _ensure_shared(
+        self, connection: Connection, shard: str, table: DayTable, owner: OwnerMapping | None
+    ) -> None:
         """The shard-day's shared tables made and registered (the ahead job's, when it was
         late or the day is past), and the owner-day's owner_days row and the owner's
         owner_shards row written, before any row goes in: a search never misses committed
@@ -368,7 +379,7 @@ class PartWriter:
                 await ddl.ensure_shared(connection, relation, table.day)
             await sharing_registry.register_shard_day(self._metadata, table.kind, table.day, shard)
             self.tables.add(shard, table.shared_name)
-        await self.placements.ensure(connection, shard, table)
+        await self.placements.ensure(connection, shard, table, owner)
 
     async def _load(self, connection: Connection, part: Part, request_key: str | None) -> bool:
         written = part.table.shared_name if part.table.shared else part.table.name

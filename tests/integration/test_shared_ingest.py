@@ -114,6 +114,28 @@ def placed(api: httpx.Client, owner: str) -> dict[str, list[int]]:
     return {"shared": shared, "own": own}
 
 
+def mirrored(api: httpx.Client, owner: str) -> set[str]:
+    """The tenants the shards' mirrors (shard_owners) give the owner, on the shards holding
+    its shared rows: each of them has one."""
+    ident = owner_id(api, "audit", owner)
+    name = shared_table("audit", DAY.date())
+    tenants: set[str] = set()
+    for dsn in catalog_shards(api).values():
+        if shard_sql(dsn, f"SELECT to_regclass('\"{name}\"') IS NULL").strip() == "t":
+            continue
+        found = shard_sql(
+            dsn,
+            f"SELECT coalesce((SELECT tenant || '/' || key FROM shard_owners "
+            f"WHERE kind = 'audit' AND owner_id = {ident}), 'none') "
+            f'FROM (SELECT 1 FROM "{name}" WHERE owner_id = {ident} LIMIT 1) AS held',
+        ).strip()
+        if found:
+            tenant, _, key = found.partition("/")
+            assert key == owner, found
+            tenants.add(tenant)
+    return tenants
+
+
 def contents(client: httpx.Client, owner: str) -> list[str]:
     items = search_items(client, "audit", {"owner": owner, **WINDOW, "limit": 1000})
     return [item["content"] for item in items]
@@ -134,6 +156,7 @@ def test_small_owner_days_go_to_shared_tables_with_odd_ids(
         assert not day_tables(api, "audit", owner_id(api, "audit", owner) or 0)
         expected = [f"keyed {i}" for i in range(3)] + [f"copied {i}" for i in range(4)]
         assert contents(client, owner) == expected
+        assert mirrored(api, owner) == {"system"}, owner
         assert contents(api, owner) == expected  # the session's router reads them too
 
 
