@@ -718,6 +718,13 @@ CALLS: dict[str, Call] = {
         },
         after=unclaimed,
     ),
+    "promote owner": Call(
+        "POST",
+        "/v1/admin/owners/promote",
+        ADMIN,
+        lambda w, _c: {"json": {"kind": "audit", "key": w.owner}},
+    ),
+    "sharing": Call("GET", "/v1/admin/sharing", ADMIN, plain()),
     "tables": Call("GET", "/v1/admin/tables", ADMIN, lambda w, _c: {"params": {"owner": w.owner}}),
     "compaction": Call(
         "GET", "/v1/admin/compaction", ADMIN, lambda w, _c: {"params": {"owner": w.owner}}

@@ -181,7 +181,7 @@ SEMANTIC_REFUSALS: tuple[tuple[str, tuple[int, ...], str], ...] = (
         f"DELETE /v1/flows: from before to, within the range limit; {PRINTABLE}",
     ),
     (
-        "^/v1/admin/(owners|exporters/.*|tables|retention/policies)$",
+        "^/v1/admin/(owners(/promote)?|exporters/.*|tables|retention/policies)$",
         (422,),
         PRINTABLE,
     ),

@@ -42,6 +42,7 @@ from tests.support import (
     search_items,
     shared_days_dropped_after,
 )
+from tests.tail_client import TailClient
 
 DAY = past_day(7, 12)
 WINDOW = {
@@ -402,3 +403,38 @@ async def test_a_read_planned_before_a_move_reads_the_moved_rows(
             assert (await freshness.read(connection, build, planned, 10))[0][0] == rows
         finally:
             await connection.close()
+
+
+def test_a_tail_resumed_across_a_move_gets_the_moved_rows_once(
+    client: httpx.Client, api: httpx.Client, api_token: str, settings: Settings
+) -> None:
+    """Rows written shared while a tail was away, then moved by a promotion, are what the
+    tail's resume delivers: its log names the shared table, the rows are in the own table
+    (router/tail/hub.py with_own_tables); each once, none of those it had."""
+    owner = f"tailed-{uuid.uuid4().hex[:8]}"
+    stream = TailClient(str(client.base_url), "/v1/audit/tail", {"owner": owner}, api_token)
+    with stream.start().subscribed() as tail:
+        post(client, [{"owner": owner, "content": "first"}], uuid.uuid4().hex)
+        tail.wait(lambda c: len(c.rows()) >= 1)
+    last_id = tail.parser.last_id
+    assert last_id is not None and [r["content"] for r in tail.rows()] == ["first"]
+    between = [{"owner": owner, "content": f"between {n}"} for n in range(6)]
+    post(client, between, uuid.uuid4().hex)
+    done = api.post("/v1/admin/owners/promote", json={"kind": "audit", "key": owner})
+    assert done.status_code == 200, done.text
+    today = clock_now().date()
+    moved = run_cli(
+        settings,
+        "sharing",
+        "promote",
+        "--json",
+        *("--day", (today - timedelta(days=1)).isoformat(), "--day", today.isoformat()),
+        env=SHARING,
+    )
+    assert moved.returncode == 0, moved.stderr
+    assert sum(p["rows"] for p in json.loads(moved.stdout)["promoted"]) >= 6, moved.stdout
+    again = TailClient(str(client.base_url), "/v1/audit/tail", {"owner": owner}, api_token, last_id)
+    with again.start().subscribed() as resumed:
+        resumed.wait(lambda c: len(c.rows()) >= 6)
+        rows = resumed.rows()
+    assert sorted(r["content"] for r in rows) == sorted(r["content"] for r in between)

@@ -30,7 +30,7 @@ from tests.support import in_process_writer, past_day, search_items, window_arou
 KNOWN = 3
 DAYS = range(1, 2 * KNOWN + 1)
 GAUGE = "shardlog_router_cache_entries"
-CACHES = ("known_tables", "owners", "owner_days", "tail_owners", "tail_interests")
+CACHES = ("known_tables", "owners", "owner_days", "placements", "tail_owners", "tail_interests")
 
 
 def new_owner(api: httpx.Client) -> tuple[str, int, str]:
