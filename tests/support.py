@@ -30,7 +30,14 @@ from router.catalog.cache import CatalogCache
 from router.catalog.snapshot import CatalogSnapshot
 from router.db import catalog_login, pools
 from router.db.connection import prepare_shard_connection
-from router.db.names import DayTable, Kind, owner_days_table, shared_table
+from router.db.names import (
+    DayTable,
+    Kind,
+    day_table,
+    owner_days_table,
+    quote_ident,
+    shared_table,
+)
 from router.errors import BUG_MARKER, ShardlogError
 from router.ingest.body import LineBlock
 from router.ingest.records import Limits, Location
@@ -597,6 +604,41 @@ def shared_days_dropped_after(settings: Settings, shards: Mapping[str, str]) -> 
                 await metadata.close()
 
         asyncio.run(drop())
+
+
+def placed_ids(
+    dsns: Mapping[str, str], kind: Kind, owner_id: int, day: date
+) -> dict[str, list[int]]:
+    """Where an owner-day's rows are on the shards of ``dsns`` (name -> superuser DSN): the
+    ids in the shared tables of the day, the ids in the owner's own day tables. One connection
+    per shard, all at once; a shard without the tables, or stopped by another test, holds
+    none."""
+    shared = quote_ident(shared_table(kind, day))
+    own = day_table(kind, owner_id, day).quoted
+
+    async def on(dsn: str) -> dict[str, list[int]]:
+        found: dict[str, list[int]] = {"shared": [], "own": []}
+        try:
+            connection = await asyncpg.connect(dsn, timeout=5)
+        except (OSError, asyncpg.PostgresError):
+            return found
+        try:
+            for place, table, where in (
+                ("shared", shared, f"WHERE owner_id = {int(owner_id)}"),
+                ("own", own, ""),
+            ):
+                if await connection.fetchval("SELECT to_regclass($1) IS NOT NULL", table):
+                    rows = await connection.fetch(f"SELECT id FROM {table} {where}")
+                    found[place] = [row["id"] for row in rows]
+            return found
+        finally:
+            await connection.close()
+
+    async def everywhere() -> dict[str, list[int]]:
+        answers = await asyncio.gather(*(on(dsn) for dsn in dsns.values()))
+        return {p: [i for a in answers for i in a[p]] for p in ("shared", "own")}
+
+    return asyncio.run(everywhere())
 
 
 def expired_shared_day(snapshot: CatalogSnapshot, default_keep_days: int, margin: int) -> date:

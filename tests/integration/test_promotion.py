@@ -23,8 +23,8 @@ import httpx
 import orjson
 import pytest
 
-from bench.shard_view import catalog_shards, day_tables, owner_id, shard_sql
-from router.db.names import day_table, owner_days_table, shared_table
+from bench.shard_view import catalog_shards, owner_id, shard_sql
+from router.db.names import day_table, owner_days_table
 from router.search import freshness, sql
 from router.search.query import AuditQuery, Keys, Window
 from router.settings import REPO_ROOT, Settings
@@ -37,6 +37,7 @@ from tests.support import (
     eventually,
     issue_token,
     past_day,
+    placed_ids,
     run_cli,
     running_router,
     search_items,
@@ -102,24 +103,10 @@ def promote(settings: Settings) -> dict[str, Any]:
 
 
 def where(api: httpx.Client, owner: str) -> dict[str, list[int]]:
-    """The owner's ids of DAY in shared tables and in its own tables."""
+    """Where the owner's rows of DAY are: the ids in shared tables, the ids in own tables."""
     ident = owner_id(api, "audit", owner)
     assert ident is not None
-    dsns = catalog_shards(api)
-    found: dict[str, list[int]] = {"shared": [], "own": []}
-    name = shared_table("audit", DAY.date())
-    for dsn in dsns.values():
-        if shard_sql(dsn, f"SELECT to_regclass('\"{name}\"') IS NULL").strip() == "t":
-            continue
-        text = shard_sql(
-            dsn, f"SELECT string_agg(id::text, ',') FROM \"{name}\" WHERE owner_id = {ident}"
-        )
-        found["shared"] += [int(i) for i in text.strip().split(",") if i]
-    for shard, names in day_tables(api, "audit", ident).items():
-        for table in names:
-            text = shard_sql(dsns[shard], f"SELECT string_agg(id::text, ',') FROM \"{table}\"")
-            found["own"] += [int(i) for i in text.strip().split(",") if i]
-    return found
+    return placed_ids(catalog_shards(api), "audit", ident, DAY.date())
 
 
 def metadata_value(settings: Settings, text: str, *args: Any) -> Any:
@@ -262,10 +249,10 @@ async def test_a_promotion_killed_inside_its_move_leaves_every_row_in_place(
             await transaction.rollback()
             await connection.close()
     assert sorted(contents(client, owner)) == expected
-    assert len(where(api, owner)["shared"]) == len(expected)
+    assert len((await asyncio.to_thread(where, api, owner))["shared"]) == len(expected)
     report = promote(settings)
     assert not report["failed"], report
-    assert where(api, owner)["shared"] == []
+    assert (await asyncio.to_thread(where, api, owner))["shared"] == []
     assert contents(client, owner) == expected
 
 

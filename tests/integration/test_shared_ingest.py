@@ -22,7 +22,7 @@ import httpx
 import orjson
 import pytest
 
-from bench.shard_view import catalog_shards, day_tables, owner_id, shard_sql
+from bench.shard_view import catalog_shards, day_tables, owner_id
 from router.db import ddl
 from router.db.names import owner_days_table, shared_table
 from router.settings import Settings
@@ -31,6 +31,7 @@ from services.router_process import RouterProcess
 from tests.support import (
     another_router,
     past_day,
+    placed_ids,
     running_router,
     search_items,
     shared_days_dropped_after,
@@ -96,44 +97,41 @@ def placed(api: httpx.Client, owner: str) -> dict[str, list[int]]:
     """Where the owner's rows of DAY are: the ids in shared tables, the ids in own tables."""
     ident = owner_id(api, "audit", owner)
     assert ident is not None
-    dsns = catalog_shards(api)
-    shared: list[int] = []
-    name = shared_table("audit", DAY.date())
-    for dsn in dsns.values():
-        if shard_sql(dsn, f"SELECT to_regclass('\"{name}\"') IS NULL").strip() == "t":
-            continue  # a shard added since (other tests add and remove some)
-        text = shard_sql(
-            dsn, f"SELECT string_agg(id::text, ',') FROM \"{name}\" WHERE owner_id = {ident}"
-        )
-        shared += [int(i) for i in text.strip().split(",") if i]
-    own: list[int] = []
-    for shard, names in day_tables(api, "audit", ident).items():
-        for name in names:
-            text = shard_sql(dsns[shard], f"SELECT string_agg(id::text, ',') FROM \"{name}\"")
-            own += [int(i) for i in text.strip().split(",") if i]
-    return {"shared": shared, "own": own}
+    return placed_ids(catalog_shards(api), "audit", ident, DAY.date())
 
 
 def mirrored(api: httpx.Client, owner: str) -> set[str]:
     """The tenants the shards' mirrors (shard_owners) give the owner, on the shards holding
-    its shared rows: each of them has one."""
+    its shared rows: each of them has one, with the owner's key."""
     ident = owner_id(api, "audit", owner)
-    name = shared_table("audit", DAY.date())
-    tenants: set[str] = set()
-    for dsn in catalog_shards(api).values():
-        if shard_sql(dsn, f"SELECT to_regclass('\"{name}\"') IS NULL").strip() == "t":
-            continue
-        found = shard_sql(
-            dsn,
-            f"SELECT coalesce((SELECT tenant || '/' || key FROM shard_owners "
-            f"WHERE kind = 'audit' AND owner_id = {ident}), 'none') "
-            f'FROM (SELECT 1 FROM "{name}" WHERE owner_id = {ident} LIMIT 1) AS held',
-        ).strip()
-        if found:
-            tenant, _, key = found.partition("/")
-            assert key == owner, found
-            tenants.add(tenant)
-    return tenants
+    shared = f'"{shared_table("audit", DAY.date())}"'
+
+    async def on(dsn: str) -> str | None:
+        try:
+            connection = await asyncpg.connect(dsn, timeout=5)
+        except (OSError, asyncpg.PostgresError):
+            return None
+        try:
+            if not await connection.fetchval("SELECT to_regclass($1) IS NOT NULL", shared):
+                return None
+            if not await connection.fetchval(
+                f"SELECT EXISTS (SELECT 1 FROM {shared} WHERE owner_id = $1)", ident
+            ):
+                return None
+            row = await connection.fetchrow(
+                "SELECT tenant, key FROM shard_owners WHERE kind = 'audit' AND owner_id = $1",
+                ident,
+            )
+            assert row is not None and row["key"] == owner, (dsn, row)
+            return str(row["tenant"])
+        finally:
+            await connection.close()
+
+    async def everywhere() -> set[str]:
+        found = await asyncio.gather(*(on(dsn) for dsn in catalog_shards(api).values()))
+        return {tenant for tenant in found if tenant is not None}
+
+    return asyncio.run(everywhere())
 
 
 def contents(client: httpx.Client, owner: str) -> list[str]:

@@ -35,7 +35,6 @@ from router.db.names import (
     day_table,
     owner_days_table,
     parse_day_table,
-    shared_table,
 )
 from router.db.pools import ShardPools
 from router.retention.dropper import forget
@@ -47,7 +46,7 @@ from tests.integration import test_compacted_flows as compacted_flows
 from tests.integration import test_compacted_reads as compacted_reads
 from tests.integration.test_compacted_reads import answer, answers_alike, cursors_continue, pages
 from tests.integration.test_search import post
-from tests.support import drop_shared_days, past_day, run_cli
+from tests.support import drop_shared_days, past_day, placed_ids, run_cli
 
 DAY = past_day(5, 0)
 WINDOW = {"from": DAY.isoformat(), "to": (DAY + timedelta(days=1)).isoformat()}
@@ -249,16 +248,8 @@ def test_rows_are_in_both_layouts(api: httpx.Client, moved: dict[str, Any]) -> N
     for kind, keys, total in kinds:
         for role, key in keys.items():
             ident = owner_id(api, kind, key)
-            shared = 0
-            for dsn in dsns.values():
-                name = shared_table(kind, DAY.date())
-                if shard_sql(dsn, f"SELECT to_regclass('\"{name}\"') IS NULL").strip() == "t":
-                    continue  # a shard added since (other tests add and remove some)
-                text = (
-                    f'SELECT count(*) FROM "{shared_table(kind, DAY.date())}" '
-                    f"WHERE owner_id = {ident}"
-                )
-                shared += int(shard_sql(dsn, text))
+            assert ident is not None
+            shared = len(placed_ids(dsns, kind, ident, DAY.date())["shared"])
             assert shared == moved["moved"][key], (kind, role)
             expected = {"none": 0, "all": total}.get(MOVED[role])
             if expected is not None:
