@@ -256,12 +256,12 @@ def plot(payload: dict[str, Any]) -> Any:
 def take_turns(
     settings: Any, cluster: Any, configs: list[str], old: baseline.Baseline | None, args: Any
 ) -> dict[str, dict[str, Measured]]:
-    """Every configuration's router, started in turn, runs both loads; the first round warms
-    up."""
+    """Every configuration's router, started in turn, runs both loads; the first
+    ``args.warm_up_rounds`` rounds warm up (not measured)."""
     token = harness.bench_token(settings)
     pg = postmasters(cluster)
     measured: dict[str, dict[str, Measured]] = {c: {} for c in configs}
-    for repeat in range(args.repeats + 1):
+    for repeat in range(args.warm_up_rounds + args.repeats):
         work = loads(args.requests, args.flow_requests, seed=repeat)
         for config in configs:
             router = router_for(settings, config, old)
@@ -272,7 +272,7 @@ def take_turns(
             try:
                 for name, load in work.items():
                     sample = measure(router.url, pid, pg, load, args.clients)
-                    if repeat == 0:
+                    if repeat < args.warm_up_rounds:
                         continue
                     measured[config].setdefault(name, Measured()).samples.append(sample)
                     print(
@@ -298,6 +298,9 @@ def audit_ratio(results: dict[str, Any], against: str) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.ingest.small")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--warm-up-rounds", type=int, default=1, help="rounds of every router, not measured"
+    )
     parser.add_argument("--requests", type=int, default=2000, help="1-record audit requests")
     parser.add_argument("--flow-requests", type=int, default=400, help="100-row flow requests")
     parser.add_argument("--clients", type=int, default=CLIENTS)

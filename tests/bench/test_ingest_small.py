@@ -20,6 +20,7 @@ def test_a_tiny_small_requests_bench_runs_every_configuration(
     results: Path, tmp_path: Path
 ) -> None:
     flags = ["--requests", "40", "--flow-requests", "6", "--clients", "2", "--repeats", "1"]
+    flags += ["--warm-up-rounds", "0"]
     flags += ["--shards", "2", "--data-dir", str(tmp_path / "s")]
     flags += ["--baseline-commit", "HEAD"]
     assert small.main([*flags, *own_ports(2)]) == 0

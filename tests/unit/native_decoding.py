@@ -1,5 +1,8 @@
-"""What the native decoders' tests share: the request's clock and limits."""
+"""What the native decoders' tests share: the request's clock and limits, and how many
+examples their random property tests draw per run (SHARDLOG_NATIVE_EXAMPLES, default 1,000:
+the examples are new on every run, so runs add up; raise it for a deeper search)."""
 
+import os
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
@@ -9,6 +12,7 @@ from hypothesis import strategies as st
 from router.ingest.records import Limits
 
 T = TypeVar("T")
+EXAMPLES = int(os.environ.get("SHARDLOG_NATIVE_EXAMPLES", "1000"))
 NOW = datetime(2026, 11, 25, 12, tzinfo=UTC)
 DEFAULT_TS = NOW - timedelta(hours=1)
 

@@ -18,6 +18,7 @@ from router.ingest.records import AuditRow, audit_row
 from tests.support import per_line_rows
 from tests.unit.native_decoding import (
     DEFAULT_TS,
+    EXAMPLES,
     NOW,
     hostile_blocks,
     limits,
@@ -156,7 +157,7 @@ ODD_LINES = st.sampled_from(
 
 
 @pytest.mark.slow
-@settings(max_examples=3000)
+@settings(max_examples=EXAMPLES)
 @given(
     st.lists(st.one_of(lines(records()), ODD_LINES), min_size=1, max_size=5),
     st.integers(0, 10),
@@ -240,7 +241,7 @@ def test_a_row_type_of_another_layout_is_refused() -> None:
 
 
 @pytest.mark.slow
-@settings(max_examples=3000)
+@settings(max_examples=EXAMPLES)
 @given(hostile_blocks(lines(ordinary())))
 def test_hostile_bytes_are_rows_or_handed_back(block_lines: list[bytes]) -> None:
     """Any bytes at all (lines of valid records with a byte or three changed, or noise): rows

@@ -18,6 +18,7 @@ from router.ingest.records import MAX_BIGINT, MAX_INTEGER, FlowRow, flow_row
 from tests.support import per_line_rows
 from tests.unit.native_decoding import (
     DEFAULT_TS,
+    EXAMPLES,
     NOW,
     hostile_blocks,
     limits,
@@ -131,7 +132,7 @@ def encoded(flow: dict[str, Any]) -> bytes:
 
 
 @pytest.mark.slow
-@settings(max_examples=3000)
+@settings(max_examples=EXAMPLES)
 @given(st.lists(flows().map(encoded), min_size=1, max_size=4), st.integers(0, 10))
 def test_the_native_decoder_makes_the_per_line_rows_or_hands_back(
     block_lines: list[bytes], first: int
@@ -169,7 +170,7 @@ def test_addresses_are_binary_inet() -> None:
 
 
 @pytest.mark.slow
-@settings(max_examples=3000)
+@settings(max_examples=EXAMPLES)
 @given(hostile_blocks(ordinary_flows().map(orjson.dumps)))
 def test_hostile_bytes_are_rows_or_handed_back(block_lines: list[bytes]) -> None:
     """Any bytes at all (lines of valid flows with a byte or three changed, or noise): rows
