@@ -719,6 +719,17 @@ class SharedSettings(Section):
         "written shared and recorded, least recently used forgotten first; a forgotten one "
         "costs its next write one idempotent round trip to the shard and one to the catalog.",
     )
+    delete_batch_rows: int = Field(
+        5_000,
+        ge=1,
+        description="Rows of one owner an erase deletes from a shared table per transaction "
+        "(the shared table is every small owner's: it cannot be dropped for one).",
+    )
+    delete_max_rows_per_s: int = Field(
+        50_000,
+        ge=0,
+        description="Most rows per second an erase deletes from shared tables (0: no limit).",
+    )
     days_ahead: int = Field(
         2, ge=0, le=30, description="Days after today whose shared tables are made ahead."
     )

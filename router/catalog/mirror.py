@@ -2,7 +2,8 @@
 docs/architecture.md, "Shared tables for small owners"): the tenant and key of each owner with
 rows on the shard, which a search of a prefix or of no owner holds its shared rows to. The one
 writer of its rows: a shared write (in its own transaction) and a remap (after its catalog
-commit, on every shard the owner has rows on) call ``write_mirror``."""
+commit, on every shard the owner has rows on) call ``write_mirror``; an erase that forgets the
+owner calls ``forget``."""
 
 from __future__ import annotations
 
@@ -36,6 +37,12 @@ async def write_mirror(shard: Executor, owners: Iterable[OwnerMapping]) -> None:
         [o.tenant for o in unique.values()],
         [o.key for o in unique.values()],
     )
+
+
+async def forget(shard: Executor, kind: str, owner_id: int) -> None:
+    """Take a forgotten owner's key out of the shard's mirror, one owner at a time through
+    the function of schema/shard/0015 (the writer may not delete from the mirror itself)."""
+    await shard.execute("SELECT shardlog_forget_owner($1, $2)", kind, owner_id)
 
 
 async def mirrored_shards(metadata: Executor, owner: OwnerMapping) -> list[str]:

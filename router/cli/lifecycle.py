@@ -293,6 +293,7 @@ async def cmd_owner_erase(ctx: Context, args: argparse.Namespace) -> int:
         ctx.pools,
         ctx.snapshot,
         ctx.settings.retention,
+        ctx.settings.shared,
         args.kind,
         args.owner,
         args.before,
@@ -308,6 +309,7 @@ async def cmd_owner_erase(ctx: Context, args: argparse.Namespace) -> int:
         before=None if args.before is None else args.before.isoformat(),
         forget=args.forget,
         tables_dropped=len(report.dropped),
+        shared_rows_purged=sum(entry["rows"] for entry in report.purged),
         archives_removed=report.archives_removed,
         complete=report.complete,
     )
@@ -316,9 +318,13 @@ async def cmd_owner_erase(ctx: Context, args: argparse.Namespace) -> int:
         print_table(
             data["dropped"] + data["failed"], ["kind", "day", "shard", "table", "rows", "bytes"]
         )
+        purged = [entry for entry in data["shared_purged"] if entry["rows"]]
+        if purged:
+            print_table(purged, ["kind", "day", "shard", "table", "rows"])
         print(
-            f"erased {len(report.dropped)} day tables and {report.archives_removed} archive "
-            f"files of {args.kind} owner {args.owner!r}"
+            f"erased {len(report.dropped)} day tables, "
+            f"{sum(entry['rows'] for entry in purged)} rows of shared tables and "
+            f"{report.archives_removed} archive files of {args.kind} owner {args.owner!r}"
             + (" and forgot the owner" if report.forgotten else "")
         )
         for entry in report.failed:

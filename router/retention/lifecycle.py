@@ -10,17 +10,18 @@ from typing import Any
 
 import asyncpg
 
-from router.catalog import store
+from router.catalog import mirror, store
 from router.catalog import tables as day_tables
 from router.catalog.snapshot import CatalogSnapshot, OwnerKind, OwnerMapping
 from router.db import ddl
+from router.db.failures import DRIVER_ERRORS, describe
 from router.db.names import DayTable, day_table, parent_table
 from router.db.pools import ShardPools
 from router.errors import Conflict, NotFound, Unavailable, excerpt
-from router.retention import archive, history, inventory
+from router.retention import archive, history, inventory, shared_purge
 from router.retention.dropper import Dropper
 from router.retention.runner import real_today
-from router.settings import IngestSettings, RetentionSettings
+from router.settings import IngestSettings, RetentionSettings, SharedSettings
 
 
 async def _owner(metadata: asyncpg.Pool, kind: OwnerKind, key: str) -> OwnerMapping:
@@ -39,6 +40,8 @@ class EraseReport:
     run_id: int
     dropped: list[dict[str, Any]] = field(default_factory=list)
     failed: list[dict[str, Any]] = field(default_factory=list)
+    # Rows of the owner deleted from each shared table (shard-day) it had rows in.
+    purged: list[dict[str, Any]] = field(default_factory=list)
     archives_removed: int = 0
     unreachable: dict[str, str] = field(default_factory=dict)
     remaining: list[dict[str, Any]] = field(default_factory=list)
@@ -56,6 +59,7 @@ class EraseReport:
             "complete": self.complete,
             "dropped": self.dropped,
             "failed": self.failed,
+            "shared_purged": self.purged,
             "archives_removed": self.archives_removed,
             "unreachable": self.unreachable,
             "remaining": self.remaining,
@@ -68,14 +72,16 @@ async def erase_owner(
     pools: ShardPools,
     snapshot: CatalogSnapshot,
     settings: RetentionSettings,
+    shared: SharedSettings,
     kind: OwnerKind,
     key: str,
     before: date | None = None,
     forget: bool = False,
 ) -> EraseReport:
     """Drop the owner's day tables (all, or those of days before ``before``) on every shard,
-    with their archives. ``forget`` also removes the owner's mapping and own policies, once
-    nothing of it is left."""
+    with their archives, and delete its rows of those days from the shared tables it wrote
+    into. ``forget`` also removes the owner's mapping, own policies and the shards' mirror of
+    its key, once nothing of it is left."""
     if forget and before is not None:
         raise Conflict("forgetting an owner erases all of its days: drop --before", "forget")
     mapping = await _owner(metadata, kind, key)
@@ -94,6 +100,11 @@ async def erase_owner(
         await history.record(metadata, run_id, info.table, info.shard, result)
         entry = {**info.to_json(), "outcome": result.outcome, "error": result.error}
         (report.failed if result.outcome == "failed" else report.dropped).append(entry)
+    purge = await shared_purge.purge_owner(
+        metadata, pools, snapshot, shared, kind, mapping.id, before
+    )
+    report.purged = purge.purged
+    report.unreachable.update(purge.unreachable)
     archive_dir = Path(settings.archive_dir)
     for day in archive.archived_days(archive_dir, kind, mapping.id):
         if before is None or day < before:
@@ -103,7 +114,9 @@ async def erase_owner(
     # Rows written meanwhile would have made a new table: say so rather than claim success.
     report.remaining = [
         t.to_json() for t in (await inventory.take(metadata, pools, snapshot, scope)).tables
-    ]
+    ] + purge.remaining
+    if forget and report.complete:
+        report.unreachable.update(await _forget_mirror(metadata, pools, snapshot, mapping))
     if forget and report.complete:
         await _forget(metadata, kind, mapping)
         report.forgotten = True
@@ -119,15 +132,37 @@ async def erase_owner(
             "tables_failed": len(report.failed),
             "rows_dropped": sum(d["rows"] for d in report.dropped),
             "bytes_dropped": sum(d["bytes"] for d in report.dropped),
+            "shared_rows_purged": purge.rows,
         },
     )
     return report
+
+
+async def _forget_mirror(
+    metadata: asyncpg.Pool, pools: ShardPools, snapshot: CatalogSnapshot, mapping: OwnerMapping
+) -> dict[str, str]:
+    """The owner's key out of the mirror of each shard it had shared rows on; the shards that
+    could not be reached (the owner is then not forgotten: a later erase finishes it)."""
+    missed: dict[str, str] = {}
+    for shard in await mirror.mirrored_shards(metadata, mapping):
+        known = snapshot.shards.get(shard)
+        if known is None or known.state == "down":
+            missed[shard] = "the shard is marked down" if known else "unknown shard"
+            continue
+        try:
+            await mirror.forget(pools.writer(shard), mapping.kind, mapping.id)
+        except DRIVER_ERRORS as exc:
+            missed[shard] = describe(exc)
+    return missed
 
 
 async def _forget(metadata: asyncpg.Pool, kind: OwnerKind, mapping: OwnerMapping) -> None:
     async with metadata.acquire() as connection, connection.transaction():
         await connection.execute(
             "DELETE FROM day_tables WHERE kind = $1 AND owner_id = $2", kind, mapping.id
+        )
+        await connection.execute(
+            "DELETE FROM owner_shards WHERE kind = $1 AND owner_id = $2", kind, mapping.id
         )
         await connection.execute(
             "DELETE FROM retention_policies WHERE kind = $1 AND owner_key = $2", kind, mapping.key

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from bench.shard_view import catalog_shards
-from router.catalog import store
+from router.catalog import mirror, store
 from router.catalog.mirror import remirror, write_mirror
 from router.catalog.snapshot import OwnerMapping
 from router.db import catalog_login, roles
@@ -108,19 +108,21 @@ async def test_only_the_writer_writes_the_mirror_and_the_reader_reads_it(
                 await refused(connection, sql, *(("25006",) if role == roles.READER else ()))
         finally:
             await connection.close()
+    for role in (roles.READER, roles.RETENTION):
+        connection = await connect(dsn, settings.pools, role=role)
+        try:
+            await refused(connection, "SELECT shardlog_forget_owner('audit', 1)")
+        finally:
+            await connection.close()
     writer = await connect(dsn, settings.pools, role=roles.WRITER)
     try:
         await refused(writer, "DELETE FROM shard_owners")
         await refused(writer, "DROP TABLE shard_owners")
+        # One forgotten owner's row at a time, through the erase's function.
+        await mirror.forget(writer, "audit", ident)
     finally:
         await writer.close()
-    superuser = await asyncpg.connect(dsn)
-    try:
-        await superuser.execute(
-            "DELETE FROM shard_owners WHERE kind = 'audit' AND owner_id = $1", ident
-        )
-    finally:
-        await superuser.close()
+    assert await mirrored(dsn, ident) is None
 
 
 async def test_a_remap_corrects_the_mirror_on_the_owners_shards(
