@@ -103,7 +103,12 @@ class Runtime:
             metrics,
         )
         retention = RetentionRunner(
-            metadata, pools, settings.retention, ingest.default_keep_days, metrics
+            metadata,
+            pools,
+            settings.retention,
+            ingest.default_keep_days,
+            metrics,
+            sharing=(settings.shared, ingest),
         )
         self_audit = SelfAudit(service, catalog, metadata, metrics, settings.auth.audit_keep_days)
 

@@ -23,6 +23,7 @@ import orjson
 import pytest
 
 from bench.load import window
+from bench.shard_view import catalog_shards
 from router import bootstrap, clock
 from router.auth import store as auth_store
 from router.auth.store import TokenLimits
@@ -469,6 +470,48 @@ def per_line_rows(
         ]
     except ShardlogError:
         return None
+
+
+@contextlib.contextmanager
+def sharing_client(
+    settings: Settings, home: Path, api: httpx.Client, env: dict[str, str] | None = None
+) -> Iterator[httpx.Client]:
+    """A client, with the session's token, of a router of its own that writes small audit
+    owner-days shared (``env`` over that), its retention job off; the shared days it made
+    are dropped after."""
+    full = {"SHARDLOG_SHARED__ENABLED": "true", "SHARDLOG_RETENTION__ENABLED": "false"}
+    router = another_router(settings, home, {**full, **(env or {})})
+    with (
+        shared_days_dropped_after(settings, catalog_shards(api)),
+        running_router(router),
+        httpx.Client(
+            base_url=router.url, headers={"Authorization": api.headers["Authorization"]}
+        ) as session,
+    ):
+        yield session
+
+
+def post_audit_rows(
+    client: httpx.Client, owner: str, at: datetime, rows: int, content: str | None = None
+) -> None:
+    """``rows`` audit rows of ``owner``, a second apart from ``at``, in one NDJSON request
+    (no key: the router COPYs a part past its one-statement size); each row's content is
+    ``content``, else the owner's key."""
+    body = b"".join(
+        orjson.dumps(
+            {
+                "owner": owner,
+                "ts": (at + timedelta(seconds=n)).isoformat(),
+                "content": owner if content is None else content,
+            }
+        )
+        + b"\n"
+        for n in range(rows)
+    )
+    answer = client.post(
+        "/v1/audit", content=body, headers={"content-type": "application/x-ndjson"}
+    )
+    assert answer.status_code == 200, answer.text
 
 
 def post_distinct_flows(client: httpx.Client, switch: str, ts: str, batches: int) -> int:

@@ -137,7 +137,11 @@ def _print_unreachable(unreachable: dict[str, str]) -> None:
 async def cmd_retention_run(ctx: Context, args: argparse.Namespace) -> int:
     settings = ctx.settings
     runner = RetentionRunner(
-        ctx.metadata, ctx.pools, settings.retention, settings.ingest.default_keep_days
+        ctx.metadata,
+        ctx.pools,
+        settings.retention,
+        settings.ingest.default_keep_days,
+        sharing=(settings.shared, settings.ingest),
     )
     scope = inventory.Filter(
         kind=args.kind,
@@ -175,6 +179,14 @@ async def cmd_retention_run(ctx: Context, args: argparse.Namespace) -> int:
             print(
                 f"shared days: {totals['shared_days_dropped']} of {report.shared_days_total} "
                 f"dropped, {totals['shared_days_failed']} failed"
+            )
+        owners = data["shared_purges"] + data["shared_promotions"] + data["shared_held"]
+        if owners:
+            print_table(owners, ["outcome", "kind", "owner", "keep_days", "day", "shard", "rows"])
+            print(
+                f"owners' own policies on shared days: {totals['shared_rows_purged']} rows "
+                f"deleted, {totals['shared_owner_days_promoted']} owner-days moved to their own "
+                f"tables, {totals['shared_days_held']} shared tables kept"
             )
         if report.message:
             print(report.message, file=sys.stderr)

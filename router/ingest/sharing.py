@@ -4,8 +4,9 @@
 An owner-day is shareable when sharing is on, it holds audit rows (flows keep their own tables
 until their shared write lands), its owner was never promoted (``own_tables``), its day is
 not before the catalog's ``sharing_from`` (the days whose day tables may hold ids of either
-parity), and the owner has no retention policy of its own that keeps rows longer than its
-group's (a shared table is dropped by the group's policy).
+parity), the owner has no retention policy of its own that keeps rows longer than its
+group's (a shared table is dropped by the group's policy), and neither the owner's policy nor
+its group's archives its days (shared days are not archived yet).
 The writer then sends a shareable part shared unless it is larger than
 SHARDLOG_SHARED__OWN_TABLE_ROWS for an owner-day it has not written shared on that shard
 (router/ingest/writer.py)."""
@@ -24,7 +25,13 @@ def shareable(
         return False
     if day < snapshot.sharing_from:
         return False
-    return not keeps_longer(snapshot, mapping, default_keep)
+    return not keeps_longer(snapshot, mapping, default_keep) and not archives(snapshot, mapping)
+
+
+def archives(snapshot: CatalogSnapshot, mapping: OwnerMapping) -> bool:
+    """The policy that applies to the owner (its own, else its group's) archives its days."""
+    policy = snapshot.policy_for(mapping.kind, mapping.group, mapping.key)
+    return policy is not None and policy.archive
 
 
 def keeps_longer(snapshot: CatalogSnapshot, mapping: OwnerMapping, default_keep: int) -> bool:

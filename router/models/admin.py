@@ -242,6 +242,27 @@ class PlannedSharedDrop(Out):
     error: str | None
 
 
+class OwnerSharedAction(Out):
+    kind: OwnerKind
+    owner: str
+    owner_id: int
+    group: str
+    keep_days: int = Field(description="The owner's policy")
+    group_keep_days: int = Field(description="Its group's policy (the shared day's)")
+    shard: str
+    day: date
+    table: str | None = Field(None, description="The shared table (a purge)")
+    rows: int | None = Field(description="The owner's rows there (null: the shard did not answer)")
+    outcome: (
+        Literal["would_purge", "purged", "left", "would_promote", "promoted", "not_promoted"] | None
+    ) = Field(
+        None,
+        description="purge: would_purge (a dry run), purged, left (rows still there: written "
+        "meanwhile); a longer policy's move: would_promote, promoted, not_promoted; null: held",
+    )
+    reason: str | None = Field(None, description="Why a shared table is kept (held)")
+
+
 class RetentionReport(Out):
     status: Literal["done", "partial", "refused", "skipped", "dry_run"]
     run_id: int | None = Field(description="null: a dry or skipped run (not recorded)")
@@ -259,6 +280,24 @@ class RetentionReport(Out):
     shared_drops: list[PlannedSharedDrop] = Field(
         description="Expired shared shard-days (issue 38): one transaction per shard-day"
     )
+    shared_rows_purged: int = Field(
+        description="Rows of owners with shorter policies deleted from shared days"
+    )
+    shared_owner_days_promoted: int = Field(
+        description="Owner-days of owners with longer policies moved to their own tables"
+    )
+    shared_days_held: int = Field(
+        description="Shared tables kept: an owner with a longer policy still has rows there"
+    )
+    shared_purges: list[OwnerSharedAction] = Field(
+        description="Owners whose own policy is shorter than their group's: their rows of "
+        "the shared days the group keeps, deleted"
+    )
+    shared_promotions: list[OwnerSharedAction] = Field(
+        description="Owners whose own policy is longer: their rows of the shared days this "
+        "run drops, moved to their own tables first"
+    )
+    shared_held: list[OwnerSharedAction] = Field(description="Shared tables not dropped, and why")
     unreachable: dict[str, str] = Field(description="Shard -> why it could not be read")
 
 

@@ -24,12 +24,13 @@ from router.catalog.snapshot import CatalogSnapshot
 from router.db.connection import Connection
 from router.db.pools import ShardPools
 from router.metrics import Metrics
-from router.retention import history, inventory, shared_days
+from router.retention import history, inventory, owner_shared, shared_days
 from router.retention.dropper import Dropped, Dropper
+from router.retention.owner_shared import OwnerSharedReport
 from router.retention.plan import Expired, make_plan, refusal
 from router.retention.shared_days import ExpiredShared
 from router.retention.shared_dropper import SharedDropped, SharedDropper
-from router.settings import RetentionSettings
+from router.settings import IngestSettings, RetentionSettings, SharedSettings
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,7 @@ class RunReport:
     unreachable: dict[str, str] = field(default_factory=dict)
     shared_days_total: int = 0
     shared_drops: list[dict[str, Any]] = field(default_factory=list)
+    owners_shared: OwnerSharedReport = field(default_factory=OwnerSharedReport)
 
     def totals(self) -> dict[str, int]:
         dropped = [d for d in self.drops if d["outcome"] in ("dropped", "already_gone")]
@@ -81,6 +83,7 @@ class RunReport:
                 1 for d in self.shared_drops if d["outcome"] in ("dropped", "already_gone")
             ),
             "shared_days_failed": sum(1 for d in self.shared_drops if d["outcome"] == "failed"),
+            **self.owners_shared.totals(),
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -92,6 +95,9 @@ class RunReport:
             **self.totals(),
             "drops": self.drops,
             "shared_drops": self.shared_drops,
+            "shared_purges": self.owners_shared.purges,
+            "shared_promotions": self.owners_shared.promotions,
+            "shared_held": self.owners_shared.held,
             "unreachable": self.unreachable,
         }
 
@@ -130,6 +136,7 @@ class RetentionRunner:
         default_keep_days: int,
         metrics: Metrics | None = None,
         today: Callable[[], date] = real_today,
+        sharing: tuple[SharedSettings, IngestSettings] | None = None,
     ) -> None:
         self._metadata = metadata
         self._pools = pools
@@ -139,6 +146,8 @@ class RetentionRunner:
         self._today = today
         self._dropper = Dropper(metadata, pools, settings)
         self._shared_dropper = SharedDropper(metadata, pools, settings)
+        # Owners' own policies on shared days: the purge's pace, the promotion's settings.
+        self._sharing = sharing or (SharedSettings(), IngestSettings())
 
     async def _lock(self, connection: Connection, wait_s: float) -> bool:
         deadline = time.monotonic() + wait_s
@@ -195,6 +204,9 @@ class RetentionRunner:
             unreachable={**shared_unreachable, **found.unreachable},
             shared_days_total=len(shared),
         )
+        owner_rules = await owner_shared.rules(
+            self._metadata, snapshot, self._default_keep_days, options.scope
+        )
         shared_total, shared_dropping = shared_days.weights(shared, shared_expired)
         too_much = refusal(
             len(plan.expired) + shared_dropping,
@@ -205,6 +217,10 @@ class RetentionRunner:
             report.status, report.message = "refused", too_much
         if options.dry_run:
             report.drops = [_drop_json(e, None) for e in plan.expired]
+            await self._owners_on_shared(snapshot, options, as_of, owner_rules, report)
+            shared_expired = await self._owners_longer(
+                snapshot, as_of, owner_rules, shared_expired, report, dry_run=True
+            )
             report.shared_drops = [_shared_json(e, None) for e in shared_expired]
             return report
         report.run_id = await history.start(
@@ -212,15 +228,69 @@ class RetentionRunner:
         )
         if report.status != "refused":
             report.drops = await self._drop_all(snapshot, report.run_id, plan.expired)
+            await self._owners_on_shared(snapshot, options, as_of, owner_rules, report)
+            shared_expired = await self._owners_longer(
+                snapshot, as_of, owner_rules, shared_expired, report, dry_run=False
+            )
             report.shared_drops = await self._drop_shared(snapshot, shared_expired)
+            report.unreachable.update(report.owners_shared.unreachable)
             totals = report.totals()
-            if totals["tables_failed"] or totals["shared_days_failed"] or report.unreachable:
+            if (
+                totals["tables_failed"]
+                or totals["shared_days_failed"]
+                or report.unreachable
+                or report.owners_shared.incomplete
+            ):
                 report.status = "partial"
                 report.message = self._partial_message(report)
         await history.finish(
             self._metadata, report.run_id, report.status, report.message, report.totals()
         )
         return report
+
+    async def _owners_on_shared(
+        self,
+        snapshot: CatalogSnapshot,
+        options: RunOptions,
+        as_of: date,
+        rules: list[owner_shared.OwnerRule],
+        report: RunReport,
+    ) -> None:
+        """Owners with shorter policies than their group's: their rows of the shared days
+        the group still keeps deleted (counted in a dry run)."""
+        await owner_shared.purge_shorter(
+            self._metadata,
+            self._pools,
+            snapshot,
+            self._sharing[0],
+            rules,
+            as_of,
+            self._today(),
+            options.scope,
+            report.owners_shared,
+            options.dry_run,
+        )
+
+    async def _owners_longer(
+        self,
+        snapshot: CatalogSnapshot,
+        as_of: date,
+        rules: list[owner_shared.OwnerRule],
+        expired: list[ExpiredShared],
+        report: RunReport,
+        dry_run: bool,
+    ) -> list[ExpiredShared]:
+        return await owner_shared.keep_longer(
+            self._metadata,
+            self._pools,
+            snapshot,
+            self._sharing,
+            rules,
+            expired,
+            as_of,
+            report.owners_shared,
+            dry_run,
+        )
 
     async def _drop_all(
         self, snapshot: CatalogSnapshot, run_id: int, expired: list[Expired]
@@ -310,6 +380,18 @@ class RetentionRunner:
         if shared_failed:
             parts.append(
                 f"{shared_failed} shared day(s) could not be dropped and are retried next run"
+            )
+        held = report.totals()["shared_days_held"]
+        if held:
+            parts.append(
+                f"{held} shared table(s) kept: an owner with a longer policy still has rows "
+                "in them that could not be moved to its own tables (retried next run)"
+            )
+        left = sum(1 for p in report.owners_shared.purges if p["outcome"] == "left")
+        if left:
+            parts.append(
+                f"{left} shared table(s) still hold rows of an owner whose shorter policy "
+                "expired them (written meanwhile?); deleted next run"
             )
         if report.unreachable:
             parts.append(

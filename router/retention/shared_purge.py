@@ -53,18 +53,27 @@ class Purge:
 
 
 async def shared_days_of(
-    metadata: asyncpg.Pool, kind: OwnerKind, owner_id: int, before: date | None
+    metadata: asyncpg.Pool,
+    kind: OwnerKind,
+    owner_id: int,
+    before: date | None,
+    first: date | None = None,
+    shard: str | None = None,
 ) -> list[SharedDayOfShard]:
-    """The shard-days whose shared table may hold the owner's rows: the registered shared
-    tables of the shards it has shared rows on, from the first day recorded there."""
+    """The shard-days whose shared table may hold the owner's rows, of the days from
+    ``first`` and before ``before`` (either open: None): the registered shared tables of the
+    shards it has shared rows on (or ``shard`` alone), from the first day recorded there."""
     rows = await metadata.fetch(
         "SELECT t.shard, t.day FROM owner_shards AS o JOIN shared_tables AS t "
         "ON t.kind = o.kind AND t.shard = o.shard AND t.day >= o.since "
         "WHERE o.kind = $1 AND o.owner_id = $2 AND ($3::date IS NULL OR t.day < $3) "
+        "AND ($4::date IS NULL OR t.day >= $4) AND ($5::text IS NULL OR t.shard = $5) "
         "ORDER BY t.day, t.shard",
         kind,
         owner_id,
         before,
+        first,
+        shard,
     )
     return [SharedDayOfShard(row["shard"], row["day"]) for row in rows]
 
@@ -86,10 +95,42 @@ async def _purge_table(
             return purged
 
 
-async def _left(connection: Executor, table: str, owner_id: int) -> int:
+async def owner_rows(connection: Executor, table: str, owner_id: int) -> int:
+    """The owner's rows in a shared table of the shard (an index-only count)."""
     if not await connection.fetchval("SELECT to_regclass($1) IS NOT NULL", table):
         return 0
     return int(await connection.fetchval(_LEFT_SQL.format(table=quote_ident(table)), owner_id))
+
+
+def _by_shard(found: list[SharedDayOfShard]) -> dict[str, list[date]]:
+    grouped: dict[str, list[date]] = {}
+    for item in found:
+        grouped.setdefault(item.shard, []).append(item.day)
+    return dict(sorted(grouped.items()))
+
+
+def _reachable(snapshot: CatalogSnapshot, shard: str) -> str | None:
+    """Why a purge cannot go to ``shard`` (None: it can)."""
+    known = snapshot.shards.get(shard)
+    if known is None:
+        return "unknown shard"
+    return "the shard is marked down" if known.state == "down" else None
+
+
+async def count_owner(
+    metadata: asyncpg.Pool,
+    pools: ShardPools,
+    snapshot: CatalogSnapshot,
+    kind: OwnerKind,
+    owner_id: int,
+    before: date | None,
+    first: date | None = None,
+    shard: str | None = None,
+) -> Purge:
+    """What a purge of the same days would delete, counted and not deleted (a dry run): each
+    shard-day with rows of the owner in ``remaining``."""
+    found = await shared_days_of(metadata, kind, owner_id, before, first, shard)
+    return await _each_shard_day(pools, snapshot, kind, owner_id, found, None)
 
 
 async def purge_owner(
@@ -100,33 +141,47 @@ async def purge_owner(
     kind: OwnerKind,
     owner_id: int,
     before: date | None = None,
+    first: date | None = None,
+    shard: str | None = None,
 ) -> Purge:
-    """Delete the owner's rows of the days before ``before`` (every day: None) from the
-    shared tables of its shards; then count what is left (rows written meanwhile are left and
-    said to be)."""
+    """Delete the owner's rows of the days from ``first`` and before ``before`` (open ends:
+    None) from the shared tables of its shards (or ``shard`` alone); then count what is left
+    (rows written meanwhile are left, and said to be)."""
+    found = await shared_days_of(metadata, kind, owner_id, before, first, shard)
+    deleting = (settings.delete_batch_rows, Pace(settings.delete_max_rows_per_s))
+    return await _each_shard_day(pools, snapshot, kind, owner_id, found, deleting)
+
+
+async def _each_shard_day(
+    pools: ShardPools,
+    snapshot: CatalogSnapshot,
+    kind: OwnerKind,
+    owner_id: int,
+    found: list[SharedDayOfShard],
+    deleting: tuple[int, Pace] | None,
+) -> Purge:
+    """On each shard, one connection: each shard-day's rows of the owner deleted (with
+    ``deleting``: its batch size and pace; as the writer), then counted."""
     purge = Purge()
-    throttle = Pace(settings.delete_max_rows_per_s)
-    by_shard: dict[str, list[date]] = {}
-    for found in await shared_days_of(metadata, kind, owner_id, before):
-        by_shard.setdefault(found.shard, []).append(found.day)
-    for shard, days in sorted(by_shard.items()):
-        known = snapshot.shards.get(shard)
-        if known is None or known.state == "down":
-            purge.unreachable[shard] = "the shard is marked down" if known else "unknown shard"
+    for name, days in _by_shard(found).items():
+        why = _reachable(snapshot, name)
+        if why is not None:
+            purge.unreachable[name] = why
             continue
+        pool = pools.writer(name) if deleting else pools.reader(name, primary=True)
         try:
-            async with pools.writer(shard).acquire() as connection:
+            async with pool.acquire() as connection:
                 for day in days:
                     table = shared_table(kind, day)
-                    rows = await _purge_table(
-                        connection, table, owner_id, settings.delete_batch_rows, throttle
-                    )
-                    entry = {"kind": kind, "day": day.isoformat(), "shard": shard}
-                    purge.purged.append({**entry, "table": table, "rows": rows})
-                    left = await _left(connection, table, owner_id)
+                    entry = {"kind": kind, "day": day.isoformat(), "shard": name, "table": table}
+                    if deleting is not None:
+                        batch, pace = deleting
+                        rows = await _purge_table(connection, table, owner_id, batch, pace)
+                        purge.purged.append({**entry, "rows": rows})
+                    left = await owner_rows(connection, table, owner_id)
                     if left:
-                        purge.remaining.append({**entry, "table": table, "rows": left})
+                        purge.remaining.append({**entry, "rows": left})
         except DRIVER_ERRORS as exc:
-            log.warning("purge of %s owner id %s on %s: %s", kind, owner_id, shard, exc)
-            purge.unreachable[shard] = describe(exc)
+            log.warning("purge of %s owner id %s on %s: %s", kind, owner_id, name, exc)
+            purge.unreachable[name] = describe(exc)
     return purge

@@ -17,19 +17,17 @@ from typing import Any
 
 import asyncpg
 import httpx
-import orjson
 import pytest
 
 from bench.shard_view import catalog_shards, owner_id, shard_sql
 from router.settings import Settings
 from tests.support import (
-    another_router,
     past_day,
     placed_ids,
+    post_audit_rows,
     run_cli,
-    running_router,
     search_items,
-    shared_days_dropped_after,
+    sharing_client,
 )
 
 OWN_TABLE_ROWS = 20
@@ -46,35 +44,9 @@ WINDOW = {
 def client(
     settings: Settings, tmp_path_factory: pytest.TempPathFactory, api: httpx.Client
 ) -> Iterator[httpx.Client]:
-    """A client of a router writing small owner-days shared."""
-    env = {
-        "SHARDLOG_SHARED__ENABLED": "true",
-        "SHARDLOG_SHARED__OWN_TABLE_ROWS": str(OWN_TABLE_ROWS),
-        "SHARDLOG_RETENTION__ENABLED": "false",
-    }
-    router = another_router(settings, tmp_path_factory.mktemp("erase-router"), env)
-    with (
-        shared_days_dropped_after(settings, catalog_shards(api)),
-        running_router(router),
-        httpx.Client(
-            base_url=router.url, headers={"Authorization": api.headers["Authorization"]}
-        ) as session,
-    ):
+    env = {"SHARDLOG_SHARED__OWN_TABLE_ROWS": str(OWN_TABLE_ROWS)}
+    with sharing_client(settings, tmp_path_factory.mktemp("erase-router"), api, env) as session:
         yield session
-
-
-def post(client: httpx.Client, owner: str, day: datetime, rows: int, tag: str) -> None:
-    body = b"".join(
-        orjson.dumps(
-            {"owner": owner, "ts": (day + timedelta(seconds=n)).isoformat(), "content": tag}
-        )
-        + b"\n"
-        for n in range(rows)
-    )
-    answer = client.post(
-        "/v1/audit", content=body, headers={"content-type": "application/x-ndjson"}
-    )
-    assert answer.status_code == 200, answer.text
 
 
 def rows_by_place(api: httpx.Client, ident: int, day: datetime) -> tuple[int, int]:
@@ -121,9 +93,9 @@ def test_an_erase_deletes_the_owners_shared_rows_and_no_one_elses(
     tag = uuid.uuid4().hex[:8]
     owner, neighbour = f"erased-{tag}", f"kept-{tag}"
     for day in SHARED_DAYS:
-        post(client, owner, day, 5, "erased")
-        post(client, neighbour, day, 4, "kept")
-    post(client, owner, OWN_DAY, 3 * OWN_TABLE_ROWS, "big")  # a part for an own table
+        post_audit_rows(client, owner, day, 5, "erased")
+        post_audit_rows(client, neighbour, day, 4, "kept")
+    post_audit_rows(client, owner, OWN_DAY, 3 * OWN_TABLE_ROWS, "big")  # a part for an own table
     ident, other = owner_id(api, "audit", owner), owner_id(api, "audit", neighbour)
     assert ident is not None and other is not None
     assert [rows_by_place(api, ident, day) for day in SHARED_DAYS] == [(5, 0)] * 3

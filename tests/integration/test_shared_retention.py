@@ -1,0 +1,257 @@
+"""Owners' own retention policies over shared days (issue 38; docs/architecture.md, "Retention,
+erase, archive"). A shared day expires by its group's policy; an owner whose policy is
+shorter loses its rows of the days in between by the throttled delete (listed by a dry run,
+done by a run, another owner's rows untouched); one whose policy is longer has its rows of a
+shared day the run drops moved to a table of its own first, and a shared table whose rows of
+such an owner cannot move is kept (held), never dropped with them. The oracle is what the
+test wrote and the shards' tables read directly.
+
+A run that really drops shared days of the session's catalog would drop other tests' days, so
+the longer policy's drop is taken up to the drop (the runner's plan and ``keep_longer``,
+which decides what the drop may take); the drop itself is tested in test_shared_ahead."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import date, datetime, timedelta
+from typing import Any, TypeVar
+
+import asyncpg
+import httpx
+import pytest
+
+from bench.shard_view import catalog_shards, owner_id
+from router.catalog import store
+from router.catalog.snapshot import CatalogSnapshot
+from router.db import catalog_login
+from router.db.names import owner_days_table
+from router.db.pools import ShardPools
+from router.retention import inventory, owner_shared, shared_days
+from router.retention.runner import RetentionRunner, RunOptions
+from router.settings import Settings
+from tests.support import (
+    map_audit_owner,
+    past_day,
+    placed_ids,
+    post_audit_rows,
+    run_cli,
+    sharing_client,
+)
+
+DAYS = [past_day(9, 12), past_day(8, 12), past_day(7, 12)]
+POLICIES = "/v1/admin/retention/policies"
+
+
+@pytest.fixture(scope="module")
+def client(
+    settings: Settings, tmp_path_factory: pytest.TempPathFactory, api: httpx.Client
+) -> Iterator[httpx.Client]:
+    with sharing_client(settings, tmp_path_factory.mktemp("retention-router"), api) as session:
+        yield session
+
+
+def set_policy(api: httpx.Client, key: str, group: str, keep_days: int) -> None:
+    policy = {"kind": "audit", "group": group, "owner": key, "keep_days": keep_days}
+    answer = api.put(POLICIES, json={**policy, "archive": False})
+    assert answer.status_code == 200, answer.text
+
+
+def group_keep(api: httpx.Client, settings: Settings, group: str) -> int:
+    """The group's audit policy, else the default (what a shared day of the group keeps)."""
+    for policy in api.get(POLICIES).json():
+        if (policy["kind"], policy["group"], policy["owner"]) == ("audit", group, None):
+            return int(policy["keep_days"])
+    return settings.ingest.default_keep_days
+
+
+def where(api: httpx.Client, ident: int, day: datetime) -> tuple[int, int]:
+    found = placed_ids(catalog_shards(api), "audit", ident, day.date())
+    return len(found["shared"]), len(found["own"])
+
+
+def written(
+    api: httpx.Client, client: httpx.Client, prefix: str, rows: int
+) -> tuple[str, int, str]:
+    """An owner of the first group with ``rows`` rows on each of DAYS, shared: key, id and
+    group."""
+    key, group = map_audit_owner(api, prefix)
+    for day in DAYS:
+        post_audit_rows(client, key, day, rows)
+    ident = owner_id(api, "audit", key)
+    assert ident is not None
+    assert [where(api, ident, day) for day in DAYS] == [(rows, 0)] * len(DAYS)
+    return key, ident, group
+
+
+def test_a_shorter_policy_deletes_the_owners_rows_of_the_shared_days_its_group_keeps(
+    client: httpx.Client, api: httpx.Client, settings: Settings
+) -> None:
+    tag = uuid.uuid4().hex[:6]
+    short, short_id, group = written(api, client, f"short-{tag}", 5)
+    _, other_id, _ = written(api, client, f"other-{tag}", 4)
+    assert group_keep(api, settings, group) > 8
+    set_policy(api, short, group, 8)  # the oldest of DAYS (9 days ago) expires for it
+
+    preview = run_cli(settings, "retention", "run", "--owner", short, "--dry-run", "--json")
+    assert preview.returncode == 0, preview.stderr
+    planned = json.loads(preview.stdout)["shared_purges"]
+    assert {(p["day"], p["rows"], p["outcome"]) for p in planned} == {
+        (DAYS[0].date().isoformat(), 5, "would_purge")
+    }, planned
+    assert [where(api, short_id, day) for day in DAYS] == [(5, 0)] * 3  # a dry run deletes none
+
+    # Batches of 2 rows: the 5 rows take three.
+    env = {"SHARDLOG_SHARED__DELETE_BATCH_ROWS": "2"}
+    run = run_cli(settings, "retention", "run", "--owner", short, "--json", env=env)
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert report["status"] == "done" and report["shared_rows_purged"] == 5, report
+    assert [where(api, short_id, day) for day in DAYS] == [(0, 0), (5, 0), (5, 0)]
+    assert [where(api, other_id, day) for day in DAYS] == [(4, 0)] * 3
+
+    again = json.loads(run_cli(settings, "retention", "run", "--owner", short, "--json").stdout)
+    assert again["shared_purges"] == [] and again["shared_rows_purged"] == 0
+
+
+T = TypeVar("T")
+
+
+def in_catalog(settings: Settings, work: Callable[[asyncpg.Pool, ShardPools], Awaitable[T]]) -> T:
+    """``work`` with a catalog pool and the shards' pools of this process (opened, closed)."""
+
+    async def run() -> T:
+        metadata = await catalog_login.open_pool(settings)
+        pools = ShardPools(settings.pools)
+        try:
+            await pools.reconcile(await store.load_snapshot(metadata))
+            return await work(metadata, pools)
+        finally:
+            await pools.close()
+            await metadata.close()
+
+    return asyncio.run(run())
+
+
+async def plan_of(
+    metadata: asyncpg.Pool, pools: ShardPools, settings: Settings, as_of: date, day: date
+) -> tuple[CatalogSnapshot, list[owner_shared.OwnerRule], list[shared_days.ExpiredShared]]:
+    """What a run as of ``as_of`` would drop of ``day``'s shared tables, and the owners'
+    differing policies (the runner's own first steps)."""
+    snapshot = await store.load_snapshot(metadata)
+    scope = inventory.Filter(kind="audit", first=day, last=day)
+    found, _ = await shared_days.take(metadata, pools, snapshot, scope)
+    default = settings.ingest.default_keep_days
+    expired = shared_days.expired_shared(found, snapshot, as_of, date.max, default, "audit")
+    return snapshot, await owner_shared.rules(metadata, snapshot, default, scope), expired
+
+
+def sharing(settings: Settings) -> tuple[Any, Any]:
+    fast = settings.shared.model_copy(
+        update={"promote_settle_s": 0.0, "promote_lock_timeout_ms": 200}
+    )
+    return fast, settings.ingest
+
+
+def kept_longer(
+    api: httpx.Client, client: httpx.Client, settings: Settings, prefix: str
+) -> tuple[str, int, date]:
+    """An owner with 3 shared rows on each of DAYS and a policy 30 days longer than its
+    group's: key, id, and the day a run finds the oldest of DAYS expired for the group and
+    not for the owner."""
+    key, ident, group = written(api, client, f"{prefix}-{uuid.uuid4().hex[:6]}", 3)
+    keep = group_keep(api, settings, group)
+    set_policy(api, key, group, keep + 30)
+    return key, ident, DAYS[0].date() + timedelta(days=keep + 1)
+
+
+def test_a_longer_policy_moves_the_owners_rows_before_its_shared_day_goes(
+    client: httpx.Client, api: httpx.Client, settings: Settings
+) -> None:
+    longer, longer_id, as_of = kept_longer(api, client, settings, "longer")
+    _, small_id, _ = written(api, client, f"small-{uuid.uuid4().hex[:6]}", 2)
+    day = DAYS[0].date()
+
+    async def dry_run(metadata: asyncpg.Pool, pools: ShardPools) -> dict[str, Any]:
+        # Scoped to the day, as the runner's dry run: nothing is dropped by it.
+        runner = RetentionRunner(
+            metadata, pools, settings.retention, settings.ingest.default_keep_days
+        )
+        scope = inventory.Filter(kind="audit", first=day, last=day)
+        snapshot = await store.load_snapshot(metadata)
+        report = await runner.run(snapshot, RunOptions(as_of=as_of, dry_run=True, scope=scope))
+        return report.to_json()
+
+    planned = in_catalog(settings, dry_run)["shared_promotions"]
+    assert [(p["owner"], p["rows"], p["outcome"]) for p in planned] == [
+        (longer, 3, "would_promote")
+    ], planned
+
+    async def keep_longer(
+        metadata: asyncpg.Pool, pools: ShardPools
+    ) -> tuple[owner_shared.OwnerSharedReport, bool]:
+        snapshot, rules, expired = await plan_of(metadata, pools, settings, as_of, day)
+        assert [r for r in rules if not r.shorter and r.owner_id == longer_id]
+        report = owner_shared.OwnerSharedReport()
+        kept = await owner_shared.keep_longer(
+            metadata, pools, snapshot, sharing(settings), rules, expired, as_of, report, False
+        )
+        return report, kept == expired
+
+    report, unchanged = in_catalog(settings, keep_longer)
+    assert [(p["owner"], p["outcome"]) for p in report.promotions] == [(longer, "promoted")]
+    assert report.held == [] and unchanged  # the day may go whole now
+    assert where(api, longer_id, DAYS[0]) == (0, 3)  # in its own table, which its policy keeps
+    assert where(api, small_id, DAYS[0]) == (2, 0)  # a small owner's rows go with the day
+    assert [where(api, longer_id, d) for d in DAYS[1:]] == [(3, 0)] * 2  # not expiring
+
+
+def test_a_shared_day_whose_longer_owner_cannot_move_is_held(
+    client: httpx.Client, api: httpx.Client, settings: Settings
+) -> None:
+    _, longer_id, as_of = kept_longer(api, client, settings, "stuck")
+    day = DAYS[0].date()
+    shards = catalog_shards(api)
+
+    async def held_back(
+        metadata: asyncpg.Pool, pools: ShardPools
+    ) -> tuple[owner_shared.OwnerSharedReport, list[Any], list[Any]]:
+        snapshot, rules, expired = await plan_of(metadata, pools, settings, as_of, day)
+        # A transaction holding the owner-day's fence: the move's lock is never granted.
+        holders = []
+        for dsn in shards.values():
+            try:
+                connection = await asyncpg.connect(dsn, timeout=5)
+            except (OSError, asyncpg.PostgresError):
+                continue  # a shard another test stopped
+            holders.append(connection)
+            await connection.execute("BEGIN")
+            fence = f'"{owner_days_table(day)}"'
+            if await connection.fetchval("SELECT to_regclass($1) IS NOT NULL", fence):
+                await connection.execute(
+                    f"SELECT 1 FROM {fence} WHERE owner_id = $1 FOR UPDATE", longer_id
+                )
+        try:
+            report = owner_shared.OwnerSharedReport()
+            kept = await owner_shared.keep_longer(
+                metadata, pools, snapshot, sharing(settings), rules, expired, as_of, report, False
+            )
+        finally:
+            for connection in holders:
+                await connection.close()
+        return report, kept, expired
+
+    report, kept, expired = in_catalog(settings, held_back)
+    held = [h for h in report.held if h["owner_id"] == longer_id]
+    assert len(held) == 1 and held[0]["rows"] == 3, report.held
+    assert "could not be moved" in held[0]["reason"]
+    shard = held[0]["shard"]
+    after = {(item.entry.shard, item.entry.day): item for item in kept}
+    before = {(item.entry.shard, item.entry.day): item for item in expired}
+    if (shard, day) in after:  # the day's flow table may still go: never the audit one
+        assert "audit" not in after[(shard, day)].relations
+        assert "owner_days" not in after[(shard, day)].relations
+    assert "audit" in before[(shard, day)].relations
+    assert where(api, longer_id, DAYS[0]) == (3, 0)  # nothing moved, nothing lost
