@@ -124,6 +124,12 @@ class Metrics:
             "shared tables ahead of their days",
             registry=self.registry,
         )
+        self.shared_redirects = Counter(
+            "shardlog_shared_redirects",
+            "Parts bound for a shared table that went to their owner-day's own table instead: "
+            "the owner-day was promoted since this router wrote it shared",
+            registry=self.registry,
+        )
         self.retention_last_run = Gauge(
             "shardlog_retention_last_run_timestamp_seconds",
             "When this router last finished a retention run",

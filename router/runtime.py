@@ -93,6 +93,7 @@ class Runtime:
         commit_signal = CommitSignal(hub, pools)
         writer = PartWriter(pools, metadata, catalog, ingest, settings.shared)
         writer.on_commit = commit_signal
+        writer.on_redirect = metrics.shared_redirects.inc
         service = IngestService(
             catalog,
             owners,

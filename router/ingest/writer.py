@@ -129,6 +129,9 @@ class PartWriter:
         self.placements = SharedPlacements(metadata, shared.placement_cache)
         # Told the shard after each commit (the live tail's wake-up, router/tail/signal.py).
         self.on_commit: Callable[[str], None] | None = None
+        # Told when a part bound for a shared table went to its owner-day's own table (the
+        # fence said promoted): shardlog_shared_redirects_total.
+        self.on_redirect: Callable[[], None] | None = None
         self._groups = (
             GroupCommit(
                 self._commit_group,
@@ -298,6 +301,8 @@ class PartWriter:
         """The owner-day was moved to its own table since this router wrote it shared: the
         part goes there, in the same transaction (its table ensured in a savepoint)."""
         self.placements.promoted(shard, part.table)
+        if self.on_redirect is not None:
+            self.on_redirect()
         own = replace(part, table=replace(part.table, own=True, shared=False))
         await self._ensure_table(connection, shard, own.table)
         return own

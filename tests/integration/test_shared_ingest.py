@@ -33,6 +33,7 @@ from tests.support import (
     past_day,
     placed_ids,
     running_router,
+    scrape,
     search_items,
     shared_days_dropped_after,
 )
@@ -220,8 +221,12 @@ def test_a_promoted_owner_day_takes_its_next_parts_in_its_own_table(
     # On every shard of the catalog (the next parts may go to any of the owner's group, and
     # a full suite adds shards): the day's shared tables made there first, as a router would.
     asyncio.run(fence_everywhere(catalog_shards(api), ident))
+    redirects = scrape(str(client.base_url), "shardlog_shared_redirects_total")
     post(client, records(owner, 3, "keyed", 100), key=uuid.uuid4().hex)
     post(client, records(owner, 4, "copied", 200))
+    # Once per shard the router had written the owner-day shared on: it then knows.
+    redirected = scrape(str(client.base_url), "shardlog_shared_redirects_total") - redirects
+    assert 1 <= redirected <= 2, redirected
     where = placed(api, owner)
     assert len(where["shared"]) == 3 and len(where["own"]) == 7, where
     assert all(ident % 2 == 0 for ident in where["own"]), where
