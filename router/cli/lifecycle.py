@@ -339,6 +339,12 @@ async def cmd_owner_erase(ctx: Context, args: argparse.Namespace) -> int:
             f"{report.archives_removed} archive files of {args.kind} owner {args.owner!r}"
             + (" and forgot the owner" if report.forgotten else "")
         )
+        if report.archives_rewritten:
+            rows = sum(entry["rows"] for entry in report.archives_rewritten)
+            print(
+                f"{len(report.archives_rewritten)} archives of shared days written again "
+                f"without its {rows} rows"
+            )
         for entry in report.failed:
             print(f"shardlog: not dropped: {entry['table']} on {entry['shard']}: {entry['error']}")
         for entry in report.remaining:

@@ -238,6 +238,11 @@ class PlannedSharedDrop(Out):
     owner_days: int = Field(description="Owner-days its owner_days table lists (estimated)")
     bytes: int
     keep_days: dict[str, int] = Field(description="Kind -> the group's keep_days")
+    archive: list[OwnerKind] = Field(
+        description="Kinds whose shared table is archived before the drop (the group's policy "
+        "archives)"
+    )
+    archives: list[str] = Field(description="The archive files written (a shard-day's, per kind)")
     outcome: DropOutcome | Literal["would_drop"] = Field(description="would_drop: a dry run")
     error: str | None
 

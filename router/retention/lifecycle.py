@@ -43,6 +43,8 @@ class EraseReport:
     # Rows of the owner deleted from each shared table (shard-day) it had rows in.
     purged: list[dict[str, Any]] = field(default_factory=list)
     archives_removed: int = 0
+    # Archives of shared days written again without the owner's rows: day, shard, rows.
+    archives_rewritten: list[dict[str, Any]] = field(default_factory=list)
     unreachable: dict[str, str] = field(default_factory=dict)
     remaining: list[dict[str, Any]] = field(default_factory=list)
     forgotten: bool = False
@@ -61,6 +63,7 @@ class EraseReport:
             "failed": self.failed,
             "shared_purged": self.purged,
             "archives_removed": self.archives_removed,
+            "archives_rewritten": self.archives_rewritten,
             "unreachable": self.unreachable,
             "remaining": self.remaining,
             "forgotten": self.forgotten,
@@ -111,6 +114,9 @@ async def erase_owner(
             report.archives_removed += archive.remove_day(
                 archive_dir, day_table(kind, mapping.id, day)
             )
+    report.archives_rewritten = _erase_from_shared_archives(
+        archive_dir, kind, mapping.id, before, settings.archive_compression, report.failed
+    )
     # Rows written meanwhile would have made a new table: say so rather than claim success.
     report.remaining = [
         t.to_json() for t in (await inventory.take(metadata, pools, snapshot, scope)).tables
@@ -136,6 +142,34 @@ async def erase_owner(
         },
     )
     return report
+
+
+def _erase_from_shared_archives(
+    archive_dir: Path,
+    kind: OwnerKind,
+    owner_id: int,
+    before: date | None,
+    level: int,
+    failed: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """The owner's lines taken out of the archives of shared days that hold any (their
+    manifests count them): each file written again without them; one that cannot be (a
+    damaged archive) is added to ``failed``."""
+    rewritten = []
+    for day in archive.shared_days_archived(archive_dir, kind):
+        if before is not None and day >= before:
+            continue
+        for manifest in archive.shared_manifests(archive_dir, kind, day):
+            if not manifest.owners.get(str(owner_id)):
+                continue
+            place = {"kind": kind, "day": day.isoformat(), "shard": manifest.shard}
+            try:
+                rows = archive.remove_owner_from_shared(archive_dir, manifest, owner_id, level)
+            except archive.ArchiveError as exc:
+                failed.append({**place, "table": manifest.table, "error": str(exc)})
+                continue
+            rewritten.append({**place, "rows": rows})
+    return rewritten
 
 
 async def _forget_mirror(
@@ -217,12 +251,28 @@ async def restore_day(
     mapping = await _owner(metadata, kind, key)
     table = day_table(kind, mapping.id, day)
     archive_dir = Path(settings.archive_dir)
-    found = archive.manifests(archive_dir, table)
+    found: list[archive.Manifest | archive.SharedManifest] = [
+        *archive.manifests(archive_dir, table),
+        # The owner's rows of a shared day (issue 38) are lines of its shard-day's file.
+        *(
+            m
+            for m in archive.shared_manifests(archive_dir, kind, day)
+            if m.owners.get(str(mapping.id))
+        ),
+    ]
     if not found:
         raise NotFound(
             f"no archive of {kind} owner {excerpt(key)} for {day} under {archive_dir}", "day"
         )
-    checked = [(m, archive.verify(archive_dir, m, table)) for m in found]
+    checked = [
+        (
+            m,
+            archive.verify_shared(archive_dir, m)
+            if isinstance(m, archive.SharedManifest)
+            else archive.verify(archive_dir, m, table),
+        )
+        for m in found
+    ]
     hold = hold_days if hold_days is not None else settings.restore_hold_days
     report = RestoreReport(key, day, real_today() + timedelta(days=hold))
     created: set[str] = set()
@@ -252,7 +302,7 @@ async def _load(
     pools: ShardPools,
     shard: str,
     table: DayTable,
-    manifest: archive.Manifest,
+    manifest: archive.Manifest | archive.SharedManifest,
     path: Path,
     index: ddl.IndexKind,
     ours: bool,
@@ -271,5 +321,8 @@ async def _load(
                     "day",
                 )
             before: int = await connection.fetchval(f"SELECT count(*) FROM {table.quoted}")
-            loaded = await archive.load(connection, table, manifest, path, before)
+            if isinstance(manifest, archive.SharedManifest):
+                loaded = await archive.load_owner(connection, table, manifest, path, before)
+            else:
+                loaded = await archive.load(connection, table, manifest, path, before)
     return loaded

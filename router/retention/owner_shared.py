@@ -21,7 +21,7 @@ from router.db.names import Kind, SharedRelation, shared_table
 from router.db.pools import ShardPools
 from router.retention.inventory import Filter
 from router.retention.plan import first_kept
-from router.retention.shared_days import ExpiredShared, group_keep_days
+from router.retention.shared_days import ExpiredShared, group_archives, group_keep_days
 from router.retention.shared_purge import Purge, count_owner, owner_rows, purge_owner
 from router.settings import IngestSettings, SharedSettings
 from router.sharing import promote
@@ -34,18 +34,20 @@ class OwnerRule:
     policy: RetentionPolicy
     owner_id: int
     group_keep_days: int
+    group_archives: bool = False
 
     @property
     def shorter(self) -> bool:
         """Its rows of the days its group keeps longer are deleted (a policy that archives
-        never deletes: its rows are moved to own tables when their shared day goes, and
-        archived with them)."""
+        never deletes: its rows stay until their shared day goes, and are archived then)."""
         return self.policy.keep_days < self.group_keep_days and not self.policy.archive
 
     def moves_before(self, as_of: date, day: date) -> bool:
         """Its rows of a shared day that goes are moved to its own tables first: the owner
-        keeps the day longer, or its days are archived."""
-        return self.policy.archive or day >= first_kept(as_of, self.policy.keep_days)
+        keeps the day longer, or archives its days where its group does not (a shared day is
+        archived by its group's policy)."""
+        apart = self.policy.archive and not self.group_archives
+        return apart or day >= first_kept(as_of, self.policy.keep_days)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -62,7 +64,7 @@ def differing(
     snapshot: CatalogSnapshot, default_keep_days: int, scope: Filter
 ) -> list[tuple[RetentionPolicy, int]]:
     """The owners' policies in the run's scope that keep other days than their group's, or
-    archive them (with the group's keep_days)."""
+    archive where it does not (with the group's keep_days)."""
     found = []
     for policy in snapshot.retention:
         if policy.owner_key is None:
@@ -72,7 +74,8 @@ def differing(
         if scope.group is not None and policy.group != scope.group:
             continue
         group_keep = group_keep_days(snapshot, policy.kind, policy.group, default_keep_days)
-        if policy.keep_days != group_keep or policy.archive:
+        archive_apart = policy.archive and not group_archives(snapshot, policy.kind, policy.group)
+        if policy.keep_days != group_keep or archive_apart:
             found.append((policy, group_keep))
     return found
 
@@ -91,7 +94,8 @@ async def rules(
         )
         if owner_id is None or (scope.owner_ids is not None and owner_id not in scope.owner_ids):
             continue
-        found.append(OwnerRule(policy, owner_id, group_keep))
+        archived = group_archives(snapshot, policy.kind, policy.group)
+        found.append(OwnerRule(policy, owner_id, group_keep, archived))
     return found
 
 
@@ -198,7 +202,6 @@ async def keep_longer(
     """The shared days to drop, once the owner-days of longer policies on them are moved to
     their own tables (audit: the promotion's move; flows are not written shared); a shared
     table still holding such rows is taken out of the drop (held)."""
-    expired = hold_archived(snapshot, expired, report)
     longer = [rule for rule in found if not rule.shorter]
     if not longer:
         return expired
@@ -230,37 +233,6 @@ async def keep_longer(
         ]
     still = await _waiting(pools, longer, expired, as_of, report)
     return _without_held(expired, still, report)
-
-
-def hold_archived(
-    snapshot: CatalogSnapshot, expired: list[ExpiredShared], report: OwnerSharedReport
-) -> list[ExpiredShared]:
-    """Shared tables of groups whose policy archives their days are kept: shared days are not
-    archived yet (docs/architecture.md, step 5), and ingest writes no such group's owners
-    shared; rows written before the policy said so wait here, never dropped unarchived."""
-    kept = []
-    for item in expired:
-        archived = {
-            kind
-            for kind in ("audit", "flow")
-            if kind in item.relations and _group_archives(snapshot, kind, item.entry.group)
-        }
-        for kind in sorted(archived):
-            report.held.append(
-                {
-                    "kind": kind,
-                    "group": item.entry.group,
-                    "shard": item.entry.shard,
-                    "day": item.entry.day.isoformat(),
-                    "rows": None,
-                    "reason": "the group's policy archives its days and shared days are not "
-                    "archived yet: the shared table is kept",
-                }
-            )
-        left = _without_kinds(item, archived)
-        if left is not None:
-            kept.append(left)
-    return kept
 
 
 def _without_kinds(item: ExpiredShared, held: AbstractSet[str]) -> ExpiredShared | None:

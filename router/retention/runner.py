@@ -123,8 +123,13 @@ def _drop_json(expired: Expired, result: Dropped | None) -> dict[str, Any]:
 def _shared_json(expired: ExpiredShared, result: SharedDropped | None) -> dict[str, Any]:
     planned = expired.to_json()
     if result is None:
-        return {**planned, "outcome": "would_drop", "error": None}
-    return {**planned, "outcome": result.outcome, "error": result.error}
+        return {**planned, "outcome": "would_drop", "error": None, "archives": []}
+    return {
+        **planned,
+        "outcome": result.outcome,
+        "error": result.error,
+        "archives": list(result.archives),
+    }
 
 
 class RetentionRunner:

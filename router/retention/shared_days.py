@@ -117,6 +117,8 @@ class ExpiredShared:
     kinds: tuple[Kind, ...]
     relations: tuple[SharedRelation, ...]
     keep_days: dict[str, int]
+    # The kinds whose group policy archives: their shared tables are archived before the drop.
+    archive: tuple[Kind, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -128,6 +130,7 @@ class ExpiredShared:
             "owner_days": self.entry.owner_days,
             "bytes": self.entry.bytes,
             "keep_days": self.keep_days,
+            "archive": [kind for kind in self.archive if kind in self.relations],
         }
 
 
@@ -140,6 +143,14 @@ def group_keep_days(
         if policy.kind == kind and policy.group == group and policy.owner_key is None:
             return policy.keep_days
     return default_keep_days
+
+
+def group_archives(snapshot: CatalogSnapshot, kind: str, group: str) -> bool:
+    """The group's policy of a kind archives its days (no group policy: it does not)."""
+    return any(
+        p.kind == kind and p.group == group and p.owner_key is None and p.archive
+        for p in snapshot.retention
+    )
 
 
 def expired_shared(
@@ -174,8 +185,17 @@ def expired_shared(
             relations.append("owner_days")
         kinds = tuple(k for k in KINDS if k in expiring and k in entry.registered)
         if relations or kinds:
+            archived = tuple(
+                k for k in KINDS if k in relations and group_archives(snapshot, k, entry.group)
+            )
             plans.append(
-                ExpiredShared(entry, kinds, tuple(relations), {str(k): v for k, v in keep.items()})
+                ExpiredShared(
+                    entry,
+                    kinds,
+                    tuple(relations),
+                    {str(k): v for k, v in keep.items()},
+                    archived,
+                )
             )
     return plans
 

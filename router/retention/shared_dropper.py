@@ -9,19 +9,25 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from pathlib import Path
 
 import asyncpg
 
 from router.catalog.snapshot import CatalogSnapshot, Shard
+from router.db.connection import Connection
 from router.db.failures import DRIVER_ERRORS, describe
 from router.db.names import quote_ident
 from router.db.pools import CoordinatorLogin, ShardPools
+from router.retention import archive
 from router.retention.dropper import Outcome, cancel_autovacuum_sooner
 from router.retention.shared_days import ExpiredShared, relation_name
 from router.search import fdw
 from router.settings import RetentionSettings
 
 _DROP = "SELECT shardlog_drop_shared_table($1::regclass)"
+# The retention role's way to lock a table of shardlog_tables (schema/shard/0003_roles.sql):
+# a shared table is one, and writers are kept out while its archive is written.
+_LOCK = "SELECT shardlog_lock_day_table($1::regclass, 'SHARE')"
 
 
 @dataclass(frozen=True)
@@ -29,6 +35,7 @@ class SharedDropped:
     outcome: Outcome
     tables: tuple[str, ...] = ()  # what this attempt dropped
     error: str | None = None
+    archives: tuple[str, ...] = ()  # the files its archived tables were written to
 
 
 async def _forget(metadata: asyncpg.Pool, item: ExpiredShared) -> None:
@@ -105,6 +112,8 @@ class SharedDropper:
                     )
                 await asyncio.sleep(pause)
                 pause *= 2
+            except archive.ArchiveError as exc:
+                return SharedDropped("failed", error=f"archive: {exc}; the tables were kept")
             except DRIVER_ERRORS as exc:
                 return SharedDropped("failed", error=describe(exc))
         raise AssertionError("unreachable")
@@ -117,11 +126,26 @@ class SharedDropper:
             )
             await connection.execute("SET LOCAL statement_timeout = 0")
             await cancel_autovacuum_sooner(connection, self._settings.lock_timeout_ms)
-            dropped = []
+            dropped, archives = [], []
             for relation in item.relations:
                 name = relation_name(relation, item.entry.day)
                 if await connection.fetchval("SELECT to_regclass($1)", quote_ident(name)) is None:
                     continue
+                if relation in item.archive:
+                    archives.append(await self._archive(connection, item, relation, name))
                 await connection.execute(_DROP, quote_ident(name))
                 dropped.append(name)
-        return SharedDropped("dropped" if dropped else "already_gone", tuple(dropped))
+        outcome: Outcome = "dropped" if dropped else "already_gone"
+        return SharedDropped(outcome, tuple(dropped), archives=tuple(archives))
+
+    async def _archive(
+        self, connection: Connection, item: ExpiredShared, kind: str, name: str
+    ) -> str:
+        """The shared table's rows, with their owners, to the archive directory; the file."""
+        await connection.execute(_LOCK, quote_ident(name))
+        folder = Path(self._settings.archive_dir)
+        day, shard = item.entry.day, item.entry.shard
+        await archive.write_shared(
+            connection, kind, day, name, shard, folder, self._settings.archive_compression
+        )
+        return str(archive.shared_day_dir(folder, kind, day) / f"{shard}.copy.gz")

@@ -13,10 +13,12 @@ which decides what the drop may take); the drop itself is tested in test_shared_
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import date, datetime, timedelta
+from pathlib import Path
 from typing import Any, TypeVar
 
 import asyncpg
@@ -27,10 +29,11 @@ from bench.shard_view import catalog_shards, owner_id
 from router.catalog import store
 from router.catalog.snapshot import CatalogSnapshot
 from router.db import catalog_login
-from router.db.names import owner_days_table
+from router.db.names import owner_days_table, shared_table
 from router.db.pools import ShardPools
-from router.retention import inventory, owner_shared, shared_days
+from router.retention import archive, inventory, owner_shared, shared_days
 from router.retention.runner import RetentionRunner, RunOptions
+from router.retention.shared_dropper import SharedDropper
 from router.settings import Settings
 from tests.support import (
     map_audit_owner,
@@ -38,6 +41,7 @@ from tests.support import (
     placed_ids,
     post_audit_rows,
     run_cli,
+    search_items,
     sharing_client,
 )
 
@@ -255,3 +259,93 @@ def test_a_shared_day_whose_longer_owner_cannot_move_is_held(
         assert "owner_days" not in after[(shard, day)].relations
     assert "audit" in before[(shard, day)].relations
     assert where(api, longer_id, DAYS[0]) == (3, 0)  # nothing moved, nothing lost
+
+
+ARCHIVED_DAY = past_day(11, 12)
+
+
+def test_an_archived_shared_day_restores_one_owner_and_an_erase_rewrites_it(
+    client: httpx.Client, api: httpx.Client, settings: Settings
+) -> None:
+    """A shared table dropped with an archive (its group's policy archives: the drop is
+    taken here on the owners' shard-days alone): one file per shard-day with each row's owner
+    and a manifest counting them; `shardlog restore` brings one owner's rows back into a day
+    table of its own, as they were; `owner erase` writes the file again without the erased
+    owner's rows."""
+    tag = uuid.uuid4().hex[:6]
+    kept, _ = map_audit_owner(api, f"restored-{tag}")
+    gone, _ = map_audit_owner(api, f"erased-{tag}")
+    post_audit_rows(client, kept, ARCHIVED_DAY, 3)
+    post_audit_rows(client, gone, ARCHIVED_DAY, 2)
+    kept_id, gone_id = owner_id(api, "audit", kept), owner_id(api, "audit", gone)
+    assert kept_id is not None and gone_id is not None
+    day = ARCHIVED_DAY.date()
+    window = {
+        "owner": kept,
+        "from": (ARCHIVED_DAY - timedelta(hours=1)).isoformat(),
+        "to": (ARCHIVED_DAY + timedelta(hours=1)).isoformat(),
+    }
+    before = search_items(api, "audit", window)
+    assert [item["content"] for item in before] == [kept] * 3
+
+    async def drop_archived(metadata: asyncpg.Pool, pools: ShardPools) -> list[Any]:
+        snapshot = await store.load_snapshot(metadata)
+        scope = inventory.Filter(kind="audit", first=day, last=day)
+        found, _ = await shared_days.take(metadata, pools, snapshot, scope)
+        holding = set()
+        for entry in found:
+            async with pools.reader(entry.shard, primary=True).acquire() as connection:
+                table = shared_table("audit", day)
+                if {kept_id, gone_id} & {
+                    r["owner_id"]
+                    for r in await connection.fetch(
+                        f'SELECT DISTINCT owner_id FROM "{table}" WHERE owner_id = ANY($1)',
+                        [kept_id, gone_id],
+                    )
+                }:
+                    holding.add(entry.shard)
+        dropper = SharedDropper(metadata, pools, settings.retention)
+        results = []
+        for entry in found:
+            if entry.shard in holding:
+                item = shared_days.ExpiredShared(entry, ("audit",), ("audit",), {}, ("audit",))
+                results.append(await dropper.drop(snapshot, item))
+        return results
+
+    results = in_catalog(settings, drop_archived)
+    assert results and all(r.outcome == "dropped" and r.archives for r in results), results
+    assert search_items(api, "audit", window) == []  # dropped: nothing to find
+
+    archive_dir = Path(settings.retention.archive_dir)
+    manifests = archive.shared_manifests(archive_dir, "audit", day)
+    assert sum(m.owners.get(str(kept_id), 0) for m in manifests) == 3
+    assert sum(m.owners.get(str(gone_id), 0) for m in manifests) == 2
+    assert all(m.columns[0] == "owner_id" and "created_xid" not in m.columns for m in manifests)
+
+    restored = run_cli(settings, "restore", kept, day.isoformat(), "--json")
+    assert restored.returncode == 0, restored.stderr
+    assert json.loads(restored.stdout)["rows"] == 3
+    after = search_items(api, "audit", window)
+    strip = {"ref"}  # a ref names the table's layout; the rows themselves are as they were
+    assert [{k: v for k, v in i.items() if k not in strip} for i in after] == [
+        {k: v for k, v in i.items() if k not in strip} for i in before
+    ]
+
+    erased = run_cli(settings, "owner", "erase", gone, "--forget", "--json")
+    assert erased.returncode == 0, erased.stderr
+    rewritten = json.loads(erased.stdout)["archives_rewritten"]
+    assert sum(entry["rows"] for entry in rewritten) == 2, rewritten
+    for manifest in archive.shared_manifests(archive_dir, "audit", day):
+        assert str(gone_id) not in manifest.owners
+        path = archive.verify_shared(archive_dir, manifest)  # its checksum rewritten too
+        with gzip.open(path, "rb") as lines:
+            owners = [line.split(b"\t", 1)[0] for line in lines]
+        assert str(gone_id).encode() not in owners
+        assert len(owners) == manifest.rows
+    assert (
+        sum(
+            m.owners.get(str(kept_id), 0)
+            for m in archive.shared_manifests(archive_dir, "audit", day)
+        )
+        == 3
+    )

@@ -7,7 +7,6 @@ from __future__ import annotations
 from datetime import date, timedelta
 
 from router.catalog.snapshot import CatalogSnapshot, RetentionPolicy
-from router.retention.owner_shared import OwnerSharedReport, hold_archived
 from router.retention.shared_days import SharedDay, expired_shared, weights
 
 TODAY = date(2026, 11, 23)
@@ -77,23 +76,22 @@ def test_a_shared_day_weighs_as_its_owner_days() -> None:
     assert weights(found, expired) == (140, 40)
 
 
-def test_a_group_that_archives_keeps_its_shared_tables_and_says_why() -> None:
-    """Shared days are not archived yet: a group whose policy archives a kind keeps that
-    kind's shared tables (and the day's fence); the other kind's go."""
+def test_a_group_that_archives_a_kind_archives_that_kinds_shared_table_first() -> None:
     archiving = CatalogSnapshot(
         version=1,
         retention=(
             RetentionPolicy(1, "audit", "g1", None, 7, archive=True),
             RetentionPolicy(2, "flow", "g1", None, 3),
+            # An owner's archive is its own: the shared day follows its group.
+            RetentionPolicy(3, "flow", "g1", "someone", 3, archive=True),
         ),
     )
-    found = [shared_day(10), shared_day(10, group="g2")]
-    expired = expired_shared(found, archiving, TODAY, TODAY, 30, None)
-    report = OwnerSharedReport()
-    kept = hold_archived(archiving, expired, report)
-    assert [(e.entry.group, e.relations, e.kinds) for e in kept] == [
-        ("g1", ("flow",), ("flow",)),
-    ]
-    assert [(h["group"], h["kind"], h["shard"]) for h in report.held] == [("g1", "audit", "s1")]
-    assert "not archived yet" in report.held[0]["reason"]
-    assert report.incomplete
+    found = [shared_day(10), shared_day(10, group="g2"), shared_day(5)]
+    planned = {
+        (e.entry.group, (TODAY - e.entry.day).days): (e.relations, e.archive)
+        for e in expired_shared(found, archiving, TODAY, TODAY, 30, None)
+    }
+    assert planned == {
+        ("g1", 10): (("audit", "flow", "owner_days"), ("audit",)),
+        ("g1", 5): (("flow",), ()),
+    }

@@ -45,20 +45,18 @@ def test_an_owner_kept_longer_than_its_group_keeps_its_own_tables() -> None:
     assert not keeps_longer(snapshot(RetentionPolicy(6, "audit", "g1", "alice", 40)), OWNER, 40)
 
 
-def test_an_owner_whose_days_are_archived_keeps_its_own_tables() -> None:
-    """Shared days are not archived yet: an owner's archived days stay in day tables, which
-    the archive path takes; its own policy decides, else its group's."""
+def test_an_owner_archived_apart_from_its_group_keeps_its_own_tables() -> None:
+    """A shared day is archived, or not, by its group's policy: an owner whose own policy
+    says otherwise keeps its own tables; one that says the same shares."""
     archived_group = RetentionPolicy(1, "audit", "g1", None, 30, archive=True)
-    assert not shareable(snapshot(archived_group), OWNER, DAY, True, 30)
     own_archived = RetentionPolicy(2, "audit", "g1", "alice", 30, archive=True)
-    assert not shareable(snapshot(own_archived), OWNER, DAY, True, 30)
-    # The owner's own policy without an archive wins over its group's.
     own_plain = RetentionPolicy(3, "audit", "g1", "alice", 30)
-    assert shareable(snapshot(archived_group, own_plain), OWNER, DAY, True, 30)
-    # Another group's or kind's archive is not the owner's.
-    assert shareable(
-        snapshot(RetentionPolicy(4, "audit", "g2", None, 30, archive=True)), OWNER, DAY, True, 30
-    )
-    assert shareable(
-        snapshot(RetentionPolicy(5, "flow", "g1", None, 30, archive=True)), OWNER, DAY, True, 30
-    )
+    assert shareable(snapshot(archived_group), OWNER, DAY, True, 30)
+    assert shareable(snapshot(archived_group, own_archived), OWNER, DAY, True, 30)
+    assert not shareable(snapshot(own_archived), OWNER, DAY, True, 30)
+    assert not shareable(snapshot(archived_group, own_plain), OWNER, DAY, True, 30)
+    # Another group's or kind's archive is not the owner's group's.
+    elsewhere = RetentionPolicy(4, "audit", "g2", None, 30, archive=True)
+    assert not shareable(snapshot(elsewhere, own_archived), OWNER, DAY, True, 30)
+    other_kind = RetentionPolicy(5, "flow", "g1", None, 30, archive=True)
+    assert shareable(snapshot(other_kind, own_plain), OWNER, DAY, True, 30)
