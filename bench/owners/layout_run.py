@@ -224,6 +224,14 @@ def measure(settings: Settings, layout: str, plan: Plan) -> dict[str, Any]:
                 "bytes_per_owner_day": round(shard_growth / owner_days, 1),
                 "payload_bytes_per_owner_day": round(payload / owner_days, 1),
                 "overhead_bytes_per_owner_day": round((shard_growth - payload) / owner_days, 1),
+                # Where the bytes went (each relation with its indexes, TOAST and forks); the
+                # rest is free space the database files hold beyond them.
+                "by_part_per_owner_day": {
+                    part: round(
+                        (after.shard_parts[part] - before.shard_parts[part]) / owner_days, 1
+                    )
+                    for part in sizes.PARTS
+                },
             },
             "relations_per_shard": {
                 "before": max(before.shard_relations.values()),

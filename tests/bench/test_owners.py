@@ -7,10 +7,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from bench.owners.__main__ import TARGETS, main
 from tests.bench.conftest import own_ports
 
 
+# About 6.5 s: its own cluster (2 s), a router per layout (1 s each) and the plot (1.5 s).
+@pytest.mark.slow
 def test_a_tiny_owners_run_measures_both_layouts(results: Path, tmp_path: Path) -> None:
     flags = ["--owners", "4", "--alone", "0", "--first-writes", "3", "--searches", "3"]
     flags += ["--per-request", "2", "--shards", "1", "--groups", "1"]
@@ -25,6 +29,10 @@ def test_a_tiny_owners_run_measures_both_layouts(results: Path, tmp_path: Path) 
         assert run["disk"]["payload_bytes_per_owner_day"] > 0
         assert run["first_write"]["count"] == 3 and run["search_1h"]["count"] == 3
         assert run["retention"]["run"]["status"] == "done"
+    shared_parts = runs["shared"]["disk"]["by_part_per_owner_day"]
+    own_parts = runs["per-owner"]["disk"]["by_part_per_owner_day"]
+    assert shared_parts["shared tables"] > 0 and shared_parts["day tables"] == 0
+    assert own_parts["day tables"] > 0 and own_parts["shared tables"] == 0
     # The oldest day of 4 owners (and no first writer's) went: one shared day on the one shard,
     # or the 4 owners' own tables of that day.
     assert runs["shared"]["retention"]["run"]["shared_days_dropped"] == 1
