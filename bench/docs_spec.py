@@ -8,6 +8,7 @@ from typing import Any
 
 from bench.docs_page import Column as C
 from bench.docs_page import Part, Reference, Table, Verdicts
+from bench.owners.sizes import PARTS as OWNER_DAY_PARTS
 
 
 def mib(value: Any) -> str:
@@ -510,6 +511,19 @@ def _operations() -> dict[str, tuple[Part, ...]]:
                 ),
                 rows="runs",
                 caption="what N small owners (3 rows on each of 3 days) cost",
+            ),
+            Table(
+                "owners",
+                (
+                    C("layout", "layout"),
+                    C("owners", "owners", ",.0f"),
+                    *(
+                        C(part, f"disk.by_part_per_owner_day.{part}", ",.0f")
+                        for part in OWNER_DAY_PARTS
+                    ),
+                ),
+                rows="runs",
+                caption="where each owner-day's bytes went, summed over the shards",
             ),
             Table(
                 "owners",
