@@ -85,7 +85,7 @@ def alone(
         "measured": False,
         "extrapolated_from_owners": largest["owners"],
         "first_pass_owners_per_s_measured": largest["first_pass_owners_per_s"],
-        "both_passes_s_extrapolated": round(projected),
+        "both_passes_s_extrapolated": round(projected, 3),
         "budget_s": args.alone_budget_s,
         "note": "an extrapolation (both passes' time at the largest N measured, scaled "
         "linearly), not a measurement",

@@ -4,12 +4,14 @@ day in each layout, every target is a verdict, and the plot is written."""
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from bench.owners.__main__ import TARGETS, main
+from bench.owners.__main__ import TARGETS, alone, main, targets
 from tests.bench.conftest import own_ports
 
 
@@ -46,3 +48,32 @@ def test_a_tiny_owners_run_measures_both_layouts(results: Path, tmp_path: Path) 
     assert set(payload["targets"]) == set(TARGETS) - {"relations_per_shard_growth"}
     for target in payload["targets"].values():
         assert {"value", "target", "met", "at_most"} <= set(target)
+
+
+def test_a_million_that_does_not_fit_is_an_extrapolation_and_a_shortfall() -> None:
+    """At 100 owners/s both passes of 1M owners take 20,000 s: over an hour, so nothing runs
+    and the verdict is the extrapolation, marked as such."""
+    measured: dict[str, Any] = {
+        "layout": "shared",
+        "owners": 50_000,
+        "first_pass_s": 500.0,
+        "second_pass_s": 500.0,
+        "first_pass_owners_per_s": 100.0,
+        "disk": {"overhead_bytes_per_owner_day": 700.0},
+        "catalog": {"bytes_per_owner": 400.0},
+        "first_write": {"p50_ms": 3.0},
+        "search_1h": {"p50_ms": 3.0, "p95_ms": 9.0},
+        "retention": {"run": {"seconds": 0.2}},
+        "router_rss_mb": {"first_pass": 120.0, "second_pass": 121.0},
+        "relations_per_shard": {"after": 522},
+    }
+    args = argparse.Namespace(alone=1_000_000, alone_budget_s=3600.0)
+    million, runs = alone(args, [measured])
+    assert runs == []
+    assert million["measured"] is False and "not a measurement" in million["note"]
+    assert million["both_passes_s_extrapolated"] == 20_000.0
+    judged = targets([measured], million)
+    assert judged["alone_within_budget_s"]["met"] is False
+    assert judged["alone_within_budget_s"]["extrapolated"] is True
+    assert judged["overhead_bytes_per_owner_day"]["met"] is True
+    assert "relations_per_shard_growth" not in judged  # one N: nothing to compare
