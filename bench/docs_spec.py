@@ -8,6 +8,7 @@ from typing import Any
 
 from bench.docs_page import Column as C
 from bench.docs_page import Part, Reference, Table, Verdicts
+from bench.owners.sizes import PARTS as OWNER_DAY_PARTS
 
 
 def mib(value: Any) -> str:
@@ -493,6 +494,55 @@ def _operations() -> dict[str, tuple[Part, ...]]:
                 rows="results.drop",
             ),
             Verdicts("retention"),
+        ),
+        "owners.figures": (
+            Table(
+                "owners",
+                (
+                    C("layout", "layout"),
+                    C("owners", "owners", ",.0f"),
+                    C("bytes on disk per owner-day", "disk.bytes_per_owner_day", ",.0f"),
+                    C("of which the rows' payload", "disk.payload_bytes_per_owner_day", ",.0f"),
+                    C("overhead", "disk.overhead_bytes_per_owner_day", ",.0f"),
+                    C("relations per shard", "relations_per_shard.after", ",.0f"),
+                    C("catalog bytes per owner", "catalog.bytes_per_owner", ",.0f"),
+                    C("of which system catalog", "catalog.system_catalog_bytes_per_owner", ",.0f"),
+                    C("first pass owners/s", "first_pass_owners_per_s", ",.0f"),
+                ),
+                rows="runs",
+                caption="what N small owners (3 rows on each of 3 days) cost",
+            ),
+            Table(
+                "owners",
+                (
+                    C("layout", "layout"),
+                    C("owners", "owners", ",.0f"),
+                    *(
+                        C(part, f"disk.by_part_per_owner_day.{part}", ",.0f")
+                        for part in OWNER_DAY_PARTS
+                    ),
+                ),
+                rows="runs",
+                caption="where each owner-day's bytes went, summed over the shards",
+            ),
+            Table(
+                "owners",
+                (
+                    C("layout", "layout"),
+                    C("owners", "owners", ",.0f"),
+                    C("first write p50 ms", "first_write.p50_ms"),
+                    C("p95 ms", "first_write.p95_ms"),
+                    C("1-hour search p50 ms", "search_1h.p50_ms"),
+                    C("p95 ms", "search_1h.p95_ms"),
+                    C("retention dry run s", "retention.dry_run.seconds"),
+                    C("run dropping one day s", "retention.run.seconds"),
+                    C("router RSS MB, first pass", "router_rss_mb.first_pass"),
+                    C("second pass", "router_rss_mb.second_pass"),
+                ),
+                rows="runs",
+                caption="writes, searches, retention and the router's memory",
+            ),
+            Verdicts("owners"),
         ),
         "failover.figures": (
             Table(
