@@ -684,6 +684,13 @@ def placed_ids(
     return asyncio.run(everywhere())
 
 
+def placed_counts(api: httpx.Client, owner_id: int, day: datetime) -> tuple[int, int]:
+    """How many of an owner-day's rows are in the shared tables of its day and in its own
+    tables, on every shard of the catalog (``placed_ids``)."""
+    found = placed_ids(catalog_shards(api), "audit", owner_id, day.date())
+    return len(found["shared"]), len(found["own"])
+
+
 def expired_shared_day(snapshot: CatalogSnapshot, default_keep_days: int, margin: int) -> date:
     """A day ``margin`` days older than any group's policy keeps (the default for kinds and
     groups without one): no owner's day table can be there (ingest refuses it)."""

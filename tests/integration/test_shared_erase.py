@@ -12,7 +12,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import asyncpg
@@ -23,7 +23,7 @@ from bench.shard_view import catalog_shards, owner_id, shard_sql
 from router.settings import Settings
 from tests.support import (
     past_day,
-    placed_ids,
+    placed_counts,
     post_audit_rows,
     run_cli,
     search_items,
@@ -47,11 +47,6 @@ def client(
     env = {"SHARDLOG_SHARED__OWN_TABLE_ROWS": str(OWN_TABLE_ROWS)}
     with sharing_client(settings, tmp_path_factory.mktemp("erase-router"), api, env) as session:
         yield session
-
-
-def rows_by_place(api: httpx.Client, ident: int, day: datetime) -> tuple[int, int]:
-    where = placed_ids(catalog_shards(api), "audit", ident, day.date())
-    return len(where["shared"]), len(where["own"])
 
 
 def mirror_rows(api: httpx.Client, ident: int) -> int:
@@ -98,8 +93,8 @@ def test_an_erase_deletes_the_owners_shared_rows_and_no_one_elses(
     post_audit_rows(client, owner, OWN_DAY, 3 * OWN_TABLE_ROWS, "big")  # a part for an own table
     ident, other = owner_id(api, "audit", owner), owner_id(api, "audit", neighbour)
     assert ident is not None and other is not None
-    assert [rows_by_place(api, ident, day) for day in SHARED_DAYS] == [(5, 0)] * 3
-    assert rows_by_place(api, ident, OWN_DAY) == (0, 3 * OWN_TABLE_ROWS)
+    assert [placed_counts(api, ident, day) for day in SHARED_DAYS] == [(5, 0)] * 3
+    assert placed_counts(api, ident, OWN_DAY) == (0, 3 * OWN_TABLE_ROWS)
     assert mirror_rows(api, ident) >= 1
 
     # The days before the second shared day only: its first.
@@ -107,7 +102,7 @@ def test_an_erase_deletes_the_owners_shared_rows_and_no_one_elses(
     assert partial["complete"] and not partial["forgotten"], partial
     purged = {(e["day"], e["rows"]) for e in partial["shared_purged"] if e["rows"]}
     assert purged == {(SHARED_DAYS[0].date().isoformat(), 5)}, partial["shared_purged"]
-    assert [rows_by_place(api, ident, day) for day in SHARED_DAYS] == [(0, 0), (5, 0), (5, 0)]
+    assert [placed_counts(api, ident, day) for day in SHARED_DAYS] == [(0, 0), (5, 0), (5, 0)]
     items = search_items(api, "audit", {"owner": owner, **WINDOW, "limit": 1000})
     assert len(items) == 2 * 5 + 3 * OWN_TABLE_ROWS
 
@@ -116,7 +111,7 @@ def test_an_erase_deletes_the_owners_shared_rows_and_no_one_elses(
     assert sum(e["rows"] for e in report["shared_purged"]) == 10
     assert [entry["day"] for entry in report["dropped"]] == [OWN_DAY.date().isoformat()]
     for day in [*SHARED_DAYS, OWN_DAY]:
-        assert rows_by_place(api, ident, day) == (0, 0), day
+        assert placed_counts(api, ident, day) == (0, 0), day
     assert mirror_rows(api, ident) == 0
     left = shard_sql(
         settings.metadata_dsn(),
@@ -126,7 +121,7 @@ def test_an_erase_deletes_the_owners_shared_rows_and_no_one_elses(
     assert api.get("/v1/admin/owners", params={"kind": "audit", "key": owner}).status_code == 404
 
     # The other owner of the same shared tables keeps every row, and its mirror row.
-    assert [rows_by_place(api, other, day) for day in SHARED_DAYS] == [(4, 0)] * 3
+    assert [placed_counts(api, other, day) for day in SHARED_DAYS] == [(4, 0)] * 3
     kept = search_items(api, "audit", {"owner": neighbour, **WINDOW, "limit": 1000})
     assert [item["content"] for item in kept] == ["kept"] * 12
     assert mirror_rows(api, other) >= 1

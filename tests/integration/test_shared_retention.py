@@ -17,7 +17,7 @@ import gzip
 import json
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from datetime import date, datetime, timedelta
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -38,7 +38,7 @@ from router.settings import Settings
 from tests.support import (
     map_audit_owner,
     past_day,
-    placed_ids,
+    placed_counts,
     post_audit_rows,
     run_cli,
     search_items,
@@ -71,11 +71,6 @@ def group_keep(api: httpx.Client, settings: Settings, group: str) -> int:
     return settings.ingest.default_keep_days
 
 
-def where(api: httpx.Client, ident: int, day: datetime) -> tuple[int, int]:
-    found = placed_ids(catalog_shards(api), "audit", ident, day.date())
-    return len(found["shared"]), len(found["own"])
-
-
 def written(
     api: httpx.Client, client: httpx.Client, prefix: str, rows: int
 ) -> tuple[str, int, str]:
@@ -86,7 +81,7 @@ def written(
         post_audit_rows(client, key, day, rows)
     ident = owner_id(api, "audit", key)
     assert ident is not None
-    assert [where(api, ident, day) for day in DAYS] == [(rows, 0)] * len(DAYS)
+    assert [placed_counts(api, ident, day) for day in DAYS] == [(rows, 0)] * len(DAYS)
     return key, ident, group
 
 
@@ -97,26 +92,33 @@ def test_a_shorter_policy_deletes_the_owners_rows_of_the_shared_days_its_group_k
     short, short_id, group = written(api, client, f"short-{tag}", 5)
     _, other_id, _ = written(api, client, f"other-{tag}", 4)
     assert group_keep(api, settings, group) > 8
-    set_policy(api, short, group, 8)  # the oldest of DAYS (9 days ago) expires for it
+    set_policy(api, short, group, 8)
+    # As of the day 9 days after the oldest of DAYS (the day DAYS was computed on, whatever
+    # the clock says by now, across a midnight too): that day expires for the owner, the next
+    # one does not.
+    as_of = ["--as-of", (DAYS[0].date() + timedelta(days=9)).isoformat()]
 
-    preview = run_cli(settings, "retention", "run", "--owner", short, "--dry-run", "--json")
+    preview = run_cli(settings, "retention", "run", "--owner", short, *as_of, "--dry-run", "--json")
     assert preview.returncode == 0, preview.stderr
     planned = json.loads(preview.stdout)["shared_purges"]
     assert {(p["day"], p["rows"], p["outcome"]) for p in planned} == {
         (DAYS[0].date().isoformat(), 5, "would_purge")
     }, planned
-    assert [where(api, short_id, day) for day in DAYS] == [(5, 0)] * 3  # a dry run deletes none
+    assert [placed_counts(api, short_id, day) for day in DAYS] == [
+        (5, 0)
+    ] * 3  # a dry run deletes none
 
     # Batches of 2 rows: the 5 rows take three.
     env = {"SHARDLOG_SHARED__DELETE_BATCH_ROWS": "2"}
-    run = run_cli(settings, "retention", "run", "--owner", short, "--json", env=env)
+    run = run_cli(settings, "retention", "run", "--owner", short, *as_of, "--json", env=env)
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)
     assert report["status"] == "done" and report["shared_rows_purged"] == 5, report
-    assert [where(api, short_id, day) for day in DAYS] == [(0, 0), (5, 0), (5, 0)]
-    assert [where(api, other_id, day) for day in DAYS] == [(4, 0)] * 3
+    assert [placed_counts(api, short_id, day) for day in DAYS] == [(0, 0), (5, 0), (5, 0)]
+    assert [placed_counts(api, other_id, day) for day in DAYS] == [(4, 0)] * 3
 
-    again = json.loads(run_cli(settings, "retention", "run", "--owner", short, "--json").stdout)
+    second = run_cli(settings, "retention", "run", "--owner", short, *as_of, "--json")
+    again = json.loads(second.stdout)
     assert again["shared_purges"] == [] and again["shared_rows_purged"] == 0
 
 
@@ -207,9 +209,12 @@ def test_a_longer_policy_moves_the_owners_rows_before_its_shared_day_goes(
     report, unchanged = in_catalog(settings, keep_longer)
     assert [(p["owner"], p["outcome"]) for p in report.promotions] == [(longer, "promoted")]
     assert report.held == [] and unchanged  # the day may go whole now
-    assert where(api, longer_id, DAYS[0]) == (0, 3)  # in its own table, which its policy keeps
-    assert where(api, small_id, DAYS[0]) == (2, 0)  # a small owner's rows go with the day
-    assert [where(api, longer_id, d) for d in DAYS[1:]] == [(3, 0)] * 2  # not expiring
+    assert placed_counts(api, longer_id, DAYS[0]) == (
+        0,
+        3,
+    )  # in its own table, which its policy keeps
+    assert placed_counts(api, small_id, DAYS[0]) == (2, 0)  # a small owner's rows go with the day
+    assert [placed_counts(api, longer_id, d) for d in DAYS[1:]] == [(3, 0)] * 2  # not expiring
 
 
 def test_a_shared_day_whose_longer_owner_cannot_move_is_held(
@@ -258,7 +263,7 @@ def test_a_shared_day_whose_longer_owner_cannot_move_is_held(
         assert "audit" not in after[(shard, day)].relations
         assert "owner_days" not in after[(shard, day)].relations
     assert "audit" in before[(shard, day)].relations
-    assert where(api, longer_id, DAYS[0]) == (3, 0)  # nothing moved, nothing lost
+    assert placed_counts(api, longer_id, DAYS[0]) == (3, 0)  # nothing moved, nothing lost
 
 
 ARCHIVED_DAY = past_day(11, 12)
