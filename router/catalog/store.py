@@ -266,11 +266,13 @@ async def owners_with_tables(
     first: date,
     last: date,
     limit: int,
+    *,
+    own_only: bool = False,
 ) -> list[OwnerMapping]:
-    """Up to ``limit`` owners with a day table or shared rows (owner_shards) between ``first``
-    and ``last`` (inclusive), of ``tenant`` (None: any) whose key starts with one of
-    ``prefixes`` (none: any) and with ``prefix``. starts_with, not LIKE: a prefix is data,
-    its '%' and '_' are characters."""
+    """Up to ``limit`` owners with a day table or shared rows (owner_shards; not with
+    ``own_only``) between ``first`` and ``last`` (inclusive), of ``tenant`` (None: any) whose
+    key starts with one of ``prefixes`` (none: any) and with ``prefix``. starts_with, not
+    LIKE: a prefix is data, its '%' and '_' are characters."""
     rows = await db.fetch(
         f"SELECT {OWNER_COLUMNS} FROM owners AS o WHERE kind = $1 "
         "AND ($2::text IS NULL OR tenant = $2) "
@@ -280,10 +282,10 @@ async def owners_with_tables(
         "AND ($4::text IS NULL OR starts_with(key, $4)) "
         "AND (EXISTS (SELECT 1 FROM day_tables AS d WHERE d.kind = o.kind "
         "             AND d.owner_id = o.id AND d.day BETWEEN $5 AND $6) "
-        "     OR EXISTS (SELECT 1 FROM owner_shards AS s JOIN shared_tables AS t "
+        "     OR (NOT $8 AND EXISTS (SELECT 1 FROM owner_shards AS s JOIN shared_tables AS t "
         "                ON t.kind = s.kind AND t.shard = s.shard AND t.day >= s.since "
         "                WHERE s.kind = o.kind AND s.owner_id = o.id "
-        "                AND t.day BETWEEN $5 AND $6)) "
+        "                AND t.day BETWEEN $5 AND $6))) "
         "ORDER BY id LIMIT $7",
         kind,
         tenant,
@@ -292,6 +294,7 @@ async def owners_with_tables(
         first,
         last,
         limit,
+        own_only,
     )
     return [_owner(row) for row in rows]
 

@@ -73,6 +73,21 @@ async def located(
     ]
 
 
+async def shard_days(
+    metadata: asyncpg.Pool, kind: Kind, first: date, last: date
+) -> list[tuple[str, date]]:
+    """(shard, day) of every shared table of ``kind`` the registry lists between two days,
+    inclusive: where a search of a prefix or of no owner reads the small owners' rows."""
+    rows = await metadata.fetch(
+        "SELECT shard, day FROM shared_tables WHERE kind = $1 AND day BETWEEN $2 AND $3 "
+        "ORDER BY day, shard",
+        kind,
+        first,
+        last,
+    )
+    return [(row["shard"], row["day"]) for row in rows]
+
+
 async def on_shard(connection: Connection) -> list[DayTable]:
     names = await connection.fetch(
         "SELECT relname FROM pg_class WHERE relkind = 'r' "

@@ -29,6 +29,20 @@ def quote_ident(name: str) -> str:
     return f'"{name}"'
 
 
+@dataclass(frozen=True)
+class Reach:
+    """Which owners of a shard's mirror (``shard_owners``) a search of a prefix or of no owner
+    covers: of ``tenant`` (None: any), with a key starting with one of ``prefixes`` (none: any)
+    and with ``prefix`` (None: any), not one of ``excluded`` (owners the search reads by name),
+    and no platform key (``reserved``, a prefix) unless it is None."""
+
+    tenant: str | None
+    prefixes: tuple[str, ...]
+    prefix: str | None
+    reserved: str | None
+    excluded: tuple[int, ...] = ()
+
+
 @dataclass(frozen=True, order=True)
 class DayTable:
     kind: Kind
@@ -43,6 +57,14 @@ class DayTable:
     # (``shared``), read together. Not part of the owner-day's identity either.
     own: bool = field(default=True, compare=False)
     shared: bool = field(default=False, compare=False)
+    # A shard-day branch (owner id 0): the shared rows of every owner ``reach`` covers on the
+    # shard, named by the rows themselves (docs/architecture.md, "Reading both layouts",
+    # "Pages"): a search of a prefix or of no owner does not enumerate its small owners.
+    reach: Reach | None = field(default=None, compare=False)
+
+    @property
+    def shard_day(self) -> bool:
+        return self.reach is not None
 
     @property
     def name(self) -> str:
@@ -74,6 +96,17 @@ class DayTable:
     def segments(self) -> str:
         """The segment table of this table's shard, kind and day."""
         return segment_table(self.kind, self.day)
+
+
+def day_table_format(kind: Kind, day: date) -> str:
+    """A day table's name with ``%s`` for its owner id: SQL's format() makes the name of any
+    owner's table of ``kind`` and ``day``."""
+    return f"{_PREFIX[kind]}%s_{day:%Y%m%d}"
+
+
+def shard_day(kind: Kind, day: date, reach: Reach) -> DayTable:
+    """The shared rows of a shard's ``kind`` and ``day`` of every owner ``reach`` covers."""
+    return DayTable(kind, 0, day, own=False, shared=True, reach=reach)
 
 
 def day_table(kind: Kind, owner_id: int, day: date | datetime) -> DayTable:
@@ -118,7 +151,7 @@ def _day_of(digits: str) -> date | None:
 # (``audit_o``/``flow_s`` are followed by digits there), nor a segment table's.
 _SHARED_TABLE = re.compile(r"^(?:(audit|flow)_shared|(owner_days))_([0-9]{8})$")
 SharedRelation = Literal["audit", "flow", "owner_days"]
-_KIND: dict[str, Kind] = {"audit": "audit", "flow": "flow"}
+KINDS: dict[str, Kind] = {"audit": "audit", "flow": "flow"}
 
 
 def shared_table(kind: Kind, day: date) -> str:
@@ -138,7 +171,7 @@ def parse_shared_table(name: str) -> tuple[SharedRelation, date] | None:
     day = _day_of(match.group(3)) if match else None
     if match is None or day is None:
         return None
-    relation: SharedRelation = "owner_days" if match.group(2) else _KIND[match.group(1)]
+    relation: SharedRelation = "owner_days" if match.group(2) else KINDS[match.group(1)]
     return relation, day
 
 

@@ -19,7 +19,16 @@ from datetime import date
 from typing import Any
 
 from router.db.connection import Connection
-from router.db.names import DayTable, owner_days_table, quote_ident
+from router.db.names import (
+    KINDS,
+    DayTable,
+    Kind,
+    day_table,
+    day_table_format,
+    owner_days_table,
+    quote_ident,
+)
+from router.search import sql
 
 # Reads of one statement when promotions keep moving its owner-days (each read finds them
 # moved): the last one reads the own tables of every owner-day found so.
@@ -46,44 +55,67 @@ async def read(
 
 def promoted_sql(tables: list[DayTable]) -> tuple[str, list[Any]] | None:
     """Which of ``tables`` planned as shared alone have been promoted, their own tables made:
-    (kind, owner id, day) rows; None when none was planned so."""
+    (kind, owner id, day) rows; None when none was planned so. For a shard-day branch: the
+    owner-days of its day whose owners it covers, promoted, and not read from their own
+    tables by the plan (their rows left the shared table)."""
     alone: dict[date, list[DayTable]] = defaultdict(list)
     for table in tables:
         if table.shared and not table.own:
             alone[table.day].append(table)
     if not alone:
         return None
-    params: list[Any] = []
+    params = sql.Params()
     branches = []
     for day, of_day in sorted(alone.items()):
-        params += [
-            [t.kind for t in of_day],
-            [t.owner_id for t in of_day],
-            [t.quoted for t in of_day],
-        ]
-        kinds, owners, names = (f"${len(params) - n}" for n in (2, 1, 0))
+        listed = [t for t in of_day if not t.shard_day]
+        owner_days = quote_ident(owner_days_table(day))
         # Promoted and its own table there (the promotion makes it before the move).
-        branches.append(
-            f"SELECT f.kind, f.owner_id, DATE '{day.isoformat()}' AS day "
-            f"FROM {quote_ident(owner_days_table(day))} AS f "
-            f"JOIN unnest({kinds}::text[], {owners}::bigint[], {names}::text[]) "
-            "AS p (kind, owner_id, own) USING (kind, owner_id) "
-            "WHERE f.promoted AND to_regclass(p.own) IS NOT NULL"
-        )
-    return " UNION ALL ".join(branches), params
+        if listed:
+            kinds = params.add([t.kind for t in listed])
+            owners = params.add([t.owner_id for t in listed])
+            names = params.add([t.quoted for t in listed])
+            branches.append(
+                f"SELECT f.kind, f.owner_id, DATE '{day.isoformat()}' AS day "
+                f"FROM {owner_days} AS f "
+                f"JOIN unnest({kinds}::text[], {owners}::bigint[], {names}::text[]) "
+                "AS p (kind, owner_id, own) USING (kind, owner_id) "
+                "WHERE f.promoted AND to_regclass(p.own) IS NOT NULL"
+            )
+        for branch in (t for t in of_day if t.shard_day):
+            assert branch.reach is not None
+            read = params.add(
+                [t.owner_id for t in tables if t.own and (t.kind, t.day) == (branch.kind, day)]
+            )
+            own = params.add(day_table_format(branch.kind, day))
+            branches.append(
+                f"SELECT f.kind, f.owner_id, DATE '{day.isoformat()}' AS day "
+                f"FROM {owner_days} AS f "
+                f"WHERE f.promoted AND f.kind = {params.add(branch.kind)} "
+                f"AND f.owner_id <> ALL({read}::bigint[]) "
+                f"AND to_regclass(format({own}, f.owner_id)) IS NOT NULL "
+                f"AND {sql.reached(branch.kind, branch.reach, params, 'f.owner_id')}"
+            )
+    return " UNION ALL ".join(branches), params.values
 
 
 async def promoted(
     connection: Connection, tables: list[DayTable], deadline_s: float
-) -> set[tuple[str, int, date]]:
+) -> set[tuple[Kind, int, date]]:
     """``deadline_s``: the statement timeout of the read (the search's shard deadline)."""
     statement = promoted_sql(tables)
     if statement is None:
         return set()
     text, params = statement
     rows = await connection.fetch(text, *params, timeout=deadline_s)
-    return {(r["kind"], r["owner_id"], r["day"]) for r in rows}
+    return {(KINDS[r["kind"]], r["owner_id"], r["day"]) for r in rows}
 
 
-def with_own_tables(tables: list[DayTable], moved: set[tuple[str, int, date]]) -> list[DayTable]:
-    return [replace(t, own=True) if (t.kind, t.owner_id, t.day) in moved else t for t in tables]
+def with_own_tables(tables: list[DayTable], moved: set[tuple[Kind, int, date]]) -> list[DayTable]:
+    """``tables`` with the own tables of the owner-days ``moved`` read too: beside their
+    shared rows when planned, else (owners a shard-day branch covers) alone."""
+    planned = {(t.kind, t.owner_id, t.day) for t in tables}
+    kept = [replace(t, own=True) if (t.kind, t.owner_id, t.day) in moved else t for t in tables]
+    return kept + [
+        replace(day_table(kind, owner, day), shared=False)
+        for kind, owner, day in sorted(moved - planned)
+    ]

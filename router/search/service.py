@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -13,13 +14,15 @@ import asyncpg
 import orjson
 
 from router.auth.scopes import KEY_NAME, Grant
+from router.catalog import mirror
 from router.catalog import tables as day_tables
 from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
+from router.catalog.snapshot import OwnerMapping
 from router.db.failures import DRIVER_ERRORS, coordinator_error, describe, is_transient
-from router.db.names import Kind, parent_table, shared_parent
+from router.db.names import Kind, parent_table, shard_day, shared_parent
 from router.db.pools import ShardPools
-from router.errors import BadRequest
+from router.errors import BadRequest, ShardlogError, Unavailable
 from router.routing.search_plan import SearchPlan, ShardTarget, plan_search
 from router.search import (
     coverage,
@@ -54,6 +57,8 @@ Query = AuditQuery | FlowQuery
 # How a shard's answers to its statements add up: a page keeps its first rows, a count all.
 Combine = Callable[[list[Any], list[Any]], list[Any]]
 SEARCH_RETRY_PAUSE_S = 0.2
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -127,10 +132,20 @@ class SearchService:
 
     # --- planning ----------------------------------------------------------------------
 
-    async def plan(self, query: Query, grant: Grant) -> tuple[SearchPlan, dict[int, str]]:
-        """The targets, and the key of every owner (or switch) covered, by catalog id."""
+    async def plan(
+        self, query: Query, grant: Grant, *, by_shard_day: bool = False
+    ) -> tuple[SearchPlan, dict[int, str]]:
+        """The targets, and the key of every owner (or switch) covered, by catalog id.
+
+        ``by_shard_day`` (fan-out pages and their counts): an audit search of a prefix or of
+        no owner reads the shared tables of the window as one branch per shard-day, whose rows
+        name their owners (docs/architecture.md, "Reading both layouts"): only the owners with
+        own tables in the window are covered by name, and count against
+        SHARDLOG_SEARCH__MAX_MATCHED_OWNERS; the others' keys are the answer's to find
+        (``name_owners``)."""
         kind, keys = covered_keys(query)
         days = query.window.days()
+        shard_days = by_shard_day and kind == "audit" and keys.expands
         owners = await coverage.covered(
             self._metadata,
             self._owners,
@@ -139,12 +154,85 @@ class SearchService:
             grant,
             (days[0], days[-1]),
             self._settings.max_matched_owners,
+            own_only=shard_days,
         )
-        if not owners:
+        located = (
+            await day_tables.located(self._metadata, kind, owners, days[0], days[-1])
+            if owners
+            else []
+        )
+        if shard_days:
+            named = {ident for ident, key in owners.items() if key in keys.listed}
+            # The shared rows of owners covered by the prefix (or none) are the shard-days'.
+            located = [
+                (shard, table if table.owner_id in named else replace(table, shared=False))
+                for shard, table in located
+            ]
+            located = [(shard, table) for shard, table in located if table.own or table.shared]
+            reach = coverage.reach(kind, keys, grant, named)
+            located += [
+                (shard, shard_day(kind, day, reach))
+                for shard, day in await day_tables.shard_days(
+                    self._metadata, kind, days[0], days[-1]
+                )
+            ]
+        if not located:
             return SearchPlan(()), owners
-        located = await day_tables.located(self._metadata, kind, owners, days[0], days[-1])
         states = {s.name: s.state for s in self._catalog.snapshot.shards.values()}
         return plan_search(located, days, states), owners
+
+    async def name_owners(
+        self,
+        query: Query,
+        grant: Grant,
+        answers: list[tuple[str, list[Any]]],
+        owners: dict[int, str],
+    ) -> None:
+        """Add to ``owners`` the keys of the owners that shard-day branches named in
+        ``answers``, each checked against the catalog as a listed key would be. The shards'
+        mirrors chose them; a mirror can be stale (a remap it missed), so an owner the search
+        does not cover fails the page with 503 naming the shard, and that mirror row is
+        repaired: no row of it reaches the answer."""
+        unknown = {r["owner_id"] for _, records in answers for r in records} - owners.keys()
+        if not unknown:
+            return
+        kind, keys = covered_keys(query)
+        found = await self._owners.by_ids(kind, unknown)
+        for shard, records in answers:
+            for ident in sorted({r["owner_id"] for r in records} & unknown):
+                mapping = found.get(ident)
+                problem = (
+                    "not in the catalog"
+                    if mapping is None
+                    else coverage.denial(kind, keys, grant, mapping.key, mapping.tenant)
+                )
+                if problem is not None:
+                    await self._repair_mirror(shard, kind, ident, mapping, problem)
+                    raise Unavailable(
+                        f"shard {shard}'s mirror of owner mappings was out of date and is "
+                        "being repaired: retry",
+                        retry_after_s=1,
+                    )
+                assert mapping is not None
+                owners[ident] = mapping.key
+
+    async def _repair_mirror(
+        self, shard: str, kind: Kind, ident: int, mapping: OwnerMapping | None, problem: str
+    ) -> None:
+        log.warning(
+            "shard %s's mirror of %s owner %d disagrees with the catalog (%s): repairing it",
+            shard,
+            kind,
+            ident,
+            problem,
+        )
+        try:
+            if mapping is None:
+                await mirror.forget(self._pools.writer(shard), kind, ident)
+            else:
+                await mirror.write_mirror(self._pools.writer(shard), [mapping])
+        except (TimeoutError, *DRIVER_ERRORS, ShardlogError) as failure:
+            log.warning("the mirror of shard %s was not repaired: %s", shard, failure)
 
     # --- one shard ---------------------------------------------------------------------
 
@@ -338,7 +426,7 @@ class SearchService:
         kind, keys = covered_keys(query)
         digest = _digest(query, consistent, coverage.visibility(kind, keys, grant))
         cursor = self.codec.decode(cursor_text, digest) if cursor_text else None
-        plan, owners = await self.plan(query, grant)
+        plan, owners = await self.plan(query, grant, by_shard_day=backend == "fanout")
         backwards = cursor is not None and cursor.direction == "prev"
         descending = (query.order == "desc") != backwards
         after = cursor.position if cursor else None
@@ -384,6 +472,7 @@ class SearchService:
             )
             if outcome.failures and not partial_ok:
                 self._refuse_partial(outcome.failures)
+            await self.name_owners(query, grant, completed, owners)
             rows = await merged_rows(
                 completed,
                 descending,

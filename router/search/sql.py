@@ -13,7 +13,7 @@ from typing import Any
 
 from router.compaction import layout, literals
 from router.db import ddl
-from router.db.names import DayTable
+from router.db.names import DayTable, Reach
 from router.search.cursor import Position
 from router.search.query import AuditQuery, FlowQuery, IpFilter, PortFilter
 from router.search.snapshot import ShardSnapshot
@@ -58,6 +58,54 @@ def keyset(
     # cursor's ts still follow the cursor.
     table_is_later = ((shard, owner_id) > (after.shard, after.owner_id)) != descending
     return f"{column} {forward}= {ts}" if table_is_later else f"{column} {forward} {ts}"
+
+
+def shard_day_keyset(
+    after: Position | None, shard: str, column: str, descending: bool, params: Params
+) -> str:
+    """keyset for a shard-day branch, whose rows carry their owner: on the cursor's shard a row
+    comparison on (ts, owner id, id), served by the shared table's (ts, owner_id, id) index;
+    on another shard ts alone, as for a day table."""
+    if after is None:
+        return "true"
+    ts = params.add(after.ts)
+    forward = "<" if descending else ">"
+    if shard == after.shard:
+        owner, ident = params.add(after.owner_id), params.add(after.id)
+        return f"({column}, owner_id, id) {forward} ({ts}, {owner}, {ident})"
+    shard_is_later = (shard > after.shard) != descending
+    return f"{column} {forward}= {ts}" if shard_is_later else f"{column} {forward} {ts}"
+
+
+def reached(kind: str, reach: Reach, params: Params, owner: str = "s.owner_id") -> str:
+    """The rows whose owner (the column ``owner``) the shard's mirror says ``reach`` covers: a
+    probe of shard_owners' primary key per row. starts_with, not LIKE: a prefix is data."""
+    parts = [f"o.kind = {params.add(kind)}", f"o.owner_id = {owner}"]
+    if reach.tenant is not None:
+        parts.append(f"o.tenant = {params.add(reach.tenant)}")
+    if reach.prefixes:
+        parts.append(
+            f"EXISTS (SELECT 1 FROM unnest({params.add(list(reach.prefixes))}::text[]) AS p "
+            "WHERE starts_with(o.key, p))"
+        )
+    if reach.prefix is not None:
+        parts.append(f"starts_with(o.key, {params.add(reach.prefix)})")
+    if reach.reserved is not None:
+        parts.append(f"NOT starts_with(o.key, {params.add(reach.reserved)})")
+    condition = f"EXISTS (SELECT 1 FROM shard_owners AS o WHERE {' AND '.join(parts)})"
+    if reach.excluded:
+        condition += f" AND {owner} <> ALL({params.add(list(reach.excluded))}::bigint[])"
+    return condition
+
+
+def shard_day_rows(table: DayTable, condition: str, params: Params) -> str:
+    """FROM and WHERE of a shard-day branch: its shared table's rows that meet ``condition``
+    and whose owner its reach covers."""
+    assert table.reach is not None
+    return (
+        f"FROM {table.shared_quoted} AS s "
+        f"WHERE {condition} AND {reached(table.kind, table.reach, params)}"
+    )
 
 
 def time_range(query: AuditQuery | FlowQuery, params: Params) -> str:
@@ -175,15 +223,25 @@ def page_sql(
     direction = "DESC" if descending else "ASC"
     cap = params.add(limit)
     branches = []
+    order = f"{column} {direction}, id {direction}"
     for table in tables:
         columns_of_table = select(table, params.add)
+        if table.shard_day:
+            seek = shard_day_keyset(after, shard, column, descending, params)
+            branches.append(
+                f"(SELECT {columns_of_table}, s.owner_id "
+                f"{shard_day_rows(table, f'{condition} AND {seek}', params)} "
+                f"ORDER BY {column} {direction}, owner_id {direction}, id {direction} "
+                f"LIMIT {cap})"
+            )
+            continue
         seek = keyset(after, shard, table.owner_id, column, descending, params)
         branches.append(
             layout.page_branch(
                 table,
                 columns_of_table,
                 f"{condition} AND {seek}",
-                f"{column} {direction}, id {direction}",
+                order,
                 cap,
                 functools.partial(
                     _segments_of_page, query, table, shard, after, descending, params
@@ -304,6 +362,8 @@ def _count_branch(
     unconditional: bool,
     params: Params,
 ) -> str:
+    if table.shard_day:
+        return f"SELECT count(*) AS n {shard_day_rows(table, condition, params)}"
     if not table.compacted:
         return layout.count_branch(table, condition)
     window = params.add(query.window.start), params.add(query.window.end)

@@ -27,7 +27,7 @@ import orjson
 import pytest
 
 from bench.shard_view import catalog_shards, day_tables, owner_id, shard_sql
-from router.catalog import store
+from router.catalog import mirror, store
 from router.db import catalog_login
 from router.db.names import (
     DayTable,
@@ -144,6 +144,9 @@ async def move_rows(
                 table.kind,
                 table.owner_id,
             )
+            # As a shared write does: the owner in the shard's mirror with its first row.
+            mapping = await store.owners_by_id(metadata, table.kind, [table.owner_id])
+            await mirror.write_mirror(connection, mapping.values())
         await metadata.execute(
             "INSERT INTO owner_shards (kind, owner_id, shard, since) VALUES ($1, $2, $3, $4) "
             "ON CONFLICT DO NOTHING",
