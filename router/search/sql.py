@@ -77,22 +77,36 @@ def shard_day_keyset(
     return f"{column} {forward}= {ts}" if shard_is_later else f"{column} {forward} {ts}"
 
 
-def reached(kind: str, reach: Reach, params: Params, owner: str = "s.owner_id") -> str:
-    """The rows whose owner (the column ``owner``) the shard's mirror says ``reach`` covers: a
-    probe of shard_owners' primary key per row. starts_with, not LIKE: a prefix is data."""
-    parts = [f"o.kind = {params.add(kind)}", f"o.owner_id = {owner}"]
+def _mirrored(kind: str, reach: Reach, alias: str, params: Params) -> list[str]:
+    """The conditions on a mirror row (``alias``) of an owner ``reach`` covers, but its id."""
+    parts = [f"{alias}.kind = {params.add(kind)}"]
     if reach.tenant is not None:
-        parts.append(f"o.tenant = {params.add(reach.tenant)}")
+        parts.append(f"{alias}.tenant = {params.add(reach.tenant)}")
     if reach.prefixes:
         parts.append(
             f"EXISTS (SELECT 1 FROM unnest({params.add(list(reach.prefixes))}::text[]) AS p "
-            "WHERE starts_with(o.key, p))"
+            f"WHERE starts_with({alias}.key, p))"
         )
     if reach.prefix is not None:
-        parts.append(f"starts_with(o.key, {params.add(reach.prefix)})")
+        parts.append(f"starts_with({alias}.key, {params.add(reach.prefix)})")
     if reach.reserved is not None:
-        parts.append(f"NOT starts_with(o.key, {params.add(reach.reserved)})")
-    condition = f"EXISTS (SELECT 1 FROM shard_owners AS o WHERE {' AND '.join(parts)})"
+        parts.append(f"NOT starts_with({alias}.key, {params.add(reach.reserved)})")
+    return parts
+
+
+def reached(kind: str, reach: Reach, params: Params, owner: str = "s.owner_id") -> str:
+    """The rows whose owner (the column ``owner``) the shard's mirror says ``reach`` covers: a
+    probe of shard_owners' primary key per row. starts_with, not LIKE: a prefix is data.
+
+    Before it, once per statement (an uncorrelated EXISTS: a one-time filter), whether the
+    mirror holds any such owner at all (through shard_owners_tenant): a shard-day where the
+    token reaches no one is not walked."""
+    conditions = _mirrored(kind, reach, "o", params)
+    probe = " AND ".join([*conditions, f"o.owner_id = {owner}"])
+    condition = f"EXISTS (SELECT 1 FROM shard_owners AS o WHERE {probe})"
+    if len(conditions) > 1:
+        gate = " AND ".join(_mirrored(kind, reach, "g", params))
+        condition = f"EXISTS (SELECT 1 FROM shard_owners AS g WHERE {gate}) AND {condition}"
     if reach.excluded:
         condition += f" AND {owner} <> ALL({params.add(list(reach.excluded))}::bigint[])"
     return condition

@@ -25,7 +25,8 @@ import pytest
 from bench.shard_view import catalog_shards, owner_id, shard_sql
 from router.auth.scopes import AUDIT_READ, AUDIT_WRITE
 from router.db.names import DayTable, Reach, day_table, shard_day
-from router.search import freshness
+from router.search import freshness, sql
+from router.search.query import AuditQuery, Keys, Window
 from router.settings import Settings
 from tests.integration.test_compacted_reads import pages
 from tests.support import (
@@ -304,3 +305,34 @@ def test_a_promotion_after_the_plan_is_found_and_read(many, api) -> None:
         (0, False, True),
         (ident, True, False),
     ]
+
+
+def explained(dsn: str, reach: Reach) -> str:
+    """EXPLAIN ANALYZE of a first page of the run's day through one shard-day branch."""
+    query = AuditQuery(Keys.of(), Window(DAY, DAY + timedelta(days=1)), (), "substring", "asc")
+    text, params = sql.page_sql(query, [shard_day("audit", DAY.date(), reach)], "x", None, False, 5)
+
+    async def explain() -> str:
+        connection = await asyncpg.connect(dsn)
+        try:
+            rows = await connection.fetch(f"EXPLAIN (ANALYZE, COSTS OFF) {text}", *params)
+            return "\n".join(r[0] for r in rows)
+        finally:
+            await connection.close()
+
+    return asyncio.run(explain())
+
+
+def test_a_shard_day_page_reads_an_index_and_skips_a_shard_without_the_tenant(many, api) -> None:
+    """The branch reads the shared table through an index (the planner's choice: the time
+    index under the page's LIMIT, or each mirrored owner's index when the tenant's owners on
+    the shard are few, as here); on a shard whose mirror holds no owner of the tenant, it is
+    never executed."""
+    key = f"{PREFIX}0"
+    shard = found(many["clients"]["ours"], {**WINDOW, "owner": key})[0]["shard"]
+    dsn = catalog_shards(api)[shard]
+    ours = explained(dsn, Reach(f"many-ours-{RUN}", (), None, "shardlog."))
+    assert f"Index Scan using audit_shared_{DAY:%Y%m%d}_" in ours, ours
+    assert "Seq Scan" not in ours and " rows=0 " not in ours.splitlines()[0], ours
+    nobody = explained(dsn, Reach(f"many-nobody-{RUN}", (), None, "shardlog."))
+    assert "One-Time Filter" in nobody and "never executed" in nobody, nobody
