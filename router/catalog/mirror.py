@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 import asyncpg
 
+from router.catalog import store
 from router.catalog.snapshot import OwnerMapping
 from router.catalog.store import Executor
 from router.db.pools import ShardPools
@@ -19,19 +20,34 @@ from router.errors import Unavailable
 
 log = logging.getLogger(__name__)
 
+# How long after a remap its owner's mirrors are corrected again by every reader that relies
+# on them (``settle``): a write that resolved the owner just before the remap may still add
+# its mirror row on a new shard with the old tenant (a write inserts, never corrects), and
+# writes end well within this.
+SETTLE_S = 60.0
 
-async def write_mirror(shard: Executor, owners: Iterable[OwnerMapping]) -> None:
+
+async def write_mirror(
+    shard: Executor, owners: Iterable[OwnerMapping], *, correct: bool = True
+) -> None:
     """Make the shard's mirror rows of ``owners`` say what their mappings say (inserted, or
-    corrected when a remap changed the tenant or key). Rows already right are not touched."""
+    corrected when a remap changed the tenant or key). Rows already right are not touched.
+    Not ``correct`` (a write, whose mapping may be a moment older than a remap): rows that
+    exist are left as they are; correcting them is the remap's."""
     unique = {(o.kind, o.id): o for o in owners}
     if not unique:
         return
+    on_conflict = (
+        "DO UPDATE SET tenant = EXCLUDED.tenant, key = EXCLUDED.key "
+        "WHERE (shard_owners.tenant, shard_owners.key) IS DISTINCT FROM "
+        "(EXCLUDED.tenant, EXCLUDED.key)"
+        if correct
+        else "DO NOTHING"
+    )
     await shard.execute(
         "INSERT INTO shard_owners (kind, owner_id, tenant, key) "
         "SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[]) "
-        "ON CONFLICT (kind, owner_id) DO UPDATE SET tenant = EXCLUDED.tenant, key = EXCLUDED.key "
-        "WHERE (shard_owners.tenant, shard_owners.key) IS DISTINCT FROM "
-        "(EXCLUDED.tenant, EXCLUDED.key)",
+        f"ON CONFLICT (kind, owner_id) {on_conflict}",
         [o.kind for o in unique.values()],
         [o.id for o in unique.values()],
         [o.tenant for o in unique.values()],
@@ -74,4 +90,38 @@ async def remirror(metadata: Executor, pools: ShardPools, owner: OwnerMapping) -
                 failure,
             )
             missed.append(shard)
+    if not missed:
+        await metadata.execute(
+            "DELETE FROM mirror_pending WHERE kind = $1 AND owner_id = $2 "
+            "AND recorded_at < now() - make_interval(secs => $3)",
+            owner.kind,
+            owner.id,
+            SETTLE_S,
+        )
     return missed
+
+
+async def settle(metadata: Executor, pools: ShardPools, kind: str) -> list[int]:
+    """Correct the mirrors that a remap left to correct (``mirror_pending``, recorded in the
+    remap's catalog transaction) before a reader relies on them: the owners of ``kind`` whose
+    mirrors are still wrong on some shard (unreachable), by id; empty when all are right. A
+    forgotten owner (no mapping) has no mirror row left to correct."""
+    pending = [
+        row["owner_id"]
+        for row in await metadata.fetch(
+            "SELECT owner_id FROM mirror_pending WHERE kind = $1 ORDER BY owner_id", kind
+        )
+    ]
+    if not pending:
+        return []
+    mappings = await store.owners_by_id(metadata, kind, pending)
+    left = []
+    for ident in pending:
+        mapping = mappings.get(ident)
+        if mapping is None:
+            await metadata.execute(
+                "DELETE FROM mirror_pending WHERE kind = $1 AND owner_id = $2", kind, ident
+            )
+        elif await remirror(metadata, pools, mapping):
+            left.append(ident)
+    return left

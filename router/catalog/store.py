@@ -375,6 +375,15 @@ async def map_owner(
             group,
             tenant,
         )
+        assert row is not None  # INSERT ... ON CONFLICT DO UPDATE returns its row
+        if current is not None and current["tenant"] != tenant:
+            # The shards' mirrors still say the old tenant: router/catalog/mirror.py.
+            await connection.execute(
+                "INSERT INTO mirror_pending (kind, owner_id) VALUES ($1, $2) "
+                "ON CONFLICT (kind, owner_id) DO UPDATE SET recorded_at = now()",
+                kind,
+                row["id"],
+            )
     return _owner(row)
 
 

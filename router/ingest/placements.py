@@ -48,7 +48,7 @@ class SharedPlacements:
         if self.of(shard, table) is not None:
             return
         if owner is not None:
-            await write_mirror(connection, [owner])
+            await write_mirror(connection, [owner], correct=False)
         promoted = await connection.fetchval(
             f"WITH made AS (INSERT INTO {quote_ident(owner_days_table(table.day))} "
             "(kind, owner_id) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING promoted) "

@@ -19,7 +19,13 @@ from router.catalog import tables as day_tables
 from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
 from router.catalog.snapshot import OwnerMapping
-from router.db.failures import DRIVER_ERRORS, coordinator_error, describe, is_transient
+from router.db.failures import (
+    DRIVER_ERRORS,
+    coordinator_error,
+    describe,
+    is_transient,
+    unavailable_when_unreachable,
+)
 from router.db.names import Kind, parent_table, shard_day, shared_parent
 from router.db.pools import ShardPools
 from router.errors import BadRequest, ShardlogError, Unavailable
@@ -170,16 +176,28 @@ class SearchService:
             ]
             located = [(shard, table) for shard, table in located if table.own or table.shared]
             reach = coverage.reach(kind, keys, grant, named)
-            located += [
-                (shard, shard_day(kind, day, reach))
-                for shard, day in await day_tables.shard_days(
-                    self._metadata, kind, days[0], days[-1]
-                )
-            ]
+            found = await day_tables.shard_days(self._metadata, kind, days[0], days[-1])
+            if found:
+                await self.settle_mirrors(kind)
+            located += [(shard, shard_day(kind, day, reach)) for shard, day in found]
         if not located:
             return SearchPlan(()), owners
         states = {s.name: s.state for s in self._catalog.snapshot.shards.values()}
         return plan_search(located, days, states), owners
+
+    async def settle_mirrors(self, kind: Kind) -> None:
+        """Before a reader holds rows to a token's reach through the shards' mirrors: the
+        mirrors a remap left to correct corrected (router/catalog/mirror.py, ``settle``), or
+        503 while a shard holding one cannot be reached."""
+        with unavailable_when_unreachable("metadata database", retry_after_s=1):
+            left = await mirror.settle(self._metadata, self._pools, kind)
+        if left:
+            raise Unavailable(
+                f"the shards' mirrors of {len(left)} remapped {kind} owner(s) could not all be "
+                "corrected (a shard is unreachable): searches, reports and exports of a prefix "
+                "or of no owner answer once they are; retry, or name the owners",
+                retry_after_s=5,
+            )
 
     async def name_owners(
         self,
