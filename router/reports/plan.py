@@ -11,8 +11,10 @@ from typing import Any
 from router.compaction import layout
 from router.db.names import DayTable
 from router.reports.spec import ReportSpec
-from router.reports.sql import partial_sql
+from router.reports.sql import TAG, Source, partial_sql
 from router.routing.search_plan import SearchPlan, ShardTarget, plan_search
+from router.search import sql
+from router.search.sql import Params
 
 
 @dataclass(frozen=True)
@@ -31,13 +33,19 @@ class ReportPlan:
         return self.tables.targets
 
     def statement(self, tables: Iterable[DayTable]) -> tuple[str, list[Any]]:
-        """A shard's statement over ``tables`` (its target's, or those still there)."""
+        """A shard's statement over ``tables`` (its target's, or those still there). A
+        shard-day's rows are tagged with their owners' keys by the shard's mirror."""
         key_of = dict(self.keys)
         window = self.spec.filters.window
         bounds = layout.timestamp(window.start), layout.timestamp(window.end)
-        return partial_sql(
-            self.spec, [(key_of[t.owner_id], layout.source(t, bounds)) for t in tables]
-        )
+        params = Params()
+        sources: list[Source] = [
+            (None, sql.shard_day_source(t, TAG, params))
+            if t.shard_day
+            else (key_of[t.owner_id], layout.source(t, bounds))
+            for t in tables
+        ]
+        return partial_sql(self.spec, sources, params)
 
 
 def plan_report(

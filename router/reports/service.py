@@ -12,7 +12,6 @@ from typing import Any, Literal
 import asyncpg
 
 from router.auth.scopes import KEY_NAME, Grant
-from router.catalog import tables as day_tables
 from router.catalog.cache import CatalogCache
 from router.catalog.owners import OwnerDirectory
 from router.db.failures import DRIVER_ERRORS, coordinator_error
@@ -90,24 +89,21 @@ class ReportService:
         self._search = search
         self._settings = settings
 
-    async def plan(self, spec: ReportSpec, grant: Grant) -> ReportPlan:
+    async def plan(
+        self, spec: ReportSpec, grant: Grant, *, by_shard_day: bool = False
+    ) -> ReportPlan:
         """The keys covered as a search covers them (listed, by prefix, or every one the token
-        reaches: router/search/coverage.py), and where their day tables in range are."""
+        reaches: router/search/coverage.py), and where their day tables in range are; with
+        ``by_shard_day`` (fan-out) the small owners' shared rows of a prefix or no key by
+        shard-day, tagged with their keys by the shards' mirrors (SearchService.locate)."""
         days = spec.filters.window.days()
-        owners = await coverage.covered(
-            self._metadata,
-            self._owners,
+        located, owners = await self._search.locate(
             spec.kind,
             spec.keys,
             grant,
             (days[0], days[-1]),
-            self._settings.max_matched_keys,
-            "SHARDLOG_REPORT__MAX_MATCHED_KEYS",
-        )
-        located = (
-            await day_tables.located(self._metadata, spec.kind, owners, days[0], days[-1])
-            if owners
-            else []
+            (self._settings.max_matched_keys, "SHARDLOG_REPORT__MAX_MATCHED_KEYS"),
+            by_shard_day=by_shard_day,
         )
         states = {s.name: s.state for s in self._catalog.snapshot.shards.values()}
         return plan_report(spec, located, owners, days, states)
@@ -115,7 +111,7 @@ class ReportService:
     async def report(
         self, spec: ReportSpec, partial_ok: bool, backend: Backend, *, grant: Grant
     ) -> Answer:
-        plan = await self.plan(spec, grant)
+        plan = await self.plan(spec, grant, by_shard_day=backend == "fanout")
         stack = contextlib.AsyncExitStack()
         try:
             failures: list[ShardFailure] = []

@@ -17,6 +17,8 @@ from router.search.sql import Params, where
 BUCKET_ORIGIN = "TIMESTAMPTZ '2000-01-01 00:00:00+00'"
 # The owner or switch of a row, as the UNION ALL tags it.
 TAG = "report_key"
+# A FROM item and the key its rows are tagged with (None: its rows carry TAG).
+Source = tuple[str | None, str]
 
 
 def _time_column(spec: ReportSpec) -> str:
@@ -86,14 +88,18 @@ def _needed(spec: ReportSpec) -> list[str]:
     return columns
 
 
-def _aggregate(spec: ReportSpec, sources: Sequence[tuple[str, str]], params: Params) -> str:
-    """``sources``: (owner or switch key, quoted table) pairs. Grouped reports come ordered by
-    their key."""
+def _aggregate(spec: ReportSpec, sources: Sequence[Source], params: Params) -> str:
+    """``sources``: (owner or switch key, quoted table) pairs; a key None: the source's rows
+    carry their key as ``TAG`` (a shard-day's, named by the shard's mirror). Grouped reports
+    come ordered by their key."""
     condition = where(spec.filters, params)
     needed = _needed(spec)
     branches = []
     for key, table in sources:
-        read = [f"{params.add(key)}::text AS {TAG}" if c == TAG else c for c in needed]
+        read = [
+            f"{params.add(key)}::text AS {TAG}" if c == TAG and key is not None else c
+            for c in needed
+        ]
         branches.append(f"SELECT {', '.join(read) or '1'} FROM {table} WHERE {condition}")
     rows = " UNION ALL ".join(branches)
     metrics = [_metric_sql(m) for m in spec.metrics]
@@ -111,8 +117,11 @@ def _aggregate(spec: ReportSpec, sources: Sequence[tuple[str, str]], params: Par
     )
 
 
-def partial_sql(spec: ReportSpec, sources: Sequence[tuple[str, str]]) -> tuple[str, list[Any]]:
+def partial_sql(
+    spec: ReportSpec, sources: Sequence[Source], params: Params | None = None
+) -> tuple[str, list[Any]]:
     """One shard's statement over its day tables of the report's owners in range, or the
-    coordinator's over the owners' parent tables (``sources`` are then those)."""
-    params = Params()
+    coordinator's over the owners' parent tables (``sources`` are then those). ``params``:
+    those the sources already hold."""
+    params = params or Params()
     return _aggregate(spec, sources, params), params.values

@@ -8,6 +8,7 @@ import functools
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
+from datetime import date
 from typing import Any, Literal
 
 import asyncpg
@@ -26,7 +27,7 @@ from router.db.failures import (
     is_transient,
     unavailable_when_unreachable,
 )
-from router.db.names import Kind, parent_table, shard_day, shared_parent
+from router.db.names import DayTable, Kind, parent_table, shard_day, shared_parent
 from router.db.pools import ShardPools
 from router.errors import BadRequest, ShardlogError, Unavailable
 from router.routing.search_plan import SearchPlan, ShardTarget, plan_search
@@ -52,7 +53,7 @@ from router.search.exporter import Exporter
 from router.search.lines import ExportFormat
 from router.search.merge import Row, keep_first, merge
 from router.search.page import items_of, merged_rows, shard_share, short_shards
-from router.search.query import AuditQuery, FlowQuery, covered_keys
+from router.search.query import AuditQuery, FlowQuery, Keys, covered_keys
 from router.search.snapshot import NOT_PINNED, Pin, ShardSnapshot, pinned_plan
 from router.search.streams import ShardFailure, refuse_partial
 from router.settings import SearchSettings
@@ -141,49 +142,65 @@ class SearchService:
     async def plan(
         self, query: Query, grant: Grant, *, by_shard_day: bool = False
     ) -> tuple[SearchPlan, dict[int, str]]:
-        """The targets, and the key of every owner (or switch) covered, by catalog id.
-
-        ``by_shard_day`` (fan-out pages and their counts): an audit search of a prefix or of
-        no owner reads the shared tables of the window as one branch per shard-day, whose rows
-        name their owners (docs/architecture.md, "Reading both layouts"): only the owners with
-        own tables in the window are covered by name, and count against
-        SHARDLOG_SEARCH__MAX_MATCHED_OWNERS; the others' keys are the answer's to find
-        (``name_owners``)."""
+        """The targets, and the key of every owner (or switch) covered, by catalog id
+        (``by_shard_day``: fan-out pages and their counts, see ``locate``)."""
         kind, keys = covered_keys(query)
         days = query.window.days()
-        shard_days = by_shard_day and kind == "audit" and keys.expands
-        owners = await coverage.covered(
-            self._metadata,
-            self._owners,
+        located, owners = await self.locate(
             kind,
             keys,
             grant,
             (days[0], days[-1]),
-            self._settings.max_matched_owners,
-            own_only=shard_days,
+            (self._settings.max_matched_owners, "SHARDLOG_SEARCH__MAX_MATCHED_OWNERS"),
+            by_shard_day=by_shard_day,
+        )
+        if not located:
+            return SearchPlan(()), owners
+        states = {s.name: s.state for s in self._catalog.snapshot.shards.values()}
+        return plan_search(located, days, states), owners
+
+    async def locate(
+        self,
+        kind: Kind,
+        keys: Keys,
+        grant: Grant,
+        days: tuple[date, date],
+        most: tuple[int, str],
+        *,
+        by_shard_day: bool = False,
+    ) -> tuple[list[tuple[str, DayTable]], dict[int, str]]:
+        """(shard, owner-day) of every owner covered, and the key of each, by catalog id.
+        ``most``: how many a prefix or no key may cover, and the setting that says so.
+
+        ``by_shard_day``: an audit search or report of a prefix or of no owner reads the shared
+        tables of the window as one branch per shard-day, whose rows name their owners
+        (docs/architecture.md, "Reading both layouts"): only the owners with own tables in the
+        window are covered by name, and count against ``most``; the others' keys are the
+        answer's to find (``name_owners``), held to the token's reach by the shards' mirrors,
+        which a remap's pending corrections are applied to first (``settle_mirrors``)."""
+        shard_days = by_shard_day and kind == "audit" and keys.expands
+        owners = await coverage.covered(
+            self._metadata, self._owners, kind, keys, grant, days, *most, own_only=shard_days
         )
         located = (
             await day_tables.located(self._metadata, kind, owners, days[0], days[-1])
             if owners
             else []
         )
-        if shard_days:
-            named = {ident for ident, key in owners.items() if key in keys.listed}
-            # The shared rows of owners covered by the prefix (or none) are the shard-days'.
-            located = [
-                (shard, table if table.owner_id in named else replace(table, shared=False))
-                for shard, table in located
-            ]
-            located = [(shard, table) for shard, table in located if table.own or table.shared]
-            reach = coverage.reach(kind, keys, grant, named)
-            found = await day_tables.shard_days(self._metadata, kind, days[0], days[-1])
-            if found:
-                await self.settle_mirrors(kind)
-            located += [(shard, shard_day(kind, day, reach)) for shard, day in found]
-        if not located:
-            return SearchPlan(()), owners
-        states = {s.name: s.state for s in self._catalog.snapshot.shards.values()}
-        return plan_search(located, days, states), owners
+        if not shard_days:
+            return located, owners
+        named = {ident for ident, key in owners.items() if key in keys.listed}
+        # The shared rows of owners covered by the prefix (or none) are the shard-days'.
+        located = [
+            (shard, table if table.owner_id in named else replace(table, shared=False))
+            for shard, table in located
+        ]
+        located = [(shard, table) for shard, table in located if table.own or table.shared]
+        reach = coverage.reach(kind, keys, grant, named)
+        found = await day_tables.shard_days(self._metadata, kind, days[0], days[-1])
+        if found:
+            await self.settle_mirrors(kind)
+        return located + [(shard, shard_day(kind, day, reach)) for shard, day in found], owners
 
     async def settle_mirrors(self, kind: Kind) -> None:
         """Before a reader holds rows to a token's reach through the shards' mirrors: the

@@ -122,6 +122,20 @@ def shard_day_rows(table: DayTable, condition: str, params: Params) -> str:
     )
 
 
+def shard_day_source(table: DayTable, tag: str, params: Params) -> str:
+    """A shard-day as a FROM item under its shared table's name: the shared rows of the owners
+    its reach covers, each with its owner's key (the shard's mirror's) as ``tag``."""
+    assert table.reach is not None
+    mirrored = _mirrored(table.kind, table.reach, "o", params)
+    join = " AND ".join([*mirrored, "o.owner_id = s.owner_id"])
+    if table.reach.excluded:
+        join += f" AND s.owner_id <> ALL({params.add(list(table.reach.excluded))}::bigint[])"
+    return (
+        f"(SELECT s.*, o.key AS {tag} FROM {table.shared_quoted} AS s "
+        f"JOIN shard_owners AS o ON {join}) AS {table.shared_quoted}"
+    )
+
+
 def time_range(query: AuditQuery | FlowQuery, params: Params) -> str:
     column = "ts" if isinstance(query, AuditQuery) else "first_seen"
     return (

@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from bench.shard_view import catalog_shards, owner_id, shard_sql
-from router.auth.scopes import AUDIT_READ, AUDIT_WRITE
+from router.auth.scopes import AUDIT_READ, AUDIT_WRITE, REPORTS
 from router.db.names import DayTable, Reach, day_table, shard_day
 from router.search import freshness, sql
 from router.search.query import AuditQuery, Keys, Window
@@ -66,13 +66,14 @@ def many(
     env = {
         "SHARDLOG_SHARED__OWN_TABLE_ROWS": str(OWN_TABLE_ROWS),
         "SHARDLOG_SEARCH__MAX_MATCHED_OWNERS": str(MOST_OWNERS),
+        "SHARDLOG_REPORT__MAX_MATCHED_KEYS": str(MOST_OWNERS),
     }
     home = tmp_path_factory.mktemp("many-router")
     with sharing_client(settings, home, api, env) as admin:
         url = str(admin.base_url).rstrip("/")
         tokens = {
             side: await_token(
-                url, issue_token(settings, f"many-{side}-{RUN}", [AUDIT_READ, AUDIT_WRITE])
+                url, issue_token(settings, f"many-{side}-{RUN}", [AUDIT_READ, AUDIT_WRITE, REPORTS])
             )
             for side in ("ours", "theirs")
         }
@@ -400,7 +401,9 @@ def test_a_remap_s_pending_mirrors_are_corrected_before_a_page_relies_on_them(
     assert forced.status_code == 200, forced.text
     assert metadata_sql(settings, f"SELECT 1 FROM mirror_pending WHERE owner_id = {ident}")
     assert key in {item["owner"] for item in found(ours, {**WINDOW, "owner_prefix": f"{BASE}m"})}
-    assert key not in {item["owner"] for item in found(theirs, {**WINDOW, "owner_prefix": f"{BASE}m"})}
+    assert key not in {
+        item["owner"] for item in found(theirs, {**WINDOW, "owner_prefix": f"{BASE}m"})
+    }
     many["written"]["ours"] += [
         ((DAY + timedelta(hours=9, seconds=n)).isoformat(), key) for n in range(3)
     ]
@@ -410,3 +413,25 @@ def owner_group(api: httpx.Client, key: str) -> str:
     answer = api.get("/v1/admin/owners", params={"kind": "audit", "key": key})
     assert answer.status_code == 200, answer.text
     return str(answer.json()["group"])
+
+
+def reported(client: httpx.Client, params: dict[str, Any]) -> list[dict[str, Any]]:
+    answer = client.get("/v1/audit/report", params={**WINDOW, **params})
+    assert answer.status_code == 200, answer.text
+    groups: list[dict[str, Any]] = answer.json()["groups"]
+    return groups
+
+
+def test_reports_of_a_prefix_or_no_owner_group_the_shard_days_by_their_owners(many) -> None:
+    """Reports read the shard-days too (tagged by the mirrors' keys), past the report's cap of
+    owners: per owner and in all, what the tenant wrote, no other tenant's."""
+    for side, prefix in (("ours", PREFIX), ("theirs", f"{BASE}b"), ("ours", f"{PREFIX}%")):
+        client = many["clients"][side]
+        rows = expected(many, side, lambda key, prefix=prefix: key.startswith(prefix))
+        by_owner = reported(client, {"owner_prefix": prefix, "group_by": "owner"})
+        counts: dict[str, int] = {}
+        for _, key in rows:
+            counts[key] = counts.get(key, 0) + 1
+        assert {g["owner"]: g["rows"] for g in by_owner} == counts, (side, prefix)
+        total = reported(client, {"owner_prefix": prefix})
+        assert total == [{"rows": len(rows)}], (side, prefix)
