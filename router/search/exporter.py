@@ -40,7 +40,7 @@ class Exporter:
         self, query: Query, format: ExportFormat, grant: Grant
     ) -> AsyncIterator[bytes]:
         """The export's body, in chunks; its shards' streams are open when this returns."""
-        plan, owners = await self._search.plan(query, grant)
+        plan, owners = await self._search.plan(query, grant, by_shard_day=True)
         kind, _ = covered_keys(query)
         descending = query.order == "desc"
         settings = self._settings

@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
@@ -22,6 +23,7 @@ from router.csv_cells import FORMULA_START, csv_cell
 from router.db.ddl import FLOW_EXPORT_READ_COLUMNS, FLOW_STAGE_COLUMNS
 from router.db.names import DayTable, Kind
 from router.search import refs
+from router.search.sql import OWNER_KEY
 
 ExportFormat = Literal["ndjson", "csv"]
 # Add a parameter, answer its placeholder (sql.Params.add).
@@ -91,9 +93,34 @@ _NEWLINE = "E'\\n'"
 _NO_TEXT = "''::text"
 
 
-def _audit(format: ExportFormat, shard: str, owner_id: int, key: str, add: Add) -> Pieces:
+@dataclass(frozen=True)
+class Owner:
+    """Whose rows a branch reads: one owner's (``id`` and ``key`` the same for every row, sent
+    as parameters), or, both None, a shard-day's (each row names its owner: the columns
+    owner_id and OWNER_KEY)."""
+
+    id: int | None
+    key: str | None
+
+    def csv_cell(self, add: Add) -> str:
+        """The owner's CSV cell as csv.writer writes ``csv_cell(key)`` among others."""
+        if self.key is not None:
+            return f"{add(_csv_text(csv_cell(self.key)))}::text"
+        starts = add(list(FORMULA_START))
+        formula = f"CASE WHEN left({OWNER_KEY}, 1) = ANY({starts}::text[]) THEN '''' ELSE '' END"
+        return _quoted(f"({formula} || {OWNER_KEY})")
+
+    def json_key(self, before: str, after: str, add: Add) -> list[str]:
+        """``before``, the key as JSON (keys are printable: orjson and PostgreSQL's to_json
+        escape only quotes and backslashes in them), ``after``."""
+        if self.key is not None:
+            return [f"{add(before + orjson.dumps(self.key).decode() + after)}::text"]
+        return [f"{add(before)}::text", f"to_json({OWNER_KEY})::text", f"{add(after)}::text"]
+
+
+def _audit(format: ExportFormat, shard: str, owner: Owner, add: Add) -> Pieces:
     if format == "csv":
-        owner, named = add(_csv_text(csv_cell(key))), add(_csv_text(shard))
+        named = add(_csv_text(shard))
         starts = add(list(FORMULA_START))
         formula = f"CASE WHEN left(content, 1) = ANY({starts}::text[]) THEN '''' ELSE '' END"
         # The quote of formula-like content first, then quotes around the cell as csv.writer
@@ -104,14 +131,14 @@ def _audit(format: ExportFormat, shard: str, owner_id: int, key: str, add: Add) 
             f"ELSE {formula} || content END"
         )
         attrs = f"CASE WHEN attrs IS NULL THEN '' ELSE {_quoted('attrs::text')} END"
-        cells = [iso("ts"), "id::text", f"{owner}::text", f"{named}::text", content, attrs]
+        cells = [iso("ts"), "id::text", owner.csv_cell(add), f"{named}::text", content, attrs]
         return [" || ',' || ".join(cells)], _NO_TEXT, [_NEWLINE]
     head = ["""'{"ts":"'""", iso("ts"), """'","id":'""", "id", """',"content":"'"""]
     after = ["""'","attrs":'""", "coalesce(attrs::text, 'null')"]
-    return head, "content", [*after, *_tail(shard, owner_id, "owner", key, "audit", add), _NEWLINE]
+    return head, "content", [*after, *_tail(shard, owner, "owner", "audit", add), _NEWLINE]
 
 
-def _flow(format: ExportFormat, shard: str, owner_id: int, key: str, add: Add) -> Pieces:
+def _flow(format: ExportFormat, shard: str, owner: Owner, add: Add) -> Pieces:
     values = {
         "first_seen": iso("first_seen"),
         "last_seen": iso("last_seen"),
@@ -121,8 +148,8 @@ def _flow(format: ExportFormat, shard: str, owner_id: int, key: str, add: Add) -
     missing = "''" if format == "csv" else "'null'"
     values |= {name: f"coalesce({name}::text, {missing})" for name in _NULLABLE}
     if format == "csv":
-        owner, named = add(_csv_text(csv_cell(key))), add(_csv_text(shard))
-        cells = [values["first_seen"], f"{owner}::text", f"{named}::text"]
+        named = add(_csv_text(shard))
+        cells = [values["first_seen"], owner.csv_cell(add), f"{named}::text"]
         cells += [values.get(name, f"{name}::text") for name in FLOW_FIELDS[1:]]
         return [" || ',' || ".join(cells)], _NO_TEXT, [_NEWLINE]
     parts: list[str] = []
@@ -132,16 +159,15 @@ def _flow(format: ExportFormat, shard: str, owner_id: int, key: str, add: Add) -
             parts += [_literal(f'{opening}"{name}":"'), values[name], "'\"'"]
         else:
             parts += [_literal(f'{opening}"{name}":'), values.get(name, f"{name}::text")]
-    return parts + _tail(shard, owner_id, "switch", key, "flow", add), _NO_TEXT, [_NEWLINE]
+    return parts + _tail(shard, owner, "switch", "flow", add), _NO_TEXT, [_NEWLINE]
 
 
-def _tail(shard: str, owner_id: int, name: str, key: str, kind: Kind, add: Add) -> list[str]:
+def _tail(shard: str, owner: Owner, name: str, kind: Kind, add: Add) -> list[str]:
     """The last keys of an item: shard, its owner or switch, ref."""
-    shard_json, key_json = orjson.dumps(shard).decode(), orjson.dumps(key).decode()
-    constant = add(f',"shard":{shard_json},"{name}":{key_json},"ref":"')
+    shard_json = orjson.dumps(shard).decode()
     return [
-        f"{constant}::text",
-        refs.ref_sql(kind, owner_id, shard, add),
+        *owner.json_key(f',"shard":{shard_json},"{name}":', ',"ref":"', add),
+        refs.ref_sql(kind, owner.id, shard, add),
         """'"}'""",
     ]
 
@@ -157,7 +183,10 @@ def columns(
     ts = "ts" if kind == "audit" else "first_seen AS ts"
 
     def of(table: DayTable, add: Add) -> str:
-        head, body, tail = pieces(format, shard, table.owner_id, owners[table.owner_id], add)
+        owner = (
+            Owner(None, None) if table.shard_day else Owner(table.owner_id, owners[table.owner_id])
+        )
+        head, body, tail = pieces(format, shard, owner, add)
         return (
             f"{_micros(column)} AS key, {_text(head)} AS head, {body} AS body, "
             f"{_text(tail)} AS tail, {ts}, id"

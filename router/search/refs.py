@@ -103,17 +103,21 @@ def of_row(kind: Kind, owner_id: int, row: dict[str, Any]) -> str:
     return encode(RowRef(kind, owner_id, row["shard"], day, row["id"], flow=flow))
 
 
-def ref_sql(kind: Kind, owner_id: int, shard: str, add: Callable[[Any], str]) -> str:
-    """SQL that makes the ref of each row of ``owner_id``'s day table on ``shard``, as
-    ``of_row`` does (the same bytes, base64url without padding), for exports rendered on the
-    shards; ``add`` makes a parameter of a value. Reads ts (audit) or first_seen, id and the
-    5-tuple of the row."""
+def ref_sql(kind: Kind, owner_id: int | None, shard: str, add: Callable[[Any], str]) -> str:
+    """SQL that makes the ref of each row of ``owner_id``'s day table on ``shard`` (None: of
+    rows that name their owner in their ``owner_id`` column, a shard-day's), as ``of_row``
+    does (the same bytes, base64url without padding), for exports rendered on the shards;
+    ``add`` makes a parameter of a value. Reads ts (audit) or first_seen, id and the 5-tuple
+    of the row."""
     column = "ts" if kind == "audit" else "first_seen"
-    start = add(_HEAD_START.pack(_VERSION, _KIND_CODE[kind], owner_id))
+    if owner_id is None:
+        start = f"{add(bytes([_VERSION, _KIND_CODE[kind]]))}::bytea || int8send(owner_id)"
+    else:
+        start = f"{add(_HEAD_START.pack(_VERSION, _KIND_CODE[kind], owner_id))}::bytea"
     name = shard.encode("ascii")
     named = add(bytes([len(name)]) + name)
     day = f"int4send(({column} AT TIME ZONE 'UTC')::date - DATE '0001-01-01' + 1)"
-    parts = [f"{start}::bytea", day, "int8send(id)", f"{named}::bytea"]
+    parts = [start, day, "int8send(id)", f"{named}::bytea"]
     if kind == "audit":
         parts.append("int8send((extract(epoch FROM ts) * 1000000)::bigint)")
     else:

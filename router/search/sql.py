@@ -24,6 +24,9 @@ FLOW_COLUMNS = (
     f"bytes, packets, flow_count, last_seen, {', '.join(ddl.FLOW_EXPORT_READ_COLUMNS)}"
 )
 
+# The column of a shard-day's rows that holds each row's owner's key (the shard's mirror's).
+OWNER_KEY = "owner_key"
+
 # A branch's columns over one day table, given Params.add (exports: the rendered line).
 Columns = Callable[[DayTable, Callable[[Any], str]], str]
 
@@ -94,45 +97,47 @@ def _mirrored(kind: str, reach: Reach, alias: str, params: Params) -> list[str]:
     return parts
 
 
+def _gate(kind: str, reach: Reach, params: Params) -> str | None:
+    """Whether the shard's mirror holds any owner ``reach`` covers at all: an uncorrelated
+    EXISTS, which PostgreSQL runs once per statement (a one-time filter, through
+    shard_owners_tenant), so a shard-day where the token reaches no one is not walked. None
+    when the reach is every owner."""
+    conditions = _mirrored(kind, reach, "g", params)
+    if len(conditions) == 1:
+        return None
+    return f"EXISTS (SELECT 1 FROM shard_owners AS g WHERE {' AND '.join(conditions)})"
+
+
 def reached(kind: str, reach: Reach, params: Params, owner: str = "s.owner_id") -> str:
     """The rows whose owner (the column ``owner``) the shard's mirror says ``reach`` covers: a
-    probe of shard_owners' primary key per row. starts_with, not LIKE: a prefix is data.
-
-    Before it, once per statement (an uncorrelated EXISTS: a one-time filter), whether the
-    mirror holds any such owner at all (through shard_owners_tenant): a shard-day where the
-    token reaches no one is not walked."""
-    conditions = _mirrored(kind, reach, "o", params)
-    probe = " AND ".join([*conditions, f"o.owner_id = {owner}"])
+    probe of shard_owners' primary key per row (after ``_gate``). starts_with, not LIKE: a
+    prefix is data."""
+    probe = " AND ".join([*_mirrored(kind, reach, "o", params), f"o.owner_id = {owner}"])
     condition = f"EXISTS (SELECT 1 FROM shard_owners AS o WHERE {probe})"
-    if len(conditions) > 1:
-        gate = " AND ".join(_mirrored(kind, reach, "g", params))
-        condition = f"EXISTS (SELECT 1 FROM shard_owners AS g WHERE {gate}) AND {condition}"
+    gate = _gate(kind, reach, params)
+    if gate is not None:
+        condition = f"{gate} AND {condition}"
     if reach.excluded:
         condition += f" AND {owner} <> ALL({params.add(list(reach.excluded))}::bigint[])"
     return condition
 
 
-def shard_day_rows(table: DayTable, condition: str, params: Params) -> str:
-    """FROM and WHERE of a shard-day branch: its shared table's rows that meet ``condition``
-    and whose owner its reach covers."""
-    assert table.reach is not None
-    return (
-        f"FROM {table.shared_quoted} AS s "
-        f"WHERE {condition} AND {reached(table.kind, table.reach, params)}"
-    )
-
-
-def shard_day_source(table: DayTable, tag: str, params: Params) -> str:
+def shard_day_source(table: DayTable, params: Params, tag: str = OWNER_KEY) -> str:
     """A shard-day as a FROM item under its shared table's name: the shared rows of the owners
-    its reach covers, each with its owner's key (the shard's mirror's) as ``tag``."""
+    its reach covers (after ``_gate``), each with its owner's key (the shard's mirror's) as
+    ``tag``. A join on the mirror's primary key: the planner walks the shared table's
+    (ts, owner_id, id) index under a page's LIMIT, or each mirrored owner's (owner_id, ts, id)
+    when the reach holds few owners on the shard."""
     assert table.reach is not None
-    mirrored = _mirrored(table.kind, table.reach, "o", params)
-    join = " AND ".join([*mirrored, "o.owner_id = s.owner_id"])
-    if table.reach.excluded:
-        join += f" AND s.owner_id <> ALL({params.add(list(table.reach.excluded))}::bigint[])"
+    reach = table.reach
+    join = " AND ".join([*_mirrored(table.kind, reach, "o", params), "o.owner_id = s.owner_id"])
+    if reach.excluded:
+        join += f" AND s.owner_id <> ALL({params.add(list(reach.excluded))}::bigint[])"
+    gate = _gate(table.kind, reach, params)
     return (
         f"(SELECT s.*, o.key AS {tag} FROM {table.shared_quoted} AS s "
-        f"JOIN shard_owners AS o ON {join}) AS {table.shared_quoted}"
+        f"JOIN shard_owners AS o ON {join}{'' if gate is None else f' WHERE {gate}'}) "
+        f"AS {table.shared_quoted}"
     )
 
 
@@ -257,10 +262,9 @@ def page_sql(
         if table.shard_day:
             seek = shard_day_keyset(after, shard, column, descending, params)
             branches.append(
-                f"(SELECT {columns_of_table}, s.owner_id "
-                f"{shard_day_rows(table, f'{condition} AND {seek}', params)} "
-                f"ORDER BY {column} {direction}, owner_id {direction}, id {direction} "
-                f"LIMIT {cap})"
+                f"(SELECT {columns_of_table}, owner_id FROM {shard_day_source(table, params)} "
+                f"WHERE {condition} AND {seek} "
+                f"ORDER BY {column} {direction}, owner_id {direction}, id {direction} LIMIT {cap})"
             )
             continue
         seek = keyset(after, shard, table.owner_id, column, descending, params)
@@ -361,6 +365,12 @@ def export_sql(
     branches = []
     for table in tables:
         columns_of_table = select(table, params.add)
+        if table.shard_day:
+            branches.append(
+                f"SELECT {columns_of_table}, owner_id "
+                f"FROM {shard_day_source(table, params)} WHERE {condition}"
+            )
+            continue
         owner = params.add(table.owner_id)
         window = _window_of(query, table, params)
         branches.append(
@@ -391,7 +401,7 @@ def _count_branch(
     params: Params,
 ) -> str:
     if table.shard_day:
-        return f"SELECT count(*) AS n {shard_day_rows(table, condition, params)}"
+        return f"SELECT count(*) AS n FROM {shard_day_source(table, params)} WHERE {condition}"
     if not table.compacted:
         return layout.count_branch(table, condition)
     window = params.add(query.window.start), params.add(query.window.end)

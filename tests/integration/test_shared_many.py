@@ -13,6 +13,8 @@ wrote, sorted as the API sorts (ts, then where the row is: compared as sets per 
 from __future__ import annotations
 
 import asyncio
+import csv
+import io
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -20,10 +22,12 @@ from typing import Any
 
 import asyncpg
 import httpx
+import orjson
 import pytest
 
 from bench.shard_view import catalog_shards, owner_id, shard_sql
 from router.auth.scopes import AUDIT_READ, AUDIT_WRITE, REPORTS
+from router.csv_cells import csv_cell
 from router.db.names import DayTable, Reach, day_table, shard_day
 from router.search import freshness, sql
 from router.search.query import AuditQuery, Keys, Window
@@ -46,12 +50,14 @@ WINDOW = {"from": DAY.isoformat(), "to": (DAY + timedelta(days=1)).isoformat()}
 RUN = uuid.uuid4().hex[:6]
 BASE = f"many{RUN}-"
 PREFIX = f"{BASE}a"
+# A key a spreadsheet would take for a formula, with a quote and a comma: CSV cells quote it.
+FORMULA_KEY = f'=many{RUN}-"f",1'
 
 
 def tenant_keys() -> dict[str, list[str]]:
     """Each tenant's owners: small ones, one big one (own tables), adversarial keys."""
     ours = [f"{PREFIX}{n}" for n in range(12)] + [f"{PREFIX}%x", f"{PREFIX}_y", f"{PREFIX}big"]
-    theirs = [f"{PREFIX}1x", PREFIX, f"{BASE}b1", f"{BASE}a%", f"{BASE}bbig"]
+    theirs = [f"{PREFIX}1x", PREFIX, f"{BASE}b1", f"{BASE}a%", f"{BASE}bbig", FORMULA_KEY]
     return {"ours": ours, "theirs": theirs}
 
 
@@ -435,3 +441,30 @@ def test_reports_of_a_prefix_or_no_owner_group_the_shard_days_by_their_owners(ma
         assert {g["owner"]: g["rows"] for g in by_owner} == counts, (side, prefix)
         total = reported(client, {"owner_prefix": prefix})
         assert total == [{"rows": len(rows)}], (side, prefix)
+
+
+def test_exports_of_no_owner_render_the_shard_days_owners_as_the_pages_do(many) -> None:
+    """NDJSON lines are the search's items (keys, refs and all, made by the router for pages
+    and by the shards for exports); CSV rows hold the same cells, the formula-like key behind
+    a quote."""
+    theirs = many["clients"]["theirs"]
+    items = found(theirs, {**WINDOW, "limit": 1000})
+    assert FORMULA_KEY in {item["owner"] for item in items}
+    ndjson = theirs.get("/v1/audit/export", params={**WINDOW, "format": "ndjson"})
+    assert ndjson.status_code == 200, ndjson.text
+    assert [orjson.loads(line) for line in ndjson.content.splitlines()] == items
+    text = theirs.get("/v1/audit/export", params={**WINDOW, "format": "csv"})
+    assert text.status_code == 200, text.text
+    rows = list(csv.reader(io.StringIO(text.text)))
+    assert rows[0] == ["ts", "id", "owner", "shard", "content", "attrs"]
+    assert rows[1:] == [
+        [
+            item["ts"],
+            str(item["id"]),
+            str(csv_cell(item["owner"])),
+            item["shard"],
+            item["content"],
+            "" if item["attrs"] is None else orjson.dumps(item["attrs"]).decode(),
+        ]
+        for item in items
+    ]
