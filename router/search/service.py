@@ -839,7 +839,7 @@ class SearchService:
         """The first ``limit`` rows after ``after`` of those the shards held in ``pin``'s
         snapshots, and the shards that failed: a live tail's replay (router/tail/replay.py)."""
         kind, _ = covered_keys(query)
-        plan, owners = await self.plan(query, grant)
+        plan, owners = await self.plan(query, grant, by_shard_day=True)
         plan, not_pinned = pinned_plan(plan, pin)
         pinning = Pinning(dict(pin.snapshots))
         descending = query.order == "desc"
@@ -851,6 +851,7 @@ class SearchService:
             plan, build, keep_first(limit, descending), pinning=pinning
         )
         outcome.failures += [ShardFailure(s, f"{NOT_PINNED} here") for s in not_pinned]
+        await self.name_owners(query, grant, answers, owners)
         streams = [
             [self._row(record, shard, owners, kind) for record in records]
             for shard, records in answers

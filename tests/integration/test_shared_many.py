@@ -26,7 +26,7 @@ import orjson
 import pytest
 
 from bench.shard_view import catalog_shards, owner_id, shard_sql
-from router.auth.scopes import AUDIT_READ, AUDIT_WRITE, REPORTS
+from router.auth.scopes import AUDIT_READ, AUDIT_WRITE, REPORTS, TAIL
 from router.csv_cells import csv_cell
 from router.db.names import DayTable, Reach, day_table, shard_day
 from router.search import freshness, sql
@@ -42,12 +42,14 @@ from tests.support import (
     post_audit_rows,
     sharing_client,
 )
+from tests.tail_client import TailClient
 
 OWN_TABLE_ROWS = 20
 MOST_OWNERS = 2
 DAY = past_day(4, 0)
 WINDOW = {"from": DAY.isoformat(), "to": (DAY + timedelta(days=1)).isoformat()}
 RUN = uuid.uuid4().hex[:6]
+SCOPES = [AUDIT_READ, AUDIT_WRITE, REPORTS, TAIL]
 BASE = f"many{RUN}-"
 PREFIX = f"{BASE}a"
 # A key a spreadsheet would take for a formula, with a quote and a comma: CSV cells quote it.
@@ -79,7 +81,10 @@ def many(
         url = str(admin.base_url).rstrip("/")
         tokens = {
             side: await_token(
-                url, issue_token(settings, f"many-{side}-{RUN}", [AUDIT_READ, AUDIT_WRITE, REPORTS])
+                url,
+                issue_token(
+                    settings, f"many-{side}-{RUN}", [AUDIT_READ, AUDIT_WRITE, REPORTS, TAIL]
+                ),
             )
             for side in ("ours", "theirs")
         }
@@ -102,7 +107,7 @@ def many(
             base_url=url, headers=bearer(await_token(url, narrow)), timeout=60
         )
         try:
-            yield {"admin": admin, "clients": clients, "written": written}
+            yield {"admin": admin, "clients": clients, "written": written, "tokens": tokens}
         finally:
             for client in clients.values():
                 client.close()
@@ -468,3 +473,19 @@ def test_exports_of_no_owner_render_the_shard_days_owners_as_the_pages_do(many) 
         ]
         for item in items
     ]
+
+
+def test_a_tail_of_no_owner_replays_the_shard_days(many) -> None:
+    """A tail from a past instant replays the rows already written (pinned pages): past the
+    cap of owners, each of the tenant's rows once, in order, no other tenant's."""
+    theirs = many["clients"]["theirs"]
+    url = str(theirs.base_url).rstrip("/")
+    want = expected(many, "theirs")
+    params = {"from": DAY.isoformat()}
+    with TailClient(url, "/v1/audit/tail", params, many["tokens"]["theirs"]) as tail:
+        tail.wait(lambda t: len(t.rows()) >= len(want) or t.status not in (None, 200))
+        assert tail.status == 200
+        rows = tail.rows()
+    assert sorted(as_written(rows)) == want
+    assert all(row["replayed"] for row in rows)
+    assert [row["ts"] for row in rows] == sorted(row["ts"] for row in rows)
