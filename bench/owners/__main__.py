@@ -125,6 +125,9 @@ def targets(runs: list[dict[str, Any]], million: dict[str, Any] | None) -> dict[
         )
         | at,
     }
+    page = many_owner_page(runs, top)
+    if page is not None:
+        found["many_owner_page_p50_ms"] = page
     if len(shared) > 1:
         low = shared[0]
         growth = top["relations_per_shard"]["after"] / low["relations_per_shard"]["after"]
@@ -139,6 +142,34 @@ def targets(runs: list[dict[str, Any]], million: dict[str, Any] | None) -> dict[
             "extrapolated": True,
         }
     return found
+
+
+# Owners whose pages of no owner are "today's" time budget per page (issue 38): the
+# per-owner layout at this N, measured in the same run.
+PAGE_BUDGET_OWNERS = 10_000
+
+
+def many_owner_page(runs: list[dict[str, Any]], top: dict[str, Any]) -> dict[str, Any] | None:
+    """Pages of no owner in the shared layout at its largest N (p50 of the first and the
+    following pages) within the per-owner layout's at PAGE_BUDGET_OWNERS, both of this run;
+    None when either was not measured (or refused)."""
+    budget = next(
+        (
+            r["many_owner_pages"]["all"]
+            for r in runs
+            if r["layout"] == "per-owner" and r["owners"] == PAGE_BUDGET_OWNERS
+        ),
+        None,
+    )
+    if budget is None or "pages" not in budget:
+        return None
+    shared = top["many_owner_pages"]["all"]
+    if "pages" not in shared:
+        return None
+    return verdict(shared["pages"]["p50_ms"], budget["pages"]["p50_ms"]) | {
+        "owners": top["owners"],
+        "limit_is": f"the per-owner layout's p50 at {PAGE_BUDGET_OWNERS:,} owners, same run",
+    }
 
 
 # Rows the housekeeping job deletes after their horizon (SHARDLOG_INGEST__IDEMPOTENCY_KEEP_HOURS,
@@ -212,6 +243,7 @@ def summary_line(run: dict[str, Any]) -> str:
         f"{catalog['bytes_per_owner']:,.0f} B/owner, "
         f"{run['relations_per_shard']['after']:,} relations/shard, first write p50 "
         f"{run['first_write']['p50_ms']} ms, search p50 {run['search_1h']['p50_ms']} ms, "
+        f"no-owner page p50 {run['many_owner_pages']['all'].get('pages', {}).get('p50_ms')} ms, "
         f"retention {run['retention']['dry_run']['seconds']} s dry / "
         f"{run['retention']['run']['seconds']} s, RSS MB {run['router_rss_mb']}"
     )

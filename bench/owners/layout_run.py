@@ -1,16 +1,18 @@
 """One layout at one number of owners, on a running cluster: its own router (shared tables on
 or off), the owners' first pass and the sizes it added, a second pass over the same owners,
-first writes of new owners, one-owner 1-hour searches, a retention dry run and the run that
-drops one of the 3 days; the router's RSS after each pass."""
+first writes of new owners, one-owner 1-hour searches, pages of many owners (none named, a
+prefix of 10 % and of 1 % of them), a retention dry run and the run that drops one of the 3
+days; the router's RSS after each pass."""
 
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import statistics
 import time
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -119,6 +121,66 @@ async def searches(url: str, label: str, plan: Plan, expected_rows: int) -> list
     return latencies
 
 
+# Rows a page of many owners asks for, and pages timed after the first at each share.
+MANY_PAGE_ROWS = 100
+MANY_PAGES_FOLLOWED = 10
+
+
+def share_prefix(label: str, owners: int, share: float) -> tuple[str, int]:
+    """A key prefix covering about ``share`` of ``owners`` (keys ``label-NNNNNNN``), and how
+    many of them it covers."""
+    digits = max(0, min(7, 7 - round(math.log10(max(1.0, owners * share)))))
+    prefix = "0" * digits
+    covered = sum(1 for index in range(owners) if f"{index:07d}".startswith(prefix))
+    return f"{label}-{prefix}", covered
+
+
+async def many_pages(url: str, label: str, plan: Plan) -> dict[str, Any]:
+    """Pages of MANY_PAGE_ROWS rows of one written day naming no owner, and by prefixes
+    covering about 10 % and 1 % of the owners: the first page and MANY_PAGES_FOLLOWED pages
+    after it through the cursor, timed. The 1 % prefix is followed to its end, and its rows
+    must be the covered owners' rows of the day (an oracle of the writer's); every page must
+    be full and in time order until then. A search the router refuses (the per-owner layout
+    past SHARDLOG_SEARCH__MAX_MATCHED_OWNERS) is recorded as refused."""
+    day = rows.days(plan.today)[1]
+    start = datetime.combine(day, datetime.min.time(), UTC)
+    window = {"from": start.isoformat(), "to": (start + timedelta(days=1)).isoformat()}
+    found: dict[str, Any] = {}
+    async with httpx.AsyncClient(base_url=url, timeout=600, headers=harness.auth_for(url)) as http:
+        for name, share in (("all", 1.0), ("prefix_10pct", 0.1), ("prefix_1pct", 0.01)):
+            params: dict[str, Any] = {**window, "limit": MANY_PAGE_ROWS}
+            covered = plan.owners
+            if share < 1:
+                params["owner_prefix"], covered = share_prefix(label, plan.owners, share)
+            first = await http.get("/v1/audit/search", params=params)
+            if first.status_code == 400:
+                found[name] = {"refused": first.json()["error"]["message"], "owners": covered}
+                continue
+            latencies, seen, cursor, to_end = [], 0, None, share == 0.01
+            while True:
+                paged = {**params, "cursor": cursor} if cursor else params
+                elapsed, page = await harness.timed_get(http, paged)
+                latencies.append(elapsed)
+                stamps = [item["ts"] for item in page["items"]]
+                if stamps != sorted(stamps) or (
+                    page["next_cursor"] and len(stamps) < MANY_PAGE_ROWS
+                ):
+                    raise RuntimeError(f"pages of {name}: a page out of order or short")
+                seen += len(stamps)
+                cursor = page["next_cursor"]
+                if cursor is None or (not to_end and len(latencies) > MANY_PAGES_FOLLOWED):
+                    break
+            expected = covered * 2 * rows.ROWS_PER_OWNER_DAY
+            if to_end and seen != expected:
+                raise RuntimeError(f"pages of {name}: {seen} rows, {expected} written")
+            found[name] = {
+                "owners": covered,
+                "first_page_ms": round(latencies[0], 2),
+                "pages": quantiles(latencies),
+            }
+    return found
+
+
 def admin(url: str, method: str, path: str, body: Any = None) -> Any:
     response = httpx.request(
         method, f"{url}/v1/admin{path}", json=body, headers=harness.auth_for(url), timeout=3600
@@ -204,6 +266,7 @@ def measure(settings: Settings, layout: str, plan: Plan) -> dict[str, Any]:
         print(f"  {layout}: first writes, searches, retention", flush=True)
         firsts = first_writes(url, label, plan.owners, plan.first_writes, on[0])
         found = asyncio.run(searches(url, label, plan, 2 * rows.ROWS_PER_OWNER_DAY))
+        paged = asyncio.run(many_pages(url, label, plan))
         kept = retention(url, plan.today)
         if kept["run"]["status"] != "done" or kept["run"]["failed"]:
             raise RuntimeError(f"retention of one day: {kept}")
@@ -246,6 +309,7 @@ def measure(settings: Settings, layout: str, plan: Plan) -> dict[str, Any]:
             },
             "first_write": quantiles(firsts),
             "search_1h": quantiles(found),
+            "many_owner_pages": paged,
             "retention": kept,
             "router_rss_mb": {
                 "first_pass": round(rss_first, 1),

@@ -31,6 +31,10 @@ def test_a_tiny_owners_run_measures_both_layouts(results: Path, tmp_path: Path) 
         assert run["disk"]["payload_bytes_per_owner_day"] > 0
         assert run["first_write"]["count"] == 3 and run["search_1h"]["count"] == 3
         assert run["retention"]["run"]["status"] == "done"
+        pages = run["many_owner_pages"]
+        assert set(pages) == {"all", "prefix_10pct", "prefix_1pct"}
+        assert pages["all"]["owners"] == 4 and pages["prefix_1pct"]["owners"] == 1
+        assert all(found["pages"]["count"] >= 1 for found in pages.values())
     shared_parts = runs["shared"]["disk"]["by_part_per_owner_day"]
     own_parts = runs["per-owner"]["disk"]["by_part_per_owner_day"]
     assert shared_parts["shared tables"] > 0 and shared_parts["day tables"] == 0
