@@ -282,8 +282,9 @@ class SearchSettings(Section):
     max_matched_owners: int = Field(
         10_000,
         ge=1,
-        description="Most owners or switches with rows in the window that a search by prefix, "
-        "or without any named, may cover.",
+        description="Most owners or switches with day tables of their own in the window that "
+        "a search by prefix, or without any named, may cover (small audit owners in shared "
+        "tables do not count; backend=fdw and flows count every key with rows in the window).",
     )
     shard_timeout_s: float = Field(
         5.0,
@@ -360,9 +361,9 @@ class ReportSettings(Section):
     max_matched_keys: int = Field(
         200,
         ge=1,
-        description="Most owners or switches with rows in the window that a report by prefix, "
-        "or without any named, may cover (each shard reads all of their day tables in range in "
-        "one statement).",
+        description="Most owners or switches with day tables of their own in the window that "
+        "a report by prefix, or without any named, may cover (each shard reads all of their day "
+        "tables in range in one statement; small audit owners in shared tables do not count).",
     )
     shard_timeout_s: float = Field(
         30.0,
