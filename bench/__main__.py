@@ -23,6 +23,7 @@ MODULES = (
     "search.compacted",
     "hostile.decoders",
     "tail.writes",
+    "owners.big",
 )
 
 

@@ -542,7 +542,41 @@ def _operations() -> dict[str, tuple[Part, ...]]:
                 rows="runs",
                 caption="writes, searches, retention and the router's memory",
             ),
+            Table(
+                "owners",
+                (
+                    C("layout", "layout"),
+                    C("owners", "owners", ",.0f"),
+                    C("no owner: first page ms", "many_owner_pages.all.first_page_ms"),
+                    C("pages p50 ms", "many_owner_pages.all.pages.p50_ms"),
+                    C("p95 ms", "many_owner_pages.all.pages.p95_ms"),
+                    C("prefix ~10 %: owners", "many_owner_pages.prefix_10pct.owners", ",.0f"),
+                    C("pages p50 ms", "many_owner_pages.prefix_10pct.pages.p50_ms"),
+                    C("prefix ~1 %: owners", "many_owner_pages.prefix_1pct.owners", ",.0f"),
+                    C("pages p50 ms", "many_owner_pages.prefix_1pct.pages.p50_ms"),
+                ),
+                rows="runs",
+                caption="pages of 100 rows of one day over many owners (first and following)",
+            ),
             Verdicts("owners"),
+        ),
+        "owners-big.figures": (
+            Table(
+                "owners-big",
+                (
+                    C("layout", "@key"),
+                    C("rows written", "rows_written", ",.0f"),
+                    C("ingest rows/s (median)", "ingest_rows_per_s_median", ",.0f"),
+                    C("each repeat", "ingest_rows_per_s"),
+                    C("spread", "ingest_spread"),
+                    C("1-hour search p50 ms (median)", "search_p50_ms_median"),
+                    C("spread", "search_spread"),
+                    C("p95 ms (all)", "search_all.p95_ms"),
+                ),
+                rows="layouts",
+                caption="big owners with the shared tables of small owners on and off",
+            ),
+            Verdicts("owners-big"),
         ),
         "failover.figures": (
             Table(

@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
+from bench.owners import big
 from bench.owners.__main__ import TARGETS, alone, main, targets
 from tests.bench.conftest import own_ports
+from tests.support import free_port_range
 
 
 # About 6.5 s: its own cluster (2 s), a router per layout (1 s each) and the plot (1.5 s).
@@ -81,3 +83,22 @@ def test_a_million_that_does_not_fit_is_an_extrapolation_and_a_shortfall() -> No
     assert judged["alone_within_budget_s"]["extrapolated"] is True
     assert judged["overhead_bytes_per_owner_day"]["met"] is True
     assert "relations_per_shard_growth" not in judged  # one N: nothing to compare
+
+
+# About 6 s: its own cluster, two routers, 2 repeats of 2 small requests and 3 searches each.
+@pytest.mark.slow
+def test_a_tiny_big_owners_run_compares_both_layouts(results: Path, tmp_path: Path) -> None:
+    flags = ["--owners", "2", "--requests", "2", "--rows-per-request", "50", "--searches", "3"]
+    flags += ["--repeats", "2", "--shards", "1", "--groups", "1"]
+    ports = [*own_ports(1), "--second-router-port", str(free_port_range(1))]
+    assert big.main([*flags, "--data-dir", str(tmp_path / "cluster"), *ports]) == 0
+
+    payload = json.loads((results / "owners-big.json").read_text())
+    assert (results / "owners-big.png").stat().st_size > 0
+    assert set(payload["layouts"]) == {"shared", "per-owner"}
+    for found in payload["layouts"].values():
+        assert found["rows_written"] == 200
+        assert len(found["ingest_rows_per_s"]) == 2 and found["search_all"]["count"] == 6
+    assert set(payload["targets"]) == set(big.TARGETS)
+    for target in payload["targets"].values():
+        assert {"value", "target", "met", "at_most"} <= set(target)
