@@ -11,6 +11,8 @@ repeat of each:
 - search: one-owner 1-hour first pages (limit 100) of random owners and hours of the day
   written, one at a time, p50 and p95.
 
+A warm-up round of each layout first (--warm-up-rounds), written and searched, not counted.
+
 Medians of the repeats; each layout's rows counted at the end against what was written (an
 oracle of the writer's). Targets (the issue: "big owners: ingest and search figures unchanged
 ... within noise"): the shared layout's ingest rate >= 0.95x the per-owner layout's and its
@@ -162,15 +164,21 @@ def measure(settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
         rates: dict[str, list[float]] = {layout: [] for layout in LAYOUTS}
         p50s: dict[str, list[float]] = {layout: [] for layout in LAYOUTS}
         latencies: dict[str, list[float]] = {layout: [] for layout in LAYOUTS}
-        for repeat in range(args.repeats):
+        for repeat in range(-args.warm_up_rounds, args.repeats):
             # In turns, the first layout alternating: neither always meets a warmer cache.
             order = list(LAYOUTS) if repeat % 2 == 0 else list(reversed(LAYOUTS))
             for layout in order:
                 url = routers[layout].url
-                rates[layout].append(ingest(url, bodies(layout, args, day, repeat)))
+                rate = ingest(url, bodies(layout, args, day, repeat + args.warm_up_rounds))
                 found = asyncio.run(searches(url, layout, args, day))
+                if repeat < 0:
+                    continue  # a warm-up round: written and searched, not counted
+                rates[layout].append(rate)
                 p50s[layout].append(statistics.median(found))
                 latencies[layout] += found
+            if repeat < 0:
+                print(f"  warm-up round {repeat + args.warm_up_rounds + 1}", flush=True)
+                continue
             print(
                 f"  repeat {repeat + 1}/{args.repeats}: "
                 + ", ".join(
@@ -179,7 +187,7 @@ def measure(settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
                 ),
                 flush=True,
             )
-        written = args.repeats * args.requests * args.rows_per_request
+        written = (args.repeats + args.warm_up_rounds) * args.requests * args.rows_per_request
         layouts = {}
         for layout, router in routers.items():
             rows = counted(router.url, layout, args, day)
@@ -238,6 +246,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows-per-request", type=int, default=2000)
     parser.add_argument("--searches", type=int, default=200, help="per repeat and layout")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--warm-up-rounds", type=int, default=1, help="rounds of both layouts not counted"
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--groups", type=int, default=2)

@@ -97,7 +97,7 @@ def test_a_tiny_big_owners_run_compares_both_layouts(results: Path, tmp_path: Pa
     assert (results / "owners-big.png").stat().st_size > 0
     assert set(payload["layouts"]) == {"shared", "per-owner"}
     for found in payload["layouts"].values():
-        assert found["rows_written"] == 200
+        assert found["rows_written"] == 300
         assert len(found["ingest_rows_per_s"]) == 2 and found["search_all"]["count"] == 6
     assert set(payload["targets"]) == set(big.TARGETS)
     for target in payload["targets"].values():
