@@ -101,11 +101,15 @@ async def remirror(metadata: Executor, pools: ShardPools, owner: OwnerMapping) -
     return missed
 
 
-async def settle(metadata: Executor, pools: ShardPools, kind: str) -> list[int]:
+async def settle(
+    metadata: Executor, pools: ShardPools, kind: str, shards: Iterable[str]
+) -> list[int]:
     """Correct the mirrors that a remap left to correct (``mirror_pending``, recorded in the
-    remap's catalog transaction) before a reader relies on them: the owners of ``kind`` whose
-    mirrors are still wrong on some shard (unreachable), by id; empty when all are right. A
-    forgotten owner (no mapping) has no mirror row left to correct."""
+    remap's catalog transaction) before a reader relies on them, on ``shards`` (those a reader
+    reads: active and draining) and on those the owners' ``owner_shards`` rows name: the
+    owners of ``kind`` whose mirrors are still wrong on some shard (unreachable), by id; empty
+    when all are right. A forgotten owner (no mapping) has no mirror row left to correct."""
+    shards = sorted(shards)
     pending = [
         row["owner_id"]
         for row in await metadata.fetch(
@@ -122,6 +126,37 @@ async def settle(metadata: Executor, pools: ShardPools, kind: str) -> list[int]:
             await metadata.execute(
                 "DELETE FROM mirror_pending WHERE kind = $1 AND owner_id = $2", kind, ident
             )
-        elif await remirror(metadata, pools, mapping):
+            continue
+        missed = await correct_everywhere(pools, shards, mapping)
+        if missed or await remirror(metadata, pools, mapping):
             left.append(ident)
     return left
+
+
+async def correct_everywhere(
+    pools: ShardPools, shards: Iterable[str], owner: OwnerMapping
+) -> list[str]:
+    """Correct the owner's mirror row on each of ``shards`` that holds one, not only on those
+    its ``owner_shards`` rows name (a reader relies on every shard's mirror; an update of a
+    row that is right, or absent, changes nothing). The shards that could not be reached."""
+    missed = []
+    for shard in shards:
+        try:
+            await pools.writer(shard).execute(
+                "UPDATE shard_owners SET tenant = $3, key = $4 WHERE kind = $1 AND owner_id = $2 "
+                "AND (tenant, key) IS DISTINCT FROM ($3, $4)",
+                owner.kind,
+                owner.id,
+                owner.tenant,
+                owner.key,
+            )
+        except (OSError, Unavailable, asyncpg.PostgresError, asyncpg.InterfaceError) as failure:
+            log.warning(
+                "owner mirror of %s owner %d not corrected on shard %s (%s)",
+                owner.kind,
+                owner.id,
+                shard,
+                failure,
+            )
+            missed.append(shard)
+    return missed

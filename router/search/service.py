@@ -207,7 +207,12 @@ class SearchService:
         mirrors a remap left to correct corrected (router/catalog/mirror.py, ``settle``), or
         503 while a shard holding one cannot be reached."""
         with unavailable_when_unreachable("metadata database", retry_after_s=1):
-            left = await mirror.settle(self._metadata, self._pools, kind)
+            readable = [
+                name
+                for name, shard in self._catalog.snapshot.shards.items()
+                if shard.state in ("active", "draining")
+            ]
+            left = await mirror.settle(self._metadata, self._pools, kind, readable)
         if left:
             raise Unavailable(
                 f"the shards' mirrors of {len(left)} remapped {kind} owner(s) could not all be "
