@@ -14,10 +14,17 @@ from router.errors import BadRequest, GatewayTimeout, ShardlogError, Unavailable
 # cannot connect now, statement timeout), 40 transaction rollback (serialization, deadlock),
 # 25 read-only transaction (a standby after failover).
 _TRANSIENT_CLASSES = ("08", "53", "57", "40", "25")
+_BROKEN = (OSError, TimeoutError, asyncpg.InterfaceError, asyncpg.InternalClientError)
 
 
 def is_transient(exc: BaseException) -> bool:
-    if isinstance(exc, (OSError, TimeoutError, asyncpg.InterfaceError)):
+    # InternalClientError: a connection asyncpg gave up on mid-protocol (a shard stopping during
+    # COPY), or a multi-host DSN none of whose hosts is what its target_session_attrs asks for
+    # (a standby reader while the only standby is the node a failover lost): another attempt,
+    # or the primary, serves it.
+    if isinstance(
+        exc, (OSError, TimeoutError, asyncpg.InterfaceError, asyncpg.InternalClientError)
+    ):
         return True
     if isinstance(exc, asyncpg.PostgresError):
         state = getattr(exc, "sqlstate", None) or ""
