@@ -689,8 +689,10 @@ class SharedSettings(Section):
     own_table_rows: int = Field(
         10_000,
         ge=1,
-        description="A part of more rows than this, of an owner-day this router has not "
-        "written shared on that shard, goes straight to the owner-day's own table.",
+        description="The rows an owner-day may send its shard's shared table through one "
+        "router: a part that would take it past this goes to the owner-day's own table, and "
+        "so do its later parts; the promotion job moves owner-days with more shared rows than "
+        "this (or with both an own table and shared rows) to their own tables.",
     )
     promote_interval_s: float = Field(
         30.0,

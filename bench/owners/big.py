@@ -1,26 +1,31 @@
 """bench/owners/big (issue 38): big owners with the shared tables of small owners on and off,
 side by side in one run against the same commit. Two routers on one cluster, one with
 SHARDLOG_SHARED__ENABLED=true and one with false, each with owners of its own; in turns, a
-repeat of each:
+round of each layout, every round on a day of its own (yesterday, the day before, ...), so each
+measures whole owner-days from their first row:
 
-- ingest: CLIENTS clients posting NDJSON requests of --rows-per-request rows of the layout's
-  owners (a past day), rows/s. A request at or under SHARDLOG_SHARED__OWN_TABLE_ROWS (10,000)
-  goes to the shared table of its shard-day in the shared layout until the promotion job moves
-  it (its own day table from the first in the other), so this is the cost a big owner pays for
-  the shared layout until its promotion, which runs in each router as by default;
-- search: one-owner 1-hour first pages (limit 100) of random owners and hours of the day
-  written, one at a time, p50 and p95.
+- ingest: CLIENTS clients posting NDJSON requests of --rows-per-request rows, each of one
+  owner, --rows-per-owner-day rows of each of --owners owners (a big owner: 200,000 rows a day,
+  100,000 on each of the two shards of its spread), rows/s. In the shared layout each router
+  sends an owner-day's first SHARDLOG_SHARED__OWN_TABLE_ROWS (10,000) rows of each shard to
+  that shard's shared table and the rest to the owner-day's own table (what a big owner pays
+  for the shared layout: its first share of every day; the promotion job moves it later);
+- search: one-owner 1-hour first pages (limit 100) of random owners and hours of the round's
+  day, one at a time, p50 and p95 (the shared layout reads the own table and the shared rows);
+- context, not a target: "medium" owner-days of OWN_TABLE_ROWS rows (spread over two shards,
+  all shared) posted the same way: the rate a whole shared owner-day is written at.
 
 A warm-up round of each layout first (--warm-up-rounds), written and searched, not counted.
 
 Medians of the repeats; each layout's rows counted at the end against what was written (an
-oracle of the writer's). Targets (the issue: "big owners: ingest and search figures unchanged
-... within noise"): the shared layout's ingest rate >= 0.95x the per-owner layout's and its
-search p50 <= 1.10x, with each layout's spread over the repeats beside them. Writes
+oracle of the writer's), and the shared layout's rows found in shared tables counted on the
+shards. Targets (the issue: "big owners: ingest and search figures unchanged ... within
+noise"): the shared layout's ingest rate >= 0.95x the per-owner layout's and its search p50 <=
+1.10x, with each layout's spread over the repeats beside them. Writes
 bench/results/owners-big.{json,png}.
 
-    python -m bench.owners.big [--owners 4] [--requests 40] [--rows-per-request 2000]
-        [--searches 200] [--repeats 5] [--quick]
+    python -m bench.owners.big [--owners 4] [--rows-per-owner-day 200000]
+        [--rows-per-request 2000] [--searches 200] [--repeats 5] [--quick]
 """
 
 from __future__ import annotations
@@ -48,8 +53,10 @@ from bench.harness import (
     write_results,
 )
 from bench.owners.layout_run import LAYOUTS, quantiles
+from bench.shard_view import catalog_shards, owner_id, shard_sql
 from bench.stamps import mode_of
 from router import clock
+from router.db.names import shared_table
 from router.settings import Settings
 from services.router_process import RouterProcess
 
@@ -57,29 +64,33 @@ CLIENTS = 4
 TARGETS = {"ingest_ratio": 0.95, "search_p50_ratio": 1.10}
 
 
-def owner_key(layout: str, index: int) -> str:
-    return f"big-{layout}-{index}"
+def owner_key(layout: str, index: int, size: str = "big") -> str:
+    return f"{size}-{layout}-{index}"
 
 
-def bodies(layout: str, args: argparse.Namespace, day: date, repeat: int) -> list[bytes]:
-    """The repeat's requests: each of one owner (in turn), rows spread over the day."""
+def bodies(
+    layout: str, owners: int, rows_per_owner_day: int, per_request: int, day: date, tag: str
+) -> list[bytes]:
+    """A round's requests (``tag``: the owners' size, big or medium): each of ``per_request``
+    rows of one owner (the owners in turn), every owner's rows evenly spread over the day, in
+    order."""
     start = datetime.combine(day, datetime.min.time(), UTC)
-    step = timedelta(seconds=86_000 / args.rows_per_request)
+    each = max(1, rows_per_owner_day // per_request)  # requests per owner
+    step = timedelta(seconds=86_000 / (each * per_request))
     made = []
-    for request in range(args.requests):
-        owner = owner_key(layout, request % args.owners)
-        base = start + timedelta(microseconds=repeat * 1000 + request)
+    for request in range(owners * each):
+        owner, nth = owner_key(layout, request % owners, tag), request // owners
         made.append(
             b"".join(
                 orjson.dumps(
                     {
                         "owner": owner,
-                        "ts": (base + n * step).isoformat(),
-                        "content": f"big owner {owner} request {request} row {n} of {repeat}",
+                        "ts": (start + (nth * per_request + n) * step).isoformat(),
+                        "content": f"{owner} request {nth} row {n}",
                     }
                 )
                 + b"\n"
-                for n in range(args.rows_per_request)
+                for n in range(per_request)
             )
         )
     return made
@@ -115,10 +126,10 @@ async def searches(url: str, layout: str, args: argparse.Namespace, day: date) -
     return latencies
 
 
-def counted(url: str, layout: str, args: argparse.Namespace, day: date) -> int:
+def counted(url: str, keys: list[str], day: date) -> int:
     start = datetime.combine(day, datetime.min.time(), UTC)
     params: dict[str, Any] = {
-        "owner": [owner_key(layout, n) for n in range(args.owners)],
+        "owner": keys,
         "from": start.isoformat(),
         "to": (start + timedelta(days=1)).isoformat(),
         "limit": 1,
@@ -130,6 +141,23 @@ def counted(url: str, layout: str, args: argparse.Namespace, day: date) -> int:
     if answer.status_code != 200:
         raise RuntimeError(f"count: {answer.status_code} {answer.text[:300]}")
     return int(answer.json()["count"]["value"])
+
+
+def shared_rows(url: str, keys: list[str], days: list[date]) -> int:
+    """The owners' rows of ``days`` in the shards' shared tables, counted on the shards."""
+    with httpx.Client(base_url=url, headers=harness.auth_for(url), timeout=60) as api:
+        ids = [owner_id(api, "audit", key) for key in keys]
+        shards = catalog_shards(api)
+    listed = ",".join(str(i) for i in ids if i is not None) or "0"
+    total = 0
+    for dsn in shards.values():
+        for day in days:
+            table = shared_table("audit", day)
+            if shard_sql(dsn, f"SELECT to_regclass('{table}') IS NOT NULL").strip() != "t":
+                continue
+            found = shard_sql(dsn, f"SELECT count(*) FROM {table} WHERE owner_id IN ({listed})")
+            total += int(found.strip())
+    return total
 
 
 def router_for(settings: Settings, layout: str, port: int) -> RouterProcess:
@@ -151,7 +179,10 @@ def spread(values: list[float]) -> float:
 
 
 def measure(settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
-    day = clock.today() - timedelta(days=1)
+    yesterday = clock.today() - timedelta(days=1)
+    rounds = args.warm_up_rounds + args.repeats
+    big_days = [yesterday - timedelta(days=r) for r in range(rounds)]
+    medium_days = [yesterday - timedelta(days=rounds + r) for r in range(args.repeats)]
     ports = (settings.server.port, args.second_router_port or settings.server.port + 1)
     routers = {
         layout: router_for(settings, layout, port)
@@ -162,14 +193,19 @@ def measure(settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
             router.start()
             harness.TOKENS[router.url] = harness.bench_token(settings)
         rates: dict[str, list[float]] = {layout: [] for layout in LAYOUTS}
+        medium: dict[str, list[float]] = {layout: [] for layout in LAYOUTS}
         p50s: dict[str, list[float]] = {layout: [] for layout in LAYOUTS}
         latencies: dict[str, list[float]] = {layout: [] for layout in LAYOUTS}
-        for repeat in range(-args.warm_up_rounds, args.repeats):
+        for round_index, day in enumerate(big_days):
+            repeat = round_index - args.warm_up_rounds
             # In turns, the first layout alternating: neither always meets a warmer cache.
-            order = list(LAYOUTS) if repeat % 2 == 0 else list(reversed(LAYOUTS))
+            order = list(LAYOUTS) if round_index % 2 == 0 else list(reversed(LAYOUTS))
             for layout in order:
                 url = routers[layout].url
-                rate = ingest(url, bodies(layout, args, day, repeat + args.warm_up_rounds))
+                made = bodies(
+                    layout, args.owners, args.rows_per_owner_day, args.rows_per_request, day, "big"
+                )
+                rate = ingest(url, made)
                 found = asyncio.run(searches(url, layout, args, day))
                 if repeat < 0:
                     continue  # a warm-up round: written and searched, not counted
@@ -177,7 +213,7 @@ def measure(settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
                 p50s[layout].append(statistics.median(found))
                 latencies[layout] += found
             if repeat < 0:
-                print(f"  warm-up round {repeat + args.warm_up_rounds + 1}", flush=True)
+                print(f"  warm-up round {round_index + 1}", flush=True)
                 continue
             print(
                 f"  repeat {repeat + 1}/{args.repeats}: "
@@ -187,14 +223,38 @@ def measure(settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
                 ),
                 flush=True,
             )
-        written = (args.repeats + args.warm_up_rounds) * args.requests * args.rows_per_request
+        for round_index, day in enumerate(medium_days):
+            order = list(LAYOUTS) if round_index % 2 == 0 else list(reversed(LAYOUTS))
+            for layout in order:
+                made = bodies(
+                    layout, args.owners, args.medium_rows, args.rows_per_request, day, "medium"
+                )
+                medium[layout].append(ingest(routers[layout].url, made))
+        print(
+            "  medium owner-days (context): "
+            + ", ".join(f"{x} {statistics.median(medium[x]):,.0f} rows/s" for x in LAYOUTS),
+            flush=True,
+        )
         layouts = {}
         for layout, router in routers.items():
-            rows = counted(router.url, layout, args, day)
-            if rows != written:
-                raise RuntimeError(f"{layout}: {rows} rows counted, {written} written")
+            written: dict[str, int] = {}
+            found_rows: dict[str, int] = {}
+            for size, days, per_owner_day in (
+                ("big", big_days, args.rows_per_owner_day),
+                ("medium", medium_days, args.medium_rows),
+            ):
+                keys = [owner_key(layout, n, size) for n in range(args.owners)]
+                each = max(1, per_owner_day // args.rows_per_request) * args.rows_per_request
+                written[size] = len(days) * args.owners * each
+                found_rows[size] = sum(counted(router.url, keys, day) for day in days)
+                if found_rows[size] != written[size]:
+                    raise RuntimeError(
+                        f"{layout} {size}: {found_rows[size]} rows counted, {written[size]} written"
+                    )
+            big_keys = [owner_key(layout, n) for n in range(args.owners)]
             layouts[layout] = {
-                "rows_written": written,
+                "rows_written": written["big"],
+                "rows_shared": shared_rows(router.url, big_keys, big_days),
                 "ingest_rows_per_s": [round(r, 1) for r in rates[layout]],
                 "ingest_rows_per_s_median": round(statistics.median(rates[layout]), 1),
                 "ingest_spread": spread(rates[layout]),
@@ -202,6 +262,9 @@ def measure(settings: Settings, args: argparse.Namespace) -> dict[str, Any]:
                 "search_p50_ms_median": round(statistics.median(p50s[layout]), 3),
                 "search_spread": spread(p50s[layout]),
                 "search_all": quantiles(latencies[layout]),
+                "medium_rows_written": written["medium"],
+                "medium_ingest_rows_per_s": [round(r, 1) for r in medium[layout]],
+                "medium_ingest_rows_per_s_median": round(statistics.median(medium[layout]), 1),
             }
         return layouts
     finally:
@@ -242,8 +305,14 @@ def plot(layouts: dict[str, Any]) -> Callable[[Any], None]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.owners.big")
     parser.add_argument("--owners", type=int, default=4)
-    parser.add_argument("--requests", type=int, default=40, help="requests per repeat")
+    parser.add_argument("--rows-per-owner-day", type=int, default=200_000)
     parser.add_argument("--rows-per-request", type=int, default=2000)
+    parser.add_argument(
+        "--medium-rows",
+        type=int,
+        default=10_000,
+        help="rows of each medium owner-day (context: all shared at the default threshold)",
+    )
     parser.add_argument("--searches", type=int, default=200, help="per repeat and layout")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument(
@@ -252,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--groups", type=int, default=2)
-    parser.add_argument("--quick", action="store_true", help="3 repeats of 20 requests")
+    parser.add_argument("--quick", action="store_true", help="3 repeats, 100 searches each")
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--base-port", type=int, default=harness.BENCH_BASE_PORT)
     parser.add_argument("--router-port", type=int, default=harness.BENCH_ROUTER_PORT)
@@ -261,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.quick:
-        args.repeats, args.requests, args.searches = 3, 20, 100
+        args.repeats, args.searches = 3, 100
     settings = bench_settings(
         args.data_dir or scratch_dir("shardlog-bench-owners-big-"),
         shards=args.shards,
@@ -284,7 +353,22 @@ def main(argv: list[str] | None = None) -> int:
                 ),
                 "the largest (max - min) / median over the repeats of either layout: the noise "
                 "the ratios are read against",
-            )
+            ),
+            "shared_fraction": harness.context(
+                round(layouts["shared"]["rows_shared"] / layouts["shared"]["rows_written"], 4),
+                "of the big owners' rows, those the shared layout left in shared tables (each "
+                "shard's first SHARDLOG_SHARED__OWN_TABLE_ROWS of an owner-day, until the "
+                "promotion job moves them)",
+            ),
+            "medium_ingest_ratio": harness.context(
+                round(
+                    layouts["shared"]["medium_ingest_rows_per_s_median"]
+                    / layouts["per-owner"]["medium_ingest_rows_per_s_median"],
+                    3,
+                ),
+                "owner-days of --medium-rows rows, all shared in the shared layout: the rate "
+                "a whole shared owner-day is written at, over the per-owner layout's",
+            ),
         },
     }
     json_path, png = write_results("owners-big", payload, plot(layouts), mode=mode_of(parser, args))

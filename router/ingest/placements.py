@@ -1,11 +1,12 @@
 """What a router knows of the owner-days it writes into shared tables (docs/architecture.md,
 "Placement: shared or own"), bounded: per shard and owner-day, written shared (its owner_days
-row made, its owner's owner_shards row recorded) or promoted to its own table; a forgotten
-entry costs the next write of it one idempotent statement on the shard and one in the
-catalog."""
+row made, its owner's owner_shards row recorded) or promoted to its own table, and how many
+rows this router has sent it shared; a forgotten entry costs the next write of it one
+idempotent statement on the shard and one in the catalog, and starts its count again."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import date
 from typing import Literal
 
@@ -20,10 +21,17 @@ from router.lru import LRU
 Placement = Literal["shared", "promoted"]
 
 
+@dataclass(slots=True)
+class _Seen:
+    placed: Placement | None = None
+    shared_rows: int = 0
+    outgrown: bool = False
+
+
 class SharedPlacements:
     def __init__(self, metadata: asyncpg.Pool, capacity: int) -> None:
         self._metadata = metadata
-        self._placed: LRU[tuple[str, str, int, date], Placement] = LRU(capacity)
+        self._placed: LRU[tuple[str, str, int, date], _Seen] = LRU(capacity)
         # (kind, owner id, shard) -> the first day recorded for it in owner_shards.
         self._recorded: LRU[tuple[str, int, str], date] = LRU(capacity)
 
@@ -31,10 +39,38 @@ class SharedPlacements:
         return len(self._placed)
 
     def of(self, shard: str, table: DayTable) -> Placement | None:
-        return self._placed.get(_key(shard, table))
+        seen = self._placed.get(_key(shard, table))
+        return None if seen is None else seen.placed
+
+    def shared_rows(self, shard: str, table: DayTable) -> int:
+        """The rows this router has sent the owner-day's shared table on the shard (as far as
+        it remembers)."""
+        seen = self._placed.get(_key(shard, table))
+        return 0 if seen is None else seen.shared_rows
+
+    def outgrown(self, shard: str, table: DayTable) -> bool:
+        """A part of the owner-day went to its own table because of its size: so do the
+        next ones."""
+        seen = self._placed.get(_key(shard, table))
+        return seen is not None and seen.outgrown
+
+    def sending(self, shard: str, table: DayTable, rows: int) -> None:
+        """``rows`` more of the owner-day are on their way to its shared table."""
+        self._seen(shard, table).shared_rows += rows
+
+    def outgrew(self, shard: str, table: DayTable) -> None:
+        self._seen(shard, table).outgrown = True
 
     def promoted(self, shard: str, table: DayTable) -> None:
-        self._placed.put(_key(shard, table), "promoted")
+        self._seen(shard, table).placed = "promoted"
+
+    def _seen(self, shard: str, table: DayTable) -> _Seen:
+        key = _key(shard, table)
+        seen = self._placed.get(key)
+        if seen is None:
+            seen = _Seen()
+            self._placed.put(key, seen)
+        return seen
 
     def forget(self, shard: str, table: DayTable) -> None:
         self._placed.pop(_key(shard, table))
@@ -58,7 +94,7 @@ class SharedPlacements:
             table.owner_id,
         )
         await self._record(shard, table)
-        self._placed.put(_key(shard, table), "promoted" if promoted else "shared")
+        self._seen(shard, table).placed = "promoted" if promoted else "shared"
 
     async def _record(self, shard: str, table: DayTable) -> None:
         key = (table.kind, table.owner_id, shard)

@@ -158,16 +158,21 @@ class PartWriter:
 
     def _placed(self, part: Part, shard: str) -> Part:
         """The part bound for its shared table (``table.shared``), or its own table: shared
-        when shareable, unless the owner-day was promoted, or the part is larger than
-        SHARDLOG_SHARED__OWN_TABLE_ROWS and this router has not written the owner-day shared on
-        that shard."""
+        when shareable, unless the owner-day was promoted, or the part would take the rows this
+        router has sent the owner-day's shared table on that shard past
+        SHARDLOG_SHARED__OWN_TABLE_ROWS, or an earlier part did. An owner-day that outgrows its
+        share thus writes on in its own table at once, and the promotion job (whose survey takes
+        owner-days with both an own table and shared rows) moves the rows it left shared."""
         if not part.shareable:
             return part
-        placement = self.placements.of(shard, part.table)
-        if placement == "promoted":
+        placements = self.placements
+        if placements.of(shard, part.table) == "promoted" or placements.outgrown(shard, part.table):
             return part
-        if placement is None and len(part.rows) > self._own_table_rows:
+        rows = len(part.rows)
+        if placements.shared_rows(shard, part.table) + rows > self._own_table_rows:
+            placements.outgrew(shard, part.table)
             return part
+        placements.sending(shard, part.table, rows)
         return replace(part, table=replace(part.table, own=False, shared=True))
 
     def _small(self, part: Part, request_key: str | None) -> bool:

@@ -85,11 +85,13 @@ def test_a_million_that_does_not_fit_is_an_extrapolation_and_a_shortfall() -> No
     assert "relations_per_shard_growth" not in judged  # one N: nothing to compare
 
 
-# About 6 s: its own cluster, two routers, 2 repeats of 2 small requests and 3 searches each.
+# About 7 s: its own cluster, two routers, a warm-up round and 2 repeats of 4 small requests and
+# 3 searches each, 2 medium rounds.
 @pytest.mark.slow
 def test_a_tiny_big_owners_run_compares_both_layouts(results: Path, tmp_path: Path) -> None:
-    flags = ["--owners", "2", "--requests", "2", "--rows-per-request", "50", "--searches", "3"]
-    flags += ["--repeats", "2", "--shards", "1", "--groups", "1"]
+    flags = ["--owners", "2", "--rows-per-owner-day", "100", "--rows-per-request", "50"]
+    flags += ["--medium-rows", "50", "--searches", "3", "--repeats", "2", "--shards", "1"]
+    flags += ["--groups", "1"]
     ports = [*own_ports(1), "--second-router-port", str(free_port_range(1))]
     assert big.main([*flags, "--data-dir", str(tmp_path / "cluster"), *ports]) == 0
 
@@ -97,8 +99,13 @@ def test_a_tiny_big_owners_run_compares_both_layouts(results: Path, tmp_path: Pa
     assert (results / "owners-big.png").stat().st_size > 0
     assert set(payload["layouts"]) == {"shared", "per-owner"}
     for found in payload["layouts"].values():
-        assert found["rows_written"] == 300
+        assert found["rows_written"] == 3 * 2 * 100  # a warm-up round and 2 repeats
+        assert found["medium_rows_written"] == 2 * 2 * 50
         assert len(found["ingest_rows_per_s"]) == 2 and found["search_all"]["count"] == 6
+    # 100 rows an owner-day at the default threshold: all shared, or none.
+    assert payload["layouts"]["shared"]["rows_shared"] == 600
+    assert payload["layouts"]["per-owner"]["rows_shared"] == 0
+    assert set(payload["context"]) == {"spreads", "shared_fraction", "medium_ingest_ratio"}
     assert set(payload["targets"]) == set(big.TARGETS)
     for target in payload["targets"].values():
         assert {"value", "target", "met", "at_most"} <= set(target)

@@ -1,7 +1,8 @@
 """Ingest into shared tables (issue 38, step 3; docs/architecture.md, "Placement: shared or own",
 "The write"): a router with SHARDLOG_SHARED__ENABLED writes small audit owner-days into the
-shard's shared table of their day (odd ids), a part larger than SHARDLOG_SHARED__OWN_TABLE_ROWS
-of an owner-day it has not written shared into the owner-day's own table (even ids), every row
+shard's shared table of their day (odd ids), a part that would take the rows it sent an
+owner-day's shared table past SHARDLOG_SHARED__OWN_TABLE_ROWS, and every later part of it, into
+the owner-day's own table (even ids), every row
 once whatever the retries, behind the fence of the owner-day's owner_days row (a promoted
 owner-day's next part goes to its own table); searches read both, the live tail delivers rows
 written shared. The oracle is what the test wrote."""
@@ -159,24 +160,68 @@ def test_small_owner_days_go_to_shared_tables_with_odd_ids(
         assert contents(api, owner) == expected  # the session's router reads them too
 
 
-def test_a_large_part_goes_to_its_own_table_with_even_ids_and_later_ones_shared(
+def placed_by_shard(api: httpx.Client, owner: str) -> dict[str, tuple[int, int]]:
+    """Per shard holding rows of the owner's DAY: how many are shared, how many in its own
+    table (placement is per shard: each shard of the owner's spread counts its own)."""
+    ident = owner_id(api, "audit", owner)
+    assert ident is not None
+    found = {}
+    for name, dsn in catalog_shards(api).items():
+        ids = placed_ids({name: dsn}, "audit", ident, DAY.date())
+        assert all(i % 2 == 1 for i in ids["shared"]) and all(i % 2 == 0 for i in ids["own"])
+        if ids["shared"] or ids["own"]:
+            found[name] = (len(ids["shared"]), len(ids["own"]))
+    return found
+
+
+def test_a_large_part_goes_to_its_own_table_with_even_ids_and_so_do_later_ones(
     client: httpx.Client, api: httpx.Client
 ) -> None:
     owner = f"large-{uuid.uuid4().hex[:8]}"
     post(client, records(owner, 4 * OWN_TABLE_ROWS, "big"), key=uuid.uuid4().hex)
-    first = placed(api, owner)
-    assert len(first["own"]) == 4 * OWN_TABLE_ROWS and first["shared"] == [], first
-    assert all(ident % 2 == 0 for ident in first["own"]), first
+    first = placed_by_shard(api, owner)
+    assert all(shared == 0 for shared, _ in first.values()), first
+    assert sum(own for _, own in first.values()) == 4 * OWN_TABLE_ROWS, first
     post(client, records(owner, 5, "small", 1000), key=uuid.uuid4().hex)
-    second = placed(api, owner)
-    assert len(second["shared"]) == 5 and len(second["own"]) == 4 * OWN_TABLE_ROWS, second
-    assert not set(second["shared"]) & set(second["own"])
+    second = placed_by_shard(api, owner)
+    # On a shard the large part outgrew, the small one follows it; on another it is shared.
+    for shard, (shared, own) in second.items():
+        assert shared == 0 if shard in first else own == 0, second
+    assert sum(shared + own for shared, own in second.values()) == 4 * OWN_TABLE_ROWS + 5
     expected = [f"big {i}" for i in range(4 * OWN_TABLE_ROWS)] + [f"small {i}" for i in range(5)]
     assert contents(client, owner) == expected
     count = client.get(
         "/v1/audit/search", params={"owner": owner, **WINDOW, "limit": 1, "count": "exact"}
     ).json()["count"]["value"]
     assert count == len(expected)
+
+
+def test_an_owner_day_that_outgrows_its_share_writes_on_in_its_own_table(
+    client: httpx.Client, api: httpx.Client
+) -> None:
+    """On each shard, small parts go shared until the next would take the owner-day past
+    OWN_TABLE_ROWS there: that one and every later one go to its own table, keyed or COPY."""
+    owner = f"growing-{uuid.uuid4().hex[:8]}"
+    step = OWN_TABLE_ROWS // 3
+    parts = 8
+    for n in range(parts):
+        post(client, records(owner, step, f"part{n}", n * step), key=uuid.uuid4().hex)
+    first = placed_by_shard(api, owner)
+    assert sum(shared + own for shared, own in first.values()) == parts * step, first
+    for shared, own in first.values():
+        assert shared == min(shared + own, 3 * step), first
+    post(client, records(owner, 2, "late", parts * step))  # no key: COPY
+    second = placed_by_shard(api, owner)
+    grown = [shard for shard in second if second[shard] != first.get(shard)]
+    assert len(grown) == 1, (first, second)
+    shared, own = second[grown[0]]
+    before = first.get(grown[0], (0, 0))
+    if before[0] == 3 * step:  # the shard it went to had used up its share
+        assert (shared, own) == (before[0], before[1] + 2), (first, second)
+    else:
+        assert (shared, own) == (before[0] + 2, before[1]), (first, second)
+    expected = [f"part{n} {i}" for n in range(parts) for i in range(step)] + ["late 0", "late 1"]
+    assert contents(client, owner) == expected
 
 
 def test_a_retried_request_is_written_once(client: httpx.Client, api: httpx.Client) -> None:
@@ -260,8 +305,8 @@ def test_a_shard_stopped_during_shared_writes_loses_and_duplicates_nothing(
 ) -> None:
     """Writers of small keyed requests keep going while a shard of their group stops for a few
     seconds, retrying with the same Idempotency-Key as documented: every request acknowledged,
-    each row once and in a shared table (a part moved to another shard of the group is recorded
-    there before it is written, so searches find it)."""
+    each row once (a part moved to another shard of the group is recorded there before it is
+    written, so searches find it), shared until its shard's share of the owner-day is used."""
     owner = f"stopped-{uuid.uuid4().hex[:8]}"
     mapped = api.put(
         "/v1/admin/owners",
@@ -298,5 +343,7 @@ def test_a_shard_stopped_during_shared_writes_loses_and_duplicates_nothing(
     assert statuses == [200] * len(batches)
     expected = sorted(f"b{n} {i}" for n in range(40) for i in range(5))
     assert sorted(contents(client, owner)) == expected
-    where = placed(api, owner)
-    assert len(where["shared"]) == len(expected) and where["own"] == [], where
+    # At most OWN_TABLE_ROWS rows shared per shard (failed attempts count too), the rest in the
+    # owner-day's own table.
+    for shared, _ in placed_by_shard(api, owner).values():
+        assert shared <= OWN_TABLE_ROWS, shared
