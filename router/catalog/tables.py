@@ -47,11 +47,11 @@ async def located(
     rows = await metadata.fetch(
         "WITH own AS (SELECT owner_id, shard, day, layout FROM day_tables WHERE kind = $1 "
         "  AND owner_id = ANY($2::bigint[]) AND day BETWEEN $3 AND $4), "
-        "shared AS (SELECT o.owner_id, o.shard, t.day FROM owner_shards AS o "
+        "shared AS (SELECT o.owner_id, o.shard, t.day, t.layout FROM owner_shards AS o "
         "  JOIN shared_tables AS t ON t.kind = o.kind AND t.shard = o.shard AND t.day >= o.since "
         "  WHERE o.kind = $1 AND o.owner_id = ANY($2::bigint[]) AND t.day BETWEEN $3 AND $4) "
         "SELECT owner_id, shard, day, own.layout, own.owner_id IS NOT NULL AS own, "
-        "shared.owner_id IS NOT NULL AS shared "
+        "shared.owner_id IS NOT NULL AS shared, shared.layout AS shared_layout "
         "FROM own FULL JOIN shared USING (owner_id, shard, day) "
         "ORDER BY owner_id, day, shard",
         kind,
@@ -67,6 +67,7 @@ async def located(
                 compacted=row["layout"] == "compacted",
                 own=row["own"],
                 shared=row["shared"],
+                shared_compacted=row["shared_layout"] == "compacted",
             ),
         )
         for row in rows
@@ -75,17 +76,17 @@ async def located(
 
 async def shard_days(
     metadata: asyncpg.Pool, kind: Kind, first: date, last: date
-) -> list[tuple[str, date]]:
-    """(shard, day) of every shared table of ``kind`` the registry lists between two days,
-    inclusive: where a search of a prefix or of no owner reads the small owners' rows."""
+) -> list[tuple[str, date, bool]]:
+    """(shard, day, compacted) of every shared table of ``kind`` the registry lists between two
+    days, inclusive: where a search of a prefix or of no owner reads the small owners' rows."""
     rows = await metadata.fetch(
-        "SELECT shard, day FROM shared_tables WHERE kind = $1 AND day BETWEEN $2 AND $3 "
-        "ORDER BY day, shard",
+        "SELECT shard, day, layout FROM shared_tables WHERE kind = $1 "
+        "AND day BETWEEN $2 AND $3 ORDER BY day, shard",
         kind,
         first,
         last,
     )
-    return [(row["shard"], row["day"]) for row in rows]
+    return [(row["shard"], row["day"], row["layout"] == "compacted") for row in rows]
 
 
 async def on_shard(connection: Connection) -> list[DayTable]:

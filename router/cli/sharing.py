@@ -1,8 +1,9 @@
 """`shardlog sharing ahead`: the shared tables of today and the next days made on every shard
 not marked down and registered (docs/architecture.md, "Shared tables for small owners");
 `shardlog sharing promote`: the owner-days that outgrew their share moved to tables of their
-own; `shardlog sharing status`: what a day's shared tables hold. Once each, whatever
-SHARDLOG_SHARED__ENABLED says; without a running router."""
+own; `shardlog sharing status`: what a day's shared tables hold; `shardlog sharing compact`:
+the shared tables of closed days compacted (docs/architecture.md, "Compacting shared
+days"). Once each, whatever SHARDLOG_SHARED__ENABLED says; without a running router."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from router.auth import self_audit
 from router.cli import auth as cli_auth
 from router.cli.lifecycle import Context, with_context
 from router.cli.output import output, print_table
+from router.compaction.shared import compact_shared_days
 from router.sharing.ahead import ahead_days, make_ahead
 from router.sharing.job import locked_promotion
 from router.sharing.status import sharing_status
@@ -88,6 +90,34 @@ async def cmd_status(ctx: Context, args: argparse.Namespace) -> int:
     return EXIT_PARTIAL if status["unreachable"] else 0
 
 
+@with_context
+async def cmd_compact(ctx: Context, args: argparse.Namespace) -> int:
+    days = await compact_shared_days(
+        ctx.metadata, ctx.pools, ctx.settings.compaction, args.day, args.clear_now
+    )
+    if days is None:
+        print("shardlog: another compaction run holds the lock; try again", file=sys.stderr)
+        return EXIT_PARTIAL
+    data = {"shard_days": [day.to_json() for day in days]}
+    if any(day.steps or day.failed for day in days):
+        details = {"shard_days": [d for d in data["shard_days"] if d["steps"] or d["failed"]]}
+        await _audit(ctx, "shared.compact", "shared tables", details)
+
+    def show() -> None:
+        columns = ["shard", "day", "steps", "rows", "segments", "heap_bytes", "packed_bytes"]
+        print_table(
+            [{**d, "steps": ",".join(d["steps"]) or "-"} for d in data["shard_days"]], columns
+        )
+        for day in days:
+            if day.waiting:
+                print(f"{day.shard} {day.day}: waiting for {day.waiting}")
+            if day.failed:
+                print(f"shardlog: {day.shard} {day.day} failed: {day.failed}", file=sys.stderr)
+
+    output(args, data, show)
+    return EXIT_PARTIAL if any(day.failed for day in days) else 0
+
+
 def add_parsers(commands: Any) -> None:
     sharing = commands.add_parser("sharing", help="shared tables of small owners")
     actions = sharing.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -130,3 +160,19 @@ def add_parsers(commands: Any) -> None:
     )
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(run=cmd_status)
+    compact = actions.add_parser(
+        "compact",
+        help="compact the audit shared tables of closed days into segments of many owners' "
+        "rows (copy, verify, switch, and the clear after SHARDLOG_COMPACTION__CLEAR_AFTER_S), "
+        "once; not yet run by the router's compaction job",
+    )
+    compact.add_argument(
+        "--day", type=date.fromisoformat, metavar="YYYY-MM-DD", help="only this closed day"
+    )
+    compact.add_argument(
+        "--clear-now",
+        action="store_true",
+        help="clear the shared rows the copy saw without waiting CLEAR_AFTER_S",
+    )
+    compact.add_argument("--json", action="store_true", help="print JSON")
+    compact.set_defaults(run=cmd_compact)

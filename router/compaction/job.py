@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import asyncpg
 
@@ -21,6 +22,7 @@ log = logging.getLogger(__name__)
 # pg_advisory_lock key of compaction runs ('shardlog compact' as a number).
 RUN_LOCK = 0x73686C636D7061
 Observer = Callable[[Report], Awaitable[object]]
+T = TypeVar("T")
 
 
 async def locked_run(
@@ -32,12 +34,17 @@ async def locked_run(
 ) -> Report | None:
     """A run over the closed owner-days of ``scope``, or None when another run holds the
     lock."""
+    return await with_run_lock(metadata, lambda: compactor.run(snapshot, scope, clear_now))
+
+
+async def with_run_lock(metadata: asyncpg.Pool, work: Callable[[], Awaitable[T]]) -> T | None:
+    """``work``'s answer under the compaction runs' lock, or None when another run holds it."""
     async with metadata.acquire() as lock_connection:
         try:
             if not await lock_connection.fetchval("SELECT pg_try_advisory_lock($1)", RUN_LOCK):
                 return None
             try:
-                return await compactor.run(snapshot, scope, clear_now)
+                return await work()
             finally:
                 await lock_connection.execute("SELECT pg_advisory_unlock($1)", RUN_LOCK)
         except BaseException:

@@ -81,7 +81,56 @@ def heap_rows(table: DayTable, own_condition: str | None = None) -> str:
     where = f"owner_id = {int(table.owner_id)}"
     if own_condition is not None:
         where += f" AND (shared OR ({own_condition}))"
+    if table.shared_compacted:
+        # The shard-day's segments hold the rest (page_branch, count_branch, source).
+        where += f" AND (NOT shared OR ({shared_late(table)}))"
     return f"SELECT {columns} FROM ({' UNION ALL '.join(branches)}) AS rows WHERE {where}"
+
+
+def shared_snapshot(table: DayTable) -> str:
+    """The snapshot a compacted shard-day's shared rows were packed under (the shard's
+    compacted_days row of owner id 0)."""
+    return (
+        f"(SELECT snapshot FROM compacted_days WHERE kind = '{table.kind}' "
+        f"AND owner_id = 0 AND day = DATE '{table.day.isoformat()}')"
+    )
+
+
+def shared_late(table: DayTable) -> str:
+    """The shared table's rows that a compacted shard-day's segments do not hold."""
+    return (
+        f"created_xid IS NOT NULL AND NOT pg_visible_in_snapshot(created_xid, "
+        f"{shared_snapshot(table)})"
+    )
+
+
+def shared_owner_at() -> str:
+    """The owner of an unpacked row (``u``) of a shared segment (``s``): its 2-byte index
+    into the segment's owners."""
+    return (
+        "s.owners[get_byte(s.owner_of, 2 * (u.ord - 1)) * 256 "
+        "+ get_byte(s.owner_of, 2 * u.ord - 1) + 1]"
+    )
+
+
+def shared_segments(table: DayTable, window: tuple[str, str] | None = None) -> str:
+    """The shard-day's shared segments, each row unpacked (``s``, ``u``; bounded by
+    ``window`` as ``segments``)."""
+    bounds = "" if window is None else f", {window[0]}, {window[1]}"
+    return (
+        f"{table.shared_segments} AS s "
+        f"CROSS JOIN LATERAL shardlog_unpack_audit(s.block{bounds}) AS u"
+    )
+
+
+def shared_holding(owner_id: int) -> str:
+    """Shared segments that hold rows of the owner (the GIN index on owners)."""
+    return f"s.owners @> ARRAY[{int(owner_id)}::bigint]"
+
+
+def shared_owned(owner_id: int) -> str:
+    """Shared segments holding the owner's rows, and of their rows the owner's."""
+    return f"{shared_holding(owner_id)} AND {shared_owner_at()} = {int(owner_id)}"
 
 
 def late(table: DayTable) -> str:
@@ -153,31 +202,46 @@ def page_branch(
     order: str,
     cap: str,
     segments_where: Callable[[], tuple[str, tuple[str, str]]],
+    shared_where: Callable[[], tuple[str, tuple[str, str]]] | None = None,
 ) -> str:
     """One table's branch of a page: its first ``cap`` rows that meet ``condition`` in
     ``order`` ("ts ASC, id ASC" or the DESC twin), with its owner id. A compacted owner-day:
     the late heap rows and the segments (``segments_where()``: which may hold a row of the
     page, and the ts range whose rows the unpack builds), read in segment order and each
     segment's rows in stored order, which is (ts, id) order, so the page stops unpacking
-    once it is full. ``select`` names the row's instant ts (a flow's first_seen AS ts): the
-    branches' union is ordered by it."""
+    once it is full. Rows in a compacted shard-day's shared segments likewise
+    (``shared_where()``), the owner's rows of each segment in (ts, owner id, id) order, which
+    for one owner is (ts, id) order. ``select`` names the row's instant ts (a flow's
+    first_seen AS ts): the branches' union is ordered by it."""
     owner = f"{int(table.owner_id)}::bigint AS owner_id"
-    if not table.compacted:
+    if not table.compacted and not table.shared_compacted:
         return (
             f"(SELECT {select}, {owner} FROM {heap(table)} WHERE {condition} "
             f"ORDER BY {order} LIMIT {cap})"
         )
     direction = "DESC" if order.endswith("DESC") else "ASC"
-    which, window = segments_where()
-    rows = f"SELECT {select}, {owner} FROM {heap(table, late(table))} WHERE {condition}"
-    packed = (
-        f"SELECT {select}, {owner} FROM {segments(table, window)} "
-        f"WHERE {owned(table)} AND {which} AND {condition} "
-        f"ORDER BY s.seq {direction}, u.ord {direction} LIMIT {cap}"
+    in_order = f"ORDER BY s.seq {direction}, u.ord {direction} LIMIT {cap}"
+    rows = (
+        f"SELECT {select}, {owner} FROM {heap(table, late(table) if table.compacted else None)} "
+        f"WHERE {condition}"
     )
+    parts = [f"({rows} ORDER BY {order} LIMIT {cap})"]
+    if table.compacted:
+        which, window = segments_where()
+        parts.append(
+            f"(SELECT {select}, {owner} FROM {segments(table, window)} "
+            f"WHERE {owned(table)} AND {which} AND {condition} {in_order})"
+        )
+    if table.shared_compacted:
+        assert shared_where is not None
+        which, window = shared_where()
+        parts.append(
+            f"(SELECT {select}, {owner} FROM {shared_segments(table, window)} "
+            f"WHERE {shared_owned(table.owner_id)} AND {which} AND {condition} {in_order})"
+        )
     return (
-        f"(SELECT * FROM (({rows} ORDER BY {order} LIMIT {cap}) "
-        f"UNION ALL ({packed})) AS compacted ORDER BY ts {direction}, id {direction} LIMIT {cap})"
+        f"(SELECT * FROM ({' UNION ALL '.join(parts)}) AS compacted "
+        f"ORDER BY ts {direction}, id {direction} LIMIT {cap})"
     )
 
 
@@ -192,37 +256,54 @@ def count_branch(
     bigint ``n``, joined by UNION ALL). A compacted owner-day: its late heap rows, and its
     segments that overlap ``window`` (SQL expressions) and are ``candidates``; when the
     condition is the window alone (``unconditional``), the segments wholly inside it count by
-    their ``rows`` without being opened."""
-    if not table.compacted:
+    their ``rows`` without being opened. A compacted shard-day's shared segments holding the
+    owner are opened and its rows counted."""
+    if not table.compacted and not table.shared_compacted:
         return f"SELECT count(*) AS n FROM {heap(table)} WHERE {condition}"
     start, end = window
-    opened = f"{owned(table)} AND {overlapping(start, end)}"
-    branches = [f"SELECT count(*) AS n FROM {heap(table, late(table))} WHERE {condition}"]
-    if unconditional:
+    heap_rows_of = heap(table, late(table) if table.compacted else None)
+    branches = [f"SELECT count(*) AS n FROM {heap_rows_of} WHERE {condition}"]
+    if table.compacted:
+        opened = f"{owned(table)} AND {overlapping(start, end)}"
+        if unconditional:
+            branches.append(
+                f"SELECT coalesce(sum(s.rows), 0)::bigint FROM {table.segments} AS s "
+                f"WHERE {owned(table)} AND {inside(start, end)}"
+            )
+            opened += f" AND NOT ({inside(start, end)})"
         branches.append(
-            f"SELECT coalesce(sum(s.rows), 0)::bigint FROM {table.segments} AS s "
-            f"WHERE {owned(table)} AND {inside(start, end)}"
+            f"SELECT count(*) FROM {segments(table, window)} "
+            f"WHERE {opened} AND {candidates} AND {condition}"
         )
-        opened += f" AND NOT ({inside(start, end)})"
-    branches.append(
-        f"SELECT count(*) FROM {segments(table, window)} "
-        f"WHERE {opened} AND {candidates} AND {condition}"
-    )
+    if table.shared_compacted:
+        branches.append(
+            f"SELECT count(*) FROM {shared_segments(table, window)} "
+            f"WHERE {shared_owned(table.owner_id)} AND {overlapping(start, end)} "
+            f"AND {candidates} AND {condition}"
+        )
     return " UNION ALL ".join(branches)
 
 
 def source(table: DayTable, window: tuple[str, str] | None = None) -> str:
     """A FROM item of every row of the table with the day table's columns, under the table's
     own name: the table itself, or for a compacted owner-day its late heap rows and its
-    unpacked segments (those overlapping ``window``, SQL expressions, when given)."""
-    if not table.compacted:
+    unpacked segments (those overlapping ``window``, SQL expressions, when given), and for a
+    compacted shard-day the owner's rows of its shared segments."""
+    if not table.compacted and not table.shared_compacted:
         return heap(table)
     bounds = "" if window is None else f" AND {overlapping(*window)}"
-    return (
-        f"({heap_rows(table, late(table))} "
-        f"UNION ALL SELECT {unpacked_columns(table)} "
-        f"FROM {segments(table, window)} WHERE {owned(table)}{bounds}) AS {table.quoted}"
-    )
+    parts = [heap_rows(table, late(table) if table.compacted else None)]
+    if table.compacted:
+        parts.append(
+            f"SELECT {unpacked_columns(table)} "
+            f"FROM {segments(table, window)} WHERE {owned(table)}{bounds}"
+        )
+    if table.shared_compacted:
+        parts.append(
+            f"SELECT {unpacked_columns(table)} FROM {shared_segments(table, window)} "
+            f"WHERE {shared_owned(table.owner_id)}{bounds}"
+        )
+    return f"({' UNION ALL '.join(parts)}) AS {table.quoted}"
 
 
 def timestamp(value: datetime) -> str:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from asyncpg import Record
+
 from router.compaction import statements
 from router.compaction.plan import Packed
 from router.db import roles
@@ -27,14 +29,18 @@ async def transaction_settings(connection: Connection, settings: CompactionSetti
 async def segment_table(connection: Connection, table: DayTable) -> None:
     """The day's segment table, made once however many compactions start together (its own
     transaction)."""
+    await made_once(connection, table.segments, statements.segment_table_ddl(table))
+
+
+async def made_once(connection: Connection, quoted: str, ddl: Sequence[str]) -> None:
+    """The relation ``quoted`` made by ``ddl`` (as shardlog_tables) unless it exists, under an
+    advisory lock of its name, in a transaction of its own."""
     async with connection.transaction():
-        await connection.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended($1, 37))", table.segments
-        )
-        if await connection.fetchval("SELECT to_regclass($1) IS NOT NULL", table.segments):
+        await connection.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 37))", quoted)
+        if await connection.fetchval("SELECT to_regclass($1) IS NOT NULL", quoted):
             return
         await connection.execute(f"SET LOCAL ROLE {roles.TABLES}")
-        for statement in statements.segment_table_ddl(table):
+        for statement in ddl:
             await connection.execute(statement)
 
 
@@ -52,20 +58,36 @@ async def copy_in(
     )
     heap = await connection.fetchrow(statements.record_sql(table), table.owner_id, table.day)
     packed = await connection.fetchrow(statements.verify_sql(table), table.owner_id)
+    recorded = verify(heap, packed, f"{table.name} on {shard}", "the heap")
+    await as_tables_role(connection, [statements.view_ddl(table), statements.view_grant(table)])
+    return Packed(
+        recorded["segments"],
+        recorded["rows"],
+        recorded["heap_bytes"],
+        recorded["packed_bytes"],
+        cleared=False,
+    )
+
+
+def verify(heap: Record | None, packed: Record | None, what: str, source: str) -> Record:
+    """``heap``, the record of ``source``; VerificationFailed unless the segments' count and
+    checksum (``packed``) are its."""
     assert heap is not None and packed is not None
     if (packed["n"], packed["checksum"]) != (heap["rows"], heap["checksum"]):
         raise VerificationFailed(
-            f"{table.name} on {shard}: the segments hold {packed['n']} rows "
-            f"(checksum {packed['checksum']}), the heap {heap['rows']} "
-            f"(checksum {heap['checksum']}); nothing was kept"
+            f"{what}: the segments hold {packed['n']} rows (checksum {packed['checksum']}), "
+            f"{source} {heap['rows']} (checksum {heap['checksum']}); nothing was kept"
         )
+    return heap
+
+
+async def as_tables_role(connection: Connection, ddl: Sequence[str]) -> None:
+    """``ddl`` run as shardlog_tables (the owner of segment tables and views), in the caller's
+    transaction."""
     await connection.execute(f"SET LOCAL ROLE {roles.TABLES}")
-    await connection.execute(statements.view_ddl(table))
-    await connection.execute(statements.view_grant(table))
+    for statement in ddl:
+        await connection.execute(statement)
     await connection.execute("RESET ROLE")
-    return Packed(
-        heap["segments"], heap["rows"], heap["heap_bytes"], heap["packed_bytes"], cleared=False
-    )
 
 
 async def clear_in(connection: Connection, tables: Sequence[DayTable]) -> None:

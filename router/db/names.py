@@ -61,6 +61,10 @@ class DayTable:
     # shard, named by the rows themselves (docs/architecture.md, "Reading both layouts",
     # "Pages"): a search of a prefix or of no owner does not enumerate its small owners.
     reach: Reach | None = field(default=None, compare=False)
+    # The shard-day's shared rows are compacted (shared_tables.layout): read as the shared
+    # table's late rows and the shard-day's shared segments (docs/architecture.md,
+    # "Compacting shared days").
+    shared_compacted: bool = field(default=False, compare=False)
 
     @property
     def shard_day(self) -> bool:
@@ -97,6 +101,11 @@ class DayTable:
         """The segment table of this table's shard, kind and day."""
         return segment_table(self.kind, self.day)
 
+    @property
+    def shared_segments(self) -> str:
+        """The shared segment table of this table's shard, kind and day."""
+        return shared_segment_table(self.kind, self.day)
+
 
 def day_table_format(kind: Kind, day: date) -> str:
     """A day table's name with ``%s`` for its owner id: SQL's format() makes the name of any
@@ -122,6 +131,19 @@ def segment_table(kind: Kind, day: date) -> str:
     every owner's compacted day there (``audit_segments_20261123``). Not a day table's name:
     inventories never take it for one."""
     return quote_ident(f"{kind}_segments_{day:%Y%m%d}")
+
+
+def shared_segment_table(kind: Kind, day: date) -> str:
+    """The quoted name of a shard's shared segment table of one kind and day: the compacted
+    rows of its shared table, many owners' to a segment (``audit_shared_segments_20261123``).
+    No day table's, segment table's or shared table's name."""
+    return quote_ident(f"{kind}_shared_segments_{day:%Y%m%d}")
+
+
+def shared_all_view(kind: Kind, day: date) -> str:
+    """The quoted name of a compacted shard-day's view: its shared table's late rows and its
+    unpacked shared segments, with the shared table's columns."""
+    return quote_ident(f"{kind}_shared_{day:%Y%m%d}_all")
 
 
 _SEGMENT_TABLE = re.compile(r"^(audit|flow)_segments_([0-9]{8})$")

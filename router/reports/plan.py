@@ -40,7 +40,7 @@ class ReportPlan:
         bounds = layout.timestamp(window.start), layout.timestamp(window.end)
         params = Params()
         sources: list[Source] = [
-            (None, sql.shard_day_source(t, params, TAG))
+            (None, sql.shard_day_source(t, params, TAG, window=bounds))
             if t.shard_day
             else (key_of[t.owner_id], layout.source(t, bounds))
             for t in tables

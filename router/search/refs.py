@@ -259,3 +259,19 @@ def segment_point_sql(ref: RowRef) -> tuple[str, list[Any]] | None:
         "AND (s.last_ts, s.last_id) >= ($1, $2) AND u.ts = $1 AND u.id = $2",
         [ref.ts, ref.id],
     )
+
+
+def shared_segment_point_sql(ref: RowRef) -> tuple[str, list[Any]] | None:
+    """An audit row of a compacted shard-day once the shared table's row is cleared: from the
+    shared segments holding its owner whose bounds hold its ts."""
+    if ref.ts is None:
+        return None  # flows are not written shared
+    table = ref.table
+    return (
+        f"SELECT u.ts, u.id, u.content, u.attrs "
+        f"FROM {layout.shared_segments(table, ONE_INSTANT)} "
+        f"WHERE {layout.shared_holding(table.owner_id)} AND s.first_ts <= $1 "
+        f"AND s.last_ts >= $1 AND u.ts = $1 AND u.id = $2 "
+        f"AND {layout.shared_owner_at()} = {int(table.owner_id)}",
+        [ref.ts, ref.id],
+    )

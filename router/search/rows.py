@@ -59,8 +59,8 @@ class RowService:
         """From the primary: a standby may not have replayed the row yet, and a 404 says the
         row is gone. The places a row can be, in the order rows move between them: the
         shard's shared table of the day (a small owner-day), its own day table (promoted), the
-        day's segments (compacted); each read after the one before, so a row that moves on in
-        between is found in the next."""
+        day's segments (compacted), the day's shared segments (a compacted shard-day); each
+        read after the one before, so a row that moves on in between is found in the next."""
         timeout = self._settings.shard_timeout_s
         try:
             pool = self._pools.reader(ref.shard, primary=True)
@@ -70,6 +70,7 @@ class RowService:
                     refs.shared_point_sql(ref),
                     refs.point_sql(ref),
                     refs.segment_point_sql(ref),
+                    refs.shared_segment_point_sql(ref),
                 )
                 for statement in statements:
                     if statement is None or record is not None:

@@ -200,7 +200,10 @@ class SearchService:
         found = await day_tables.shard_days(self._metadata, kind, days[0], days[-1])
         if found:
             await self.settle_mirrors(kind)
-        return located + [(shard, shard_day(kind, day, reach)) for shard, day in found], owners
+        return located + [
+            (shard, replace(shard_day(kind, day, reach), shared_compacted=compacted))
+            for shard, day, compacted in found
+        ], owners
 
     async def settle_mirrors(self, kind: Kind) -> None:
         """Before a reader holds rows to a token's reach through the shards' mirrors: the

@@ -122,22 +122,64 @@ def reached(kind: str, reach: Reach, params: Params, owner: str = "s.owner_id") 
     return condition
 
 
-def shard_day_source(table: DayTable, params: Params, tag: str = OWNER_KEY) -> str:
+def shard_day_source(
+    table: DayTable,
+    params: Params,
+    tag: str = OWNER_KEY,
+    window: tuple[str, str] | None = None,
+    packed: bool = True,
+) -> str:
     """A shard-day as a FROM item under its shared table's name: the shared rows of the owners
     its reach covers (after ``_gate``), each with its owner's key (the shard's mirror's) as
     ``tag``. A join on the mirror's primary key: the planner walks the shared table's
     (ts, owner_id, id) index under a page's LIMIT, or each mirrored owner's (owner_id, ts, id)
-    when the reach holds few owners on the shard."""
+    when the reach holds few owners on the shard. A compacted shard-day: the shared table's
+    late rows, and (``packed``) its shared segments' rows (those of the segments overlapping
+    ``window``, SQL expressions, when given)."""
     assert table.reach is not None
     reach = table.reach
     join = " AND ".join([*_mirrored(table.kind, reach, "o", params), "o.owner_id = s.owner_id"])
     if reach.excluded:
         join += f" AND s.owner_id <> ALL({params.add(list(reach.excluded))}::bigint[])"
     gate = _gate(table.kind, reach, params)
+    late = layout.shared_late(table) if table.shared_compacted else None
+    conditions = [c for c in (gate, late) if c]
+    rows = (
+        f"SELECT s.*, o.key AS {tag} FROM {table.shared_quoted} AS s "
+        f"JOIN shard_owners AS o ON {join}"
+        + (f" WHERE {' AND '.join(conditions)}" if conditions else "")
+    )
+    if table.shared_compacted and packed:
+        which = "true" if window is None else layout.overlapping(*window)
+        rows += f" UNION ALL {shard_day_segment_rows(table, params, tag, window, which)}"
+    return f"({rows}) AS {table.shared_quoted}"
+
+
+def shard_day_segment_rows(
+    table: DayTable,
+    params: Params,
+    tag: str,
+    window: tuple[str, str] | None,
+    which: str,
+    positions: bool = False,
+) -> str:
+    """The rows of a compacted shard-day's shared segments that meet ``which`` (a condition on
+    the segment, ``s``) of the owners its reach covers, with the shared table's columns and
+    ``tag``; with ``positions``, each row's segment and place in it too (``segment``,
+    ``ord``: their order is (ts, owner id, id) order)."""
+    assert table.reach is not None
+    reach = table.reach
+    owner = layout.shared_owner_at()
+    join = " AND ".join([*_mirrored(table.kind, reach, "o", params), f"o.owner_id = {owner}"])
+    if reach.excluded:
+        join += f" AND {owner} <> ALL({params.add(list(reach.excluded))}::bigint[])"
+    gate = _gate(table.kind, reach, params)
+    conditions = " AND ".join(c for c in (which, gate) if c and c != "true") or "true"
+    extra = ", s.seq AS segment, u.ord" if positions else ""
     return (
-        f"(SELECT s.*, o.key AS {tag} FROM {table.shared_quoted} AS s "
-        f"JOIN shard_owners AS o ON {join}{'' if gate is None else f' WHERE {gate}'}) "
-        f"AS {table.shared_quoted}"
+        f"SELECT {owner} AS owner_id, u.id, u.ts, u.content, u.attrs, u.created_xid, "
+        f"o.key AS {tag}{extra} FROM {layout.shared_segments(table, window)} "
+        f"JOIN shard_owners AS o ON {join} WHERE {conditions}"
     )
 
 
@@ -261,11 +303,24 @@ def page_sql(
         columns_of_table = select(table, params.add)
         if table.shard_day:
             seek = shard_day_keyset(after, shard, column, descending, params)
-            branches.append(
-                f"(SELECT {columns_of_table}, owner_id FROM {shard_day_source(table, params)} "
-                f"WHERE {condition} AND {seek} "
-                f"ORDER BY {column} {direction}, owner_id {direction}, id {direction} LIMIT {cap})"
+            in_order = f"ORDER BY {column} {direction}, owner_id {direction}, id {direction}"
+            rows = (
+                f"(SELECT {columns_of_table}, owner_id "
+                f"FROM {shard_day_source(table, params, packed=False)} "
+                f"WHERE {condition} AND {seek} {in_order} LIMIT {cap})"
             )
+            if table.shared_compacted:
+                which, window = _shared_segments_of_page(query, after, descending, params)
+                packed = shard_day_segment_rows(
+                    table, params, OWNER_KEY, window, which, positions=True
+                )
+                rows = (
+                    f"(SELECT * FROM ({rows} UNION ALL (SELECT {columns_of_table}, owner_id "
+                    f"FROM ({packed}) AS {table.shared_quoted} WHERE {condition} AND {seek} "
+                    f"ORDER BY segment {direction}, ord {direction} LIMIT {cap})) AS compacted "
+                    f"{in_order} LIMIT {cap})"
+                )
+            branches.append(rows)
             continue
         seek = keyset(after, shard, table.owner_id, column, descending, params)
         branches.append(
@@ -278,6 +333,7 @@ def page_sql(
                 functools.partial(
                     _segments_of_page, query, table, shard, after, descending, params
                 ),
+                functools.partial(_shared_segments_of_page, query, after, descending, params),
             )
         )
     if len(branches) == 1:
@@ -316,6 +372,25 @@ def _segments_of_page(
     return " AND ".join(part for part in parts if part != "true") or "true", (start, end)
 
 
+def _shared_segments_of_page(
+    query: AuditQuery | FlowQuery, after: Position | None, descending: bool, params: Params
+) -> tuple[str, tuple[str, str]]:
+    """_segments_of_page for a compacted shard-day's shared segments, whose bounds are other
+    owners' rows as often as not: the cursor folds onto them by ts alone (a segment whose last
+    row is at the cursor's ts may still hold a later row of another owner or id)."""
+    start, end = params.add(query.window.start), params.add(query.window.end)
+    parts = [layout.overlapping(start, end), _candidates(query, params)]
+    if after is not None:
+        cursor = params.add(after.ts)
+        if descending:
+            parts.append(f"s.first_ts <= {cursor}")
+            end = f"LEAST({end}::timestamptz, {cursor}::timestamptz + interval '1 microsecond')"
+        else:
+            parts.append(f"s.last_ts >= {cursor}")
+            start = f"GREATEST({start}::timestamptz, {cursor}::timestamptz)"
+    return " AND ".join(part for part in parts if part != "true") or "true", (start, end)
+
+
 def _candidates(query: AuditQuery | FlowQuery, params: Params) -> str:
     """Segments a query's patterns do not rule out: by each substring, or by the substrings
     every match of each regular expression contains (router/compaction/literals.py)."""
@@ -337,7 +412,7 @@ def _window_of(
 ) -> tuple[str, str] | None:
     """The window's bounds as parameters, for a compacted table's segments alone (a heap
     table's statement keeps its parameters)."""
-    if not table.compacted:
+    if not table.compacted and not table.shared_compacted:
         return None
     return params.add(query.window.start), params.add(query.window.end)
 
@@ -366,9 +441,10 @@ def export_sql(
     for table in tables:
         columns_of_table = select(table, params.add)
         if table.shard_day:
+            bounds = _window_of(query, table, params)
             branches.append(
                 f"SELECT {columns_of_table}, owner_id "
-                f"FROM {shard_day_source(table, params)} WHERE {condition}"
+                f"FROM {shard_day_source(table, params, window=bounds)} WHERE {condition}"
             )
             continue
         owner = params.add(table.owner_id)
@@ -401,8 +477,12 @@ def _count_branch(
     params: Params,
 ) -> str:
     if table.shard_day:
-        return f"SELECT count(*) AS n FROM {shard_day_source(table, params)} WHERE {condition}"
-    if not table.compacted:
+        window = _window_of(query, table, params)
+        return (
+            f"SELECT count(*) AS n FROM {shard_day_source(table, params, window=window)} "
+            f"WHERE {condition}"
+        )
+    if not table.compacted and not table.shared_compacted:
         return layout.count_branch(table, condition)
     window = params.add(query.window.start), params.add(query.window.end)
     return layout.count_branch(table, condition, window, _candidates(query, params), unconditional)

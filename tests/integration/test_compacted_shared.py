@@ -1,0 +1,239 @@
+"""Compacting shared days (issue 38, step 5a; docs/architecture.md, "Compacting shared days"):
+a closed day of small owners written shared is compacted by `shardlog sharing compact` into
+segments of many owners' rows in (ts, owner id, id) order; every search form answers as it did
+on the heap: one owner's pages both ways with their cursors, counts with and without a
+pattern, permalinks, a prefix's pages over many owners both ways, exports, a report; a cursor
+taken on the heap continues on the segments; rows written late into the compacted day are
+found beside the segments, before and after the clear. The oracle is the heap's answers, taken
+before the compaction, and what the test wrote."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import asyncpg
+import httpx
+import orjson
+import pytest
+
+from bench.shard_view import catalog_shards
+from router.db.names import quote_ident, shared_segment_table, shared_table
+from router.settings import Settings
+from tests.integration.test_compacted_reads import pages
+from tests.support import past_day, run_cli, sharing_client
+
+DAY = past_day(10, 0)
+WINDOW = {"from": DAY.isoformat(), "to": (DAY + timedelta(days=1)).isoformat()}
+RUN = uuid.uuid4().hex[:6]
+PREFIX = f"cshared{RUN}-"
+OWNERS = {f"{PREFIX}{n}": rows for n, rows in enumerate((40, 33, 5, 1))}
+# Small segments: many owners to a segment and many segments to the day.
+COMPACT_ENV = {"SHARDLOG_COMPACTION__SEGMENT_ROWS": "16"}
+
+
+def records(owner: str, rows: int, tag: str, start: int = 0) -> bytes:
+    """Rows a minute apart from ``start`` minutes into the day: every owner has rows at the
+    same instants as the others (ties broken by owner id, then id)."""
+    return b"".join(
+        orjson.dumps(
+            {
+                "owner": owner,
+                "ts": (DAY + timedelta(minutes=start + n)).isoformat(),
+                "content": f"{tag} {owner} row {n}" + (" needle" if n % 7 == 0 else ""),
+                "attrs": {"n": n} if n % 2 else None,
+            }
+        )
+        + b"\n"
+        for n in range(rows)
+    )
+
+
+def post(client: httpx.Client, body: bytes) -> None:
+    response = client.post(
+        "/v1/audit", content=body, headers={"content-type": "application/x-ndjson"}
+    )
+    assert response.status_code == 200, response.text
+
+
+def compact(settings: Settings, *extra: str) -> dict[str, Any]:
+    done = run_cli(
+        settings,
+        "sharing",
+        "compact",
+        "--day",
+        DAY.date().isoformat(),
+        "--json",
+        *extra,
+        env=COMPACT_ENV,
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+async def _on_shards(dsns: dict[str, str], statements: list[str]) -> list[Any]:
+    async def on(dsn: str) -> Any:
+        try:
+            connection = await asyncpg.connect(dsn, timeout=5)
+        except (OSError, asyncpg.PostgresError):
+            return None
+        try:
+            return [await connection.fetchval(statement) for statement in statements]
+        finally:
+            await connection.close()
+
+    return await asyncio.gather(*(on(dsn) for dsn in dsns.values()))
+
+
+def shared_rows_left(api: httpx.Client) -> int:
+    """The rows of the day's shared tables on every shard, read past the router."""
+    name = quote_ident(shared_table("audit", DAY.date()))
+    statement = (
+        f"SELECT CASE WHEN to_regclass('{name}') IS NULL THEN 0 "
+        f"ELSE (xpath('/row/n/text()', query_to_xml('SELECT count(*) AS n FROM {name}', "
+        "false, true, '')))[1]::text::bigint END"
+    )
+    found = asyncio.run(_on_shards(catalog_shards(api), [statement]))
+    return sum(answer[0] for answer in found if answer is not None)
+
+
+@pytest.fixture(scope="module")
+def client(
+    settings: Settings, tmp_path_factory: pytest.TempPathFactory, api: httpx.Client
+) -> Iterator[httpx.Client]:
+    env = {"SHARDLOG_SHARED__OWN_TABLE_ROWS": "100000"}
+    home = tmp_path_factory.mktemp("compacted-shared")
+    with sharing_client(settings, home, api, env) as session:
+        try:
+            yield session
+        finally:
+            # Before the shared days go (their views depend on the shared tables).
+            day = DAY.date()
+            asyncio.run(
+                _on_shards(
+                    catalog_shards(api),
+                    [
+                        f"DROP VIEW IF EXISTS {quote_ident(shared_table('audit', day) + '_all')}",
+                        f"DROP TABLE IF EXISTS {shared_segment_table('audit', day)}",
+                        f"DELETE FROM compacted_days WHERE owner_id = 0 AND day = '{day}'",
+                    ],
+                )
+            )
+
+
+def one_owner_answers(client: httpx.Client, owner: str) -> dict[str, Any]:
+    base = {**WINDOW, "owner": owner, "limit": 7}
+    return {
+        "forward": [p["items"] for p in pages(client, base)],
+        "backward": [p["items"] for p in pages(client, {**base, "order": "desc"})],
+        "needle": [p["items"] for p in pages(client, {**base, "q": "needle"})],
+        "consistent": [p["items"] for p in pages(client, {**base, "consistent": "true"})],
+        "fdw": [p["items"] for p in pages(client, {**base, "backend": "fdw"})],
+        "count": client.get(
+            "/v1/audit/search", params={**base, "count": "exact", "limit": 1}
+        ).json()["count"],
+        "estimate": client.get(
+            "/v1/audit/search", params={**base, "count": "estimate", "limit": 1}
+        ).json()["count"],
+        "needles": client.get(
+            "/v1/audit/search", params={**base, "q": "needle", "count": "exact", "limit": 1}
+        ).json()["count"],
+    }
+
+
+def many_owner_answers(client: httpx.Client) -> dict[str, Any]:
+    base = {**WINDOW, "owner_prefix": PREFIX, "limit": 9}
+    export = client.get("/v1/audit/export", params={**base, "format": "ndjson"})
+    assert export.status_code == 200, export.text
+    report = client.get(
+        "/v1/audit/report", params={**WINDOW, "owner_prefix": PREFIX, "group_by": "owner"}
+    )
+    assert report.status_code == 200, report.text
+    one = client.get("/v1/audit/report", params={**WINDOW, "owner": next(iter(OWNERS))})
+    assert one.status_code == 200, one.text
+    return {
+        "forward": [p["items"] for p in pages(client, base)],
+        "backward": [p["items"] for p in pages(client, {**base, "order": "desc"})],
+        "needle": [p["items"] for p in pages(client, {**base, "q": "needle"})],
+        "count": client.get(
+            "/v1/audit/search", params={**base, "count": "exact", "limit": 1}
+        ).json()["count"],
+        "export": [orjson.loads(line) for line in export.text.splitlines() if line],
+        "report": report.json()["groups"],
+        "one_owner_report": one.json()["groups"],
+    }
+
+
+def everything(client: httpx.Client) -> dict[str, Any]:
+    return {
+        "owners": {owner: one_owner_answers(client, owner) for owner in OWNERS},
+        "many": many_owner_answers(client),
+    }
+
+
+def test_a_compacted_shared_day_answers_as_its_heap(
+    client: httpx.Client, api: httpx.Client, settings: Settings
+) -> None:
+    for owner, rows in OWNERS.items():
+        post(client, records(owner, rows, "early"))
+    before = everything(client)
+    total = sum(OWNERS.values())
+    assert sum(len(p) for p in before["many"]["forward"]) == total
+    assert before["many"]["count"]["value"] == total
+    first_owner = next(iter(OWNERS))
+    # Cursors taken on the heap, one owner's and the prefix's, continued after the compaction.
+    held = client.get(
+        "/v1/audit/search", params={**WINDOW, "owner": first_owner, "limit": 7}
+    ).json()
+    held_many = client.get(
+        "/v1/audit/search", params={**WINDOW, "owner_prefix": PREFIX, "limit": 9}
+    ).json()
+    refs = [item["ref"] for item in before["owners"][first_owner]["forward"][0]]
+
+    report = compact(settings)
+    days = [d for d in report["shard_days"] if d["rows"]]
+    assert days and all(d["steps"] == ["copied", "switched"] for d in days), report
+    assert sum(d["rows"] for d in days) == total
+    assert all(d["waiting"] for d in days), report
+    assert sum(d["segments"] for d in days) >= total // 16, report
+    assert shared_rows_left(api) == total  # not cleared yet: the segments answer for them
+
+    assert everything(client) == before
+    rest = [
+        p["items"]
+        for p in pages(client, {**WINDOW, "owner": first_owner, "limit": 7}, held["next_cursor"])
+    ]
+    assert [held["items"], *rest] == before["owners"][first_owner]["forward"]
+    rest_many = [
+        p["items"]
+        for p in pages(
+            client, {**WINDOW, "owner_prefix": PREFIX, "limit": 9}, held_many["next_cursor"]
+        )
+    ]
+    assert [held_many["items"], *rest_many] == before["many"]["forward"]
+
+    # Late rows of a compacted day: in the shared table, read beside the segments.
+    post(client, records(first_owner, 3, "late", start=600))
+    after_late = everything(client)
+    late = after_late["owners"][first_owner]
+    assert late["count"]["value"] == OWNERS[first_owner] + 3
+    assert [i["content"] for p in late["forward"] for i in p][-3:] == [
+        f"late {first_owner} row {n}" + (" needle" if n == 0 else "") for n in range(3)
+    ]
+    assert after_late["many"]["count"]["value"] == total + 3
+
+    cleared = compact(settings, "--clear-now")
+    assert all(d["steps"] == ["cleared"] for d in cleared["shard_days"] if d["rows"]), cleared
+    assert shared_rows_left(api) == 3  # the late rows stay in the shared table
+    assert everything(client) == after_late
+    for ref in refs:
+        answer = client.get(f"/v1/audit/rows/{ref}")
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["ref"] == ref
+    again = compact(settings)
+    assert all(d["steps"] == [] and not d["failed"] for d in again["shard_days"]), again
