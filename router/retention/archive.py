@@ -327,9 +327,13 @@ async def write_shared(
     level: int,
 ) -> SharedManifest:
     """Export a shared table (the caller holds a lock that keeps writers out) with each row's
-    owner, and verify that the file holds exactly the rows the table has, owner by owner."""
+    owner, and verify that the file holds exactly the rows the table has, owner by owner. A
+    compacted shard-day is read through its view: its late rows and its segments' rows."""
     quoted = quote_ident(table)
-    counted = await connection.fetch(f"SELECT owner_id, count(*) AS n FROM {quoted} GROUP BY 1")
+    view = quote_ident(f"{table}_all")
+    compacted = bool(await connection.fetchval("SELECT to_regclass($1) IS NOT NULL", view))
+    source = view if compacted else quoted
+    counted = await connection.fetch(f"SELECT owner_id, count(*) AS n FROM {source} GROUP BY 1")
     owners = {str(r["owner_id"]): int(r["n"]) for r in counted}
     expected = sum(owners.values())
     rows = await connection.fetch(
@@ -342,7 +346,12 @@ async def write_shared(
     target, manifest_file = _shared_paths(archive_dir, kind, day, shard)
 
     async def copy(sink: Sink) -> None:
-        await connection.copy_from_table(table, columns=columns, output=sink, format="text")
+        if compacted:
+            listed = ", ".join(quote_ident(c) for c in columns)
+            query = f"SELECT {listed} FROM {source}"
+            await connection.copy_from_query(query, output=sink, format="text")
+        else:
+            await connection.copy_from_table(table, columns=columns, output=sink, format="text")
 
     hashed = await _export(target, level, copy, expected, f"{table} on {shard}")
     manifest = SharedManifest(

@@ -17,7 +17,7 @@ import asyncpg
 
 from router.catalog.snapshot import CatalogSnapshot, RetentionPolicy
 from router.db.failures import DRIVER_ERRORS, describe
-from router.db.names import Kind, SharedRelation, shared_table
+from router.db.names import Kind, SharedRelation
 from router.db.pools import ShardPools
 from router.retention.inventory import Filter
 from router.retention.plan import first_kept
@@ -182,9 +182,8 @@ async def _rows_on(
     pools: ShardPools, shard: str, kind: Kind, day: date, owner_ids: list[int]
 ) -> dict[int, int | None]:
     """The rows of each of ``owner_ids`` in the shard's shared table of ``kind`` and ``day``."""
-    table = shared_table(kind, day)
     async with pools.reader(shard, primary=True).acquire() as connection:
-        counts = {owner: await owner_rows(connection, table, owner) for owner in owner_ids}
+        counts = {owner: await owner_rows(connection, kind, day, owner) for owner in owner_ids}
     return {owner: rows for owner, rows in counts.items() if rows}
 
 

@@ -16,10 +16,11 @@ from typing import Any
 import asyncpg
 
 from router.catalog.snapshot import CatalogSnapshot, OwnerKind
-from router.catalog.store import Executor
+from router.compaction import repack
 from router.compaction.pace import Pace
+from router.db.connection import Connection
 from router.db.failures import DRIVER_ERRORS, describe
-from router.db.names import quote_ident, shared_table
+from router.db.names import Kind, quote_ident, shared_table
 from router.db.pools import ShardPools
 from router.settings import SharedSettings
 
@@ -79,9 +80,12 @@ async def shared_days_of(
 
 
 async def _purge_table(
-    connection: Executor, table: str, owner_id: int, batch: int, throttle: Pace
+    connection: Connection, kind: OwnerKind, day: date, owner_id: int, batch: int, throttle: Pace
 ) -> int:
-    exists = await connection.fetchval("SELECT to_regclass($1) IS NOT NULL", table)
+    """The owner's rows deleted from the shard-day's shared table, then from its shared
+    segments if it is compacted (router/compaction/repack.py); the rows deleted."""
+    table = shared_table(kind, day)
+    exists = await connection.fetchval("SELECT to_regclass($1) IS NOT NULL", quote_ident(table))
     if not exists:
         return 0
     statement = _BATCH_SQL.format(table=quote_ident(table))
@@ -92,14 +96,18 @@ async def _purge_table(
         purged += taken
         await throttle.copied(taken)
         if taken < batch:
-            return purged
+            break
+    return purged + await repack.without_owner(connection, kind, day, owner_id, throttle)
 
 
-async def owner_rows(connection: Executor, table: str, owner_id: int) -> int:
-    """The owner's rows in a shared table of the shard (an index-only count)."""
+async def owner_rows(connection: Connection, kind: Kind, day: date, owner_id: int) -> int:
+    """The owner's rows in the shard's shared table of ``kind`` and ``day`` (an index-only
+    count) and, when that shard-day is compacted, in its shared segments."""
+    table = quote_ident(shared_table(kind, day))
     if not await connection.fetchval("SELECT to_regclass($1) IS NOT NULL", table):
         return 0
-    return int(await connection.fetchval(_LEFT_SQL.format(table=quote_ident(table)), owner_id))
+    heap = int(await connection.fetchval(_LEFT_SQL.format(table=table), owner_id))
+    return heap + await repack.owner_rows(connection, kind, day, owner_id)
 
 
 def _by_shard(found: list[SharedDayOfShard]) -> dict[str, list[date]]:
@@ -176,9 +184,9 @@ async def _each_shard_day(
                     entry = {"kind": kind, "day": day.isoformat(), "shard": name, "table": table}
                     if deleting is not None:
                         batch, pace = deleting
-                        rows = await _purge_table(connection, table, owner_id, batch, pace)
+                        rows = await _purge_table(connection, kind, day, owner_id, batch, pace)
                         purge.purged.append({**entry, "rows": rows})
-                    left = await owner_rows(connection, table, owner_id)
+                    left = await owner_rows(connection, kind, day, owner_id)
                     if left:
                         purge.remaining.append({**entry, "rows": left})
         except DRIVER_ERRORS as exc:

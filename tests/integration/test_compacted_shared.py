@@ -14,6 +14,7 @@ import json
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -21,10 +22,15 @@ import httpx
 import orjson
 import pytest
 
-from bench.shard_view import catalog_shards
+from bench.shard_view import catalog_shards, owner_id
+from router.catalog import store
 from router.db.names import quote_ident, shared_segment_table, shared_table
+from router.db.pools import ShardPools
+from router.retention import archive, inventory, shared_days
+from router.retention.shared_dropper import SharedDropper
 from router.settings import Settings
 from tests.integration.test_compacted_reads import pages
+from tests.integration.test_shared_retention import in_catalog
 from tests.support import past_day, run_cli, sharing_client
 
 DAY = past_day(10, 0)
@@ -176,11 +182,15 @@ def everything(client: httpx.Client) -> dict[str, Any]:
     }
 
 
-def test_a_compacted_shared_day_answers_as_its_heap(
-    client: httpx.Client, api: httpx.Client, settings: Settings
-) -> None:
+@pytest.fixture(scope="module")
+def written(client: httpx.Client) -> None:
     for owner, rows in OWNERS.items():
         post(client, records(owner, rows, "early"))
+
+
+def test_a_compacted_shared_day_answers_as_its_heap(
+    client: httpx.Client, api: httpx.Client, settings: Settings, written: None
+) -> None:
     before = everything(client)
     total = sum(OWNERS.values())
     assert sum(len(p) for p in before["many"]["forward"]) == total
@@ -237,3 +247,74 @@ def test_a_compacted_shared_day_answers_as_its_heap(
         assert answer.json()["ref"] == ref
     again = compact(settings)
     assert all(d["steps"] == [] and not d["failed"] for d in again["shard_days"]), again
+
+
+def test_an_erase_repacks_and_a_drop_archives_a_compacted_shared_day(
+    client: httpx.Client, api: httpx.Client, settings: Settings, written: None
+) -> None:
+    """An erase takes the owner's rows out of the segments that hold them (each rewritten
+    without them), no other owner's; the shard-day's drop archives it through its view
+    (each owner's rows counted) and takes its segments, view and record with it; a restore
+    brings an owner's rows back as they were."""
+    compact(settings, "--clear-now")  # done already when the test before ran: nothing new
+    keys = list(OWNERS)
+    gone, kept = keys[1], keys[0]
+    window = {**WINDOW, "limit": 1000}
+    kept_before = search_items_of(client, {**window, "owner": kept})
+    others_before = [
+        i for i in search_items_of(client, {**window, "owner_prefix": PREFIX}) if i["owner"] != gone
+    ]
+    erased = run_cli(settings, "owner", "erase", gone, "--json")
+    assert erased.returncode == 0, erased.stderr
+    report = json.loads(erased.stdout)
+    assert sum(e["rows"] for e in report["shared_purged"]) == OWNERS[gone], report
+    assert report["complete"] and not report["remaining"], report
+    assert search_items_of(client, {**window, "owner": gone}) == []
+    assert search_items_of(client, {**window, "owner_prefix": PREFIX}) == others_before
+    assert search_items_of(client, {**window, "owner": kept}) == kept_before
+
+    ids = {key: owner_id(api, "audit", key) for key in keys}
+    day = DAY.date()
+
+    async def drop_archived(metadata: asyncpg.Pool, pools: ShardPools) -> list[Any]:
+        snapshot = await store.load_snapshot(metadata)
+        scope = inventory.Filter(kind="audit", first=day, last=day)
+        found, _ = await shared_days.take(metadata, pools, snapshot, scope)
+        dropper = SharedDropper(metadata, pools, settings.retention)
+        return [
+            await dropper.drop(
+                snapshot, shared_days.ExpiredShared(entry, ("audit",), ("audit",), {}, ("audit",))
+            )
+            for entry in found
+        ]
+
+    results = in_catalog(settings, drop_archived)
+    assert results and all(r.outcome == "dropped" for r in results), results
+    manifests = archive.shared_manifests(Path(settings.retention.archive_dir), "audit", day)
+    counted = {key: sum(m.owners.get(str(ids[key]), 0) for m in manifests) for key in keys}
+    assert counted == {key: 0 if key == gone else rows for key, rows in OWNERS.items()} | {
+        kept: OWNERS[kept] + 3  # its late rows too
+    }, counted
+    left = asyncio.run(
+        _on_shards(
+            catalog_shards(api),
+            [
+                f"SELECT to_regclass('{shared_segment_table('audit', day)}') IS NULL",
+                f"SELECT count(*) FROM compacted_days WHERE owner_id = 0 AND day = '{day}'",
+            ],
+        )
+    )
+    assert all(answer == [True, 0] for answer in left if answer is not None), left
+
+    restored = run_cli(settings, "restore", kept, day.isoformat(), "--json")
+    assert restored.returncode == 0, restored.stderr
+    assert json.loads(restored.stdout)["rows"] == OWNERS[kept] + 3
+    strip = {"ref"}  # a ref names the table's layout; the rows themselves are as they were
+    after = search_items_of(client, {**window, "owner": kept})
+    assert [{k: v for k, v in i.items() if k not in strip} for i in after] == [
+        {k: v for k, v in i.items() if k not in strip} for i in kept_before
+    ]
+
+
+def search_items_of(client: httpx.Client, params: dict[str, Any]) -> list[dict[str, Any]]:
+    return [item for page in pages(client, params) for item in page["items"]]
