@@ -23,6 +23,7 @@ from router.catalog.snapshot import SHARD_STATES, CatalogSnapshot
 from router.compaction.job import CompactionJob
 from router.compaction.metrics import CompactionMetrics
 from router.compaction.runner import Compactor, Report
+from router.compaction.shared import SharedDay, compact_shared_days
 from router.db import catalog_login
 from router.db.failures import DRIVER_ERRORS
 from router.db.pools import ShardPools
@@ -124,6 +125,16 @@ class Runtime:
                 **report.audit_details(),
             )
 
+        async def shared_compaction() -> list[SharedDay] | None:
+            days = await compact_shared_days(metadata, pools, settings.compaction)
+            changed = [day.to_json() for day in days or [] if day.steps or day.failed]
+            if changed:
+                log.info("shared days compacted: %s", changed)
+                await self_audit.record(
+                    job_actor("compaction"), "shared.compact", "shared tables", shard_days=changed
+                )
+            return days
+
         async def ahead_done(report: AheadReport) -> bool:
             metrics.shared_tables_made.inc(len(report.made))
             return await self_audit.record(
@@ -161,7 +172,12 @@ class Runtime:
             retention,
             RetentionJob(retention, catalog, settings.retention.interval_s, observe),
             CompactionJob(
-                metadata, compactor, catalog, settings.compaction.interval_s, audit_compaction
+                metadata,
+                compactor,
+                catalog,
+                settings.compaction.interval_s,
+                audit_compaction,
+                shared_compaction,
             ),
             TokenRegistry(metadata, settings.auth, metrics.registry),
             self_audit,

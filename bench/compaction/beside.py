@@ -20,7 +20,7 @@ import orjson
 
 from bench.harness import auth_for, router_env
 from router import clock
-from router.compaction.job import RUN_LOCK
+from router.compaction.lock import RUN_LOCK
 from router.db import catalog_login
 from router.settings import Settings
 

@@ -164,7 +164,7 @@ def add_parsers(commands: Any) -> None:
         "compact",
         help="compact the audit shared tables of closed days into segments of many owners' "
         "rows (copy, verify, switch, and the clear after SHARDLOG_COMPACTION__CLEAR_AFTER_S), "
-        "once; not yet run by the router's compaction job",
+        "once (what the router's compaction job does after each run over owner-days)",
     )
     compact.add_argument(
         "--day", type=date.fromisoformat, metavar="YYYY-MM-DD", help="only this closed day"

@@ -8,21 +8,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
 
 import asyncpg
 
 from router.catalog.cache import CatalogCache
 from router.catalog.snapshot import CatalogSnapshot
+from router.compaction.lock import with_run_lock
 from router.compaction.runner import Compactor, Report, Scope
+from router.compaction.shared import SharedDay
 from router.periodic import PeriodicTask
 
 log = logging.getLogger(__name__)
 
-# pg_advisory_lock key of compaction runs ('shardlog compact' as a number).
-RUN_LOCK = 0x73686C636D7061
 Observer = Callable[[Report], Awaitable[object]]
-T = TypeVar("T")
+SharedRun = Callable[[], Awaitable[list[SharedDay] | None]]
 
 
 async def locked_run(
@@ -37,23 +36,6 @@ async def locked_run(
     return await with_run_lock(metadata, lambda: compactor.run(snapshot, scope, clear_now))
 
 
-async def with_run_lock(metadata: asyncpg.Pool, work: Callable[[], Awaitable[T]]) -> T | None:
-    """``work``'s answer under the compaction runs' lock, or None when another run holds it."""
-    async with metadata.acquire() as lock_connection:
-        try:
-            if not await lock_connection.fetchval("SELECT pg_try_advisory_lock($1)", RUN_LOCK):
-                return None
-            try:
-                return await work()
-            finally:
-                await lock_connection.execute("SELECT pg_advisory_unlock($1)", RUN_LOCK)
-        except BaseException:
-            # Connections go back to the pool without a reset query: a lock that may still be
-            # held ends with its session.
-            lock_connection.terminate()
-            raise
-
-
 class CompactionJob:
     def __init__(
         self,
@@ -62,11 +44,15 @@ class CompactionJob:
         catalog: CatalogCache,
         interval_s: float,
         observer: Observer | None = None,
+        shared_days: SharedRun | None = None,
     ) -> None:
+        """``shared_days``: a run over the closed shared days (router/compaction/shared.py),
+        after each run over owner-days, and what to tell of the shard-days it changed."""
         self._metadata = metadata
         self._compactor = compactor
         self._catalog = catalog
         self._observer = observer
+        self._shared_days = shared_days
         self._periodic = PeriodicTask("compaction run", lambda: interval_s, self.run_once)
         self._without_codec: list[str] = []
 
@@ -78,6 +64,8 @@ class CompactionJob:
 
     async def run_once(self) -> Report | None:
         report = await locked_run(self._metadata, self._compactor, self._catalog.snapshot, Scope())
+        if self._shared_days is not None:
+            await self._shared_days()
         if report is None:
             return None
         self._note_without_codec(report.without_codec)

@@ -11,8 +11,8 @@ so a run never repeats or skips one:
 3. clear (the shard, once SHARDLOG_COMPACTION__CLEAR_AFTER_S has passed since the switch): the
    shared table locked, the rows the copy saw removed.
 
-Audit only: flows are not written shared. Not yet run by the router's compaction job (the
-design's step 5d): `shardlog sharing compact` runs it."""
+Audit only: flows are not written shared. The router's compaction job runs it after each run
+over owner-days; `shardlog sharing compact` once."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import asyncpg
 
 from router import clock
 from router.compaction import shared_sql
-from router.compaction.job import with_run_lock
+from router.compaction.lock import with_run_lock
 from router.compaction.plan import closed
 from router.compaction.steps import (
     VerificationFailed,
@@ -38,6 +38,8 @@ from router.db.connection import Connection
 from router.db.names import DayTable, Kind
 from router.db.pools import ShardPools
 from router.settings import CompactionSettings
+
+CODEC = "shardlog_segments"
 
 
 @dataclass
@@ -131,6 +133,11 @@ async def compact_shared_day(
                     "SELECT to_regclass($1) IS NOT NULL", table.shared_quoted
                 ):
                     outcome.waiting = "its shared table is gone"
+                    return outcome
+                if not await connection.fetchval(
+                    "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = $1)", CODEC
+                ):
+                    outcome.waiting = f"the {CODEC} extension on the shard"
                     return outcome
                 await made_once(connection, table.shared_segments, shared_sql.table_ddl(table))
                 record = await _copy(connection, table, settings)

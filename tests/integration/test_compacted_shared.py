@@ -238,8 +238,11 @@ def test_a_compacted_shared_day_answers_as_its_heap(
     assert after_late["many"]["count"]["value"] == total + 3
 
     cleared = compact(settings, "--clear-now")
-    assert all(d["steps"] == ["cleared"] for d in cleared["shard_days"] if d["rows"]), cleared
-    assert shared_rows_left(api) == 3  # the late rows stay in the shared table
+    assert all("cleared" in d["steps"] for d in cleared["shard_days"] if d["rows"]), cleared
+    # The late rows stay in the shared table, unless they went to a shard whose shard-day had
+    # no shared table at the first run: this one compacted it whole.
+    copied_now = sum(d["rows"] for d in cleared["shard_days"] if "copied" in d["steps"])
+    assert shared_rows_left(api) == 3 - copied_now, cleared
     assert everything(client) == after_late
     for ref in refs:
         answer = client.get(f"/v1/audit/rows/{ref}")
