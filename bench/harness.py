@@ -128,6 +128,17 @@ def router_env(settings: Settings) -> dict[str, str]:
     }
 
 
+def cli_env(settings: Settings) -> dict[str, str]:
+    """The CLI's environment: the benchmark cluster's settings, the shared clock, the
+    cluster's password file (in os.environ since bench_cluster)."""
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("SHARDLOG_") or k.startswith("SHARDLOG_CLOCK__")
+    }
+    return {**clean, **router_env(settings)}
+
+
 @contextmanager
 def bench_cluster(
     settings: Settings,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -18,7 +17,7 @@ from typing import Any
 import httpx
 import orjson
 
-from bench.harness import auth_for, router_env
+from bench.harness import auth_for, cli_env
 from router import clock
 from router.compaction.lock import RUN_LOCK
 from router.db import catalog_login
@@ -66,17 +65,6 @@ async def write(
 async def alone(url: str, lines: list[str], batch: int, seconds: float) -> tuple[int, float]:
     ends = time.monotonic() + seconds
     return await write(url, lines, batch, lambda: time.monotonic() >= ends)
-
-
-def cli_env(settings: Settings) -> dict[str, str]:
-    """The CLI's environment: the benchmark cluster's settings, the shared clock, the
-    cluster's password file (in os.environ since bench_cluster)."""
-    clean = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("SHARDLOG_") or k.startswith("SHARDLOG_CLOCK__")
-    }
-    return {**clean, **router_env(settings)}
 
 
 _HELD = (

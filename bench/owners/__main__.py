@@ -183,7 +183,7 @@ def context_figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
     lasting = shared["disk"]["overhead_bytes_per_owner_day"] - sum(
         parts[p] for p in TRANSIENT_PARTS
     )
-    return {
+    found = {
         "overhead_bytes_per_owner_day_beyond_ledger_and_tail_log": harness.context(
             round(lasting, 1),
             f"the shared layout at {shared['owners']:,} owners without its ingest_ledger and "
@@ -191,6 +191,17 @@ def context_figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "judged on the whole",
         )
     }
+    closed = shared.get("compacted_day")
+    if closed is not None:
+        found["closed_day_bytes_per_owner_day"] = harness.context(
+            closed["closed_day_bytes_per_owner_day"],
+            f"a closed day of the shared layout at {shared['owners']:,} owners once compacted "
+            f"(its shared segments, emptied shared table and owner_days rows, per owner-day of "
+            f"{closed['rows'] / closed['owner_days']:.1f} rows), where its shared table alone "
+            f"held {closed['heap_bytes_per_owner_day']:,.1f} bytes per owner-day; no target "
+            "names closed days",
+        )
+    return found
 
 
 def plot(runs: list[dict[str, Any]]) -> Any:

@@ -19,7 +19,7 @@ import httpx
 
 from bench import harness
 from bench.ingest import small
-from bench.owners import rows, sizes
+from bench.owners import compacted, rows, sizes
 from bench.tail.__main__ import router_rss_mb
 from router.settings import Settings
 from services.router_process import RouterProcess
@@ -270,6 +270,8 @@ def measure(settings: Settings, layout: str, plan: Plan) -> dict[str, Any]:
         kept = retention(url, plan.today)
         if kept["run"]["status"] != "done" or kept["run"]["failed"]:
             raise RuntimeError(f"retention of one day: {kept}")
+        # The older day retention kept (closed whatever the hour), compacted.
+        closed = compacted.compact_day(settings, on[1]) if layout == "shared" else None
         payload = rows.payload_bytes(range(plan.owners), on, "pass1")
         shard_growth = sum(after.shard_bytes.values()) - sum(before.shard_bytes.values())
         metadata_growth = after.metadata_bytes - before.metadata_bytes
@@ -311,6 +313,7 @@ def measure(settings: Settings, layout: str, plan: Plan) -> dict[str, Any]:
             "search_1h": quantiles(found),
             "many_owner_pages": paged,
             "retention": kept,
+            **({"compacted_day": closed} if closed is not None else {}),
             "router_rss_mb": {
                 "first_pass": round(rss_first, 1),
                 "second_pass": round(rss_second, 1),

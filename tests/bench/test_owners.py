@@ -17,7 +17,8 @@ from tests.bench.conftest import own_ports
 from tests.support import free_port_range
 
 
-# About 6.5 s: its own cluster (2 s), a router per layout (1 s each) and the plot (1.5 s).
+# About 7.5 s: its own cluster (2 s), a router per layout (1 s each), a compaction (1 s) and the
+# plot (1.5 s).
 @pytest.mark.slow
 def test_a_tiny_owners_run_measures_both_layouts(results: Path, tmp_path: Path) -> None:
     flags = ["--owners", "4", "--alone", "0", "--first-writes", "3", "--searches", "3"]
@@ -50,6 +51,11 @@ def test_a_tiny_owners_run_measures_both_layouts(results: Path, tmp_path: Path) 
         runs["per-owner"]["relations_per_shard"]["after"]
         > runs["per-owner"]["relations_per_shard"]["before"]
     )
+    # The older kept day compacted in the shared layout: the 4 owners' 2 passes of 3 rows.
+    closed = runs["shared"]["compacted_day"]
+    assert (closed["owner_days"], closed["rows"], closed["shard_days"]) == (4, 24, 1), closed
+    assert closed["compacted_bytes_per_owner_day"] > 0 and "compacted_day" not in runs["per-owner"]
+    assert "closed_day_bytes_per_owner_day" in payload["context"]
     # One N: no growth of relations to judge; every other target stated.
     assert set(payload["targets"]) == set(TARGETS) - {"relations_per_shard_growth"}
     for target in payload["targets"].values():
