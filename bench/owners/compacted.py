@@ -2,7 +2,8 @@
 "Compacting shared days"): the shared layout's older remaining day (closed whatever the hour)
 compacted by `shardlog sharing compact --clear-now`, and per owner-day the shared table's
 bytes before, the shared table's and its shared segments' after, and the day's owner_days
-bytes (kept either way), read on every shard as the bootstrap superuser."""
+bytes (kept either way; one row per owner and shard of its spread: ``owner_days_rows``), read
+on every shard as the bootstrap superuser."""
 
 from __future__ import annotations
 
@@ -55,9 +56,10 @@ async def _day_sizes(settings: Settings, day: date) -> dict[str, int]:
     return found
 
 
-def compact_day(settings: Settings, day: date) -> dict[str, Any]:
-    """The day compacted (copy, switch, clear at once), timed, with its bytes per owner-day
-    before and after."""
+def compact_day(settings: Settings, day: date, owners: int) -> dict[str, Any]:
+    """The day of ``owners`` owners compacted (copy, switch, clear at once), timed, with its
+    bytes per owner-day (an owner's rows of the day, on whichever shards of its spread) before
+    and after."""
     before = asyncio.run(_day_sizes(settings, day))
     started = time.perf_counter()
     done = subprocess.run(
@@ -83,7 +85,7 @@ def compact_day(settings: Settings, day: date) -> dict[str, Any]:
         raise RuntimeError(f"sharing compact: {done.returncode} {done.stderr[-2000:]}")
     report = json.loads(done.stdout)["shard_days"]
     after = asyncio.run(_day_sizes(settings, day))
-    owner_days = before["owner_days_rows"]
+    owner_days = owners
     rows = sum(int(entry["rows"]) for entry in report)
     heap = before["shared_table"] / owner_days
     packed = (after["shared_table"] + after["shared_segments"]) / owner_days
@@ -91,6 +93,7 @@ def compact_day(settings: Settings, day: date) -> dict[str, Any]:
     return {
         "day": day.isoformat(),
         "owner_days": owner_days,
+        "owner_days_rows": before["owner_days_rows"],
         "rows": rows,
         "seconds": round(seconds, 2),
         "rows_per_s": round(rows / seconds, 1),

@@ -271,7 +271,7 @@ def measure(settings: Settings, layout: str, plan: Plan) -> dict[str, Any]:
         if kept["run"]["status"] != "done" or kept["run"]["failed"]:
             raise RuntimeError(f"retention of one day: {kept}")
         # The older day retention kept (closed whatever the hour), compacted.
-        closed = compacted.compact_day(settings, on[1]) if layout == "shared" else None
+        closed = compacted.compact_day(settings, on[1], plan.owners) if layout == "shared" else None
         payload = rows.payload_bytes(range(plan.owners), on, "pass1")
         shard_growth = sum(after.shard_bytes.values()) - sum(before.shard_bytes.values())
         metadata_growth = after.metadata_bytes - before.metadata_bytes

@@ -54,6 +54,7 @@ def test_a_tiny_owners_run_measures_both_layouts(results: Path, tmp_path: Path) 
     # The older kept day compacted in the shared layout: the 4 owners' 2 passes of 3 rows.
     closed = runs["shared"]["compacted_day"]
     assert (closed["owner_days"], closed["rows"], closed["shard_days"]) == (4, 24, 1), closed
+    assert closed["owner_days_rows"] == 4  # one shard: one owner_days row an owner
     assert closed["compacted_bytes_per_owner_day"] > 0 and "compacted_day" not in runs["per-owner"]
     assert "closed_day_bytes_per_owner_day" in payload["context"]
     # One N: no growth of relations to judge; every other target stated.
