@@ -71,7 +71,7 @@ lint: install ## ruff, ansible-lint (offline: ansible.builtin only)
 typecheck: install ## mypy (strict)
 	$(BIN)/mypy
 
-pytest: install ## the test suite against real PostgreSQL instances (ends with its 25 slowest tests; tests/ha runs beside the rest)
+pytest: install ## the test suite against real PostgreSQL instances (ends with its 25 slowest tests; tests/ha and tests/bench run beside the rest)
 	@bash services/pytest-beside.sh $(BIN)/pytest $(PYTEST_ARGS)
 
 # With the extension-module feature, as the install built it: the release build's dependencies

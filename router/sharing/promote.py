@@ -35,9 +35,19 @@ import asyncpg
 
 from router.catalog import tables as day_tables
 from router.catalog.snapshot import CatalogSnapshot
+from router.compaction import layout, repack
+from router.compaction.pace import Pace
 from router.db import ddl
+from router.db.connection import Connection
 from router.db.failures import DRIVER_ERRORS, describe
-from router.db.names import DayTable, day_table, owner_days_table, quote_ident, shared_table
+from router.db.names import (
+    DayTable,
+    day_table,
+    owner_days_table,
+    quote_ident,
+    shared_segment_table,
+    shared_table,
+)
 from router.db.pools import ShardPools
 from router.settings import IngestSettings, SharedSettings
 
@@ -112,10 +122,17 @@ async def survey(
         grown = await connection.fetch(
             f"SELECT owner_id FROM {shared} GROUP BY owner_id HAVING count(*) > $1", threshold
         )
+        segments = shared_segment_table("audit", day)
+        # A compacted shard-day (an old day a longer policy keeps) holds its rows there too.
+        packed = (
+            f" OR EXISTS (SELECT 1 FROM {segments} AS g WHERE g.owners @> ARRAY[f.owner_id])"
+            if await connection.fetchval("SELECT to_regclass($1) IS NOT NULL", segments)
+            else ""
+        )
         mixed = await connection.fetch(
             f"SELECT f.owner_id FROM {fence} AS f WHERE f.kind = 'audit' AND NOT f.promoted "
             f"AND f.owner_id = ANY($1::bigint[]) "
-            f"AND EXISTS (SELECT 1 FROM {shared} AS s WHERE s.owner_id = f.owner_id)",
+            f"AND (EXISTS (SELECT 1 FROM {shared} AS s WHERE s.owner_id = f.owner_id){packed})",
             both,
         )
     owners = sorted({r["owner_id"] for r in grown} | {r["owner_id"] for r in mixed})
@@ -175,7 +192,34 @@ async def move(pools: ShardPools, shard: str, table: DayTable, lock_timeout_ms: 
                 f"{answer['copied']} inserted, checksums {answer['moved_sum']} and "
                 f"{answer['copied_sum']}"
             )
-    return int(answer["moved"])
+        unpacked = await _move_packed(connection, shard, table)
+    return int(answer["moved"]) + unpacked
+
+
+async def _move_packed(connection: Connection, shard: str, table: DayTable) -> int:
+    """The owner-day's rows in its compacted shard-day's shared segments (an old day, moved
+    before a longer policy's day is dropped) copied into its own table, with their ids and
+    created_xid, and taken out of the segments, in the move's transaction; the rows moved."""
+    shard_day = DayTable("audit", 0, table.day, own=False, shared=True, shared_compacted=True)
+    if not await connection.fetchval(
+        "SELECT to_regclass($1) IS NOT NULL", shard_day.shared_segments
+    ):
+        return 0
+    copied = int(
+        await connection.fetchval(
+            f"WITH copied AS (INSERT INTO {table.quoted} (id, ts, content, attrs, created_xid) "
+            f"SELECT u.id, u.ts, u.content, u.attrs, u.created_xid "
+            f"FROM {layout.shared_segments(shard_day)} "
+            f"WHERE {layout.shared_owned(table.owner_id)} RETURNING 1) SELECT count(*) FROM copied"
+        )
+    )
+    taken = await repack.without_owner(connection, "audit", table.day, table.owner_id, Pace(0))
+    if taken != copied:
+        raise MoveMismatch(
+            f"{table.name} on {shard}: {copied} rows copied from the shared segments, "
+            f"{taken} taken out of them"
+        )
+    return copied
 
 
 async def promote_all(

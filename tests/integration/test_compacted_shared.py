@@ -26,18 +26,27 @@ from bench.shard_view import catalog_shards, owner_id
 from router.catalog import store
 from router.db.names import quote_ident, shared_segment_table, shared_table
 from router.db.pools import ShardPools
-from router.retention import archive, inventory, shared_days
+from router.retention import archive, inventory, owner_shared, shared_days
 from router.retention.shared_dropper import SharedDropper
 from router.settings import Settings
 from tests.integration.test_compacted_reads import pages
-from tests.integration.test_shared_retention import in_catalog
-from tests.support import past_day, run_cli, sharing_client
+from tests.integration.test_shared_retention import (
+    POLICIES,
+    group_keep,
+    in_catalog,
+    plan_of,
+    set_policy,
+    sharing,
+)
+from tests.support import past_day, placed_ids, run_cli, sharing_client
 
 DAY = past_day(10, 0)
 WINDOW = {"from": DAY.isoformat(), "to": (DAY + timedelta(days=1)).isoformat()}
 RUN = uuid.uuid4().hex[:6]
 PREFIX = f"cshared{RUN}-"
 OWNERS = {f"{PREFIX}{n}": rows for n, rows in enumerate((40, 33, 5, 1))}
+# The owner a longer policy moves out of the compacted day before the day's drop.
+MOVED = f"{PREFIX}2"
 # Small segments: many owners to a segment and many segments to the day.
 COMPACT_ENV = {"SHARDLOG_COMPACTION__SEGMENT_ROWS": "16"}
 
@@ -252,6 +261,59 @@ def test_a_compacted_shared_day_answers_as_its_heap(
     assert all(d["steps"] == [] and not d["failed"] for d in again["shard_days"]), again
 
 
+def test_a_longer_policy_moves_its_owner_out_of_a_compacted_shared_day(
+    client: httpx.Client, api: httpx.Client, settings: Settings, written: None
+) -> None:
+    """An owner whose own policy keeps its rows longer than its group's, on a compacted shared
+    day about to expire for the group: retention's move copies its rows out of the segments
+    into a table of its own (ids and contents as they were) and takes them out of the
+    segments, in one transaction; every other owner's answers are unchanged."""
+    compact(settings, "--clear-now")  # done already when the test before ran: nothing new
+    key = MOVED
+    window = {**WINDOW, "limit": 1000}
+    before = search_items_of(client, {**window, "owner": key})
+    others = [
+        i for i in search_items_of(client, {**window, "owner_prefix": PREFIX}) if i["owner"] != key
+    ]
+    ident = owner_id(api, "audit", key)
+    assert ident is not None
+    group = api.get("/v1/admin/owners", params={"kind": "audit", "key": key}).json()["group"]
+    keep = group_keep(api, settings, group)
+    set_policy(api, key, group, keep + 30)
+    day = DAY.date()
+    as_of = day + timedelta(days=keep + 1)
+
+    async def keep_longer(
+        metadata: asyncpg.Pool, pools: ShardPools
+    ) -> tuple[owner_shared.OwnerSharedReport, bool]:
+        snapshot, rules, expired = await plan_of(metadata, pools, settings, as_of, day)
+        report = owner_shared.OwnerSharedReport()
+        kept = await owner_shared.keep_longer(
+            metadata, pools, snapshot, sharing(settings), rules, expired, as_of, report, False
+        )
+        return report, kept == expired
+
+    try:
+        report, unchanged = in_catalog(settings, keep_longer)
+    finally:
+        policy = next(
+            p for p in api.get(POLICIES).json() if (p["kind"], p["owner"]) == ("audit", key)
+        )
+        assert api.delete(f"{POLICIES}/{policy['id']}").status_code in (200, 204)
+    assert [(p["owner"], p["outcome"]) for p in report.promotions] == [(key, "promoted")]
+    assert report.held == [] and unchanged  # the day may go whole now
+    placed = placed_ids(catalog_shards(api), "audit", ident, day)
+    assert (len(placed["shared"]), len(placed["own"])) == (0, OWNERS[key]), placed
+    strip = {"ref"}  # a ref names the table the row is read from
+    after = search_items_of(client, {**window, "owner": key})
+    assert [{k: v for k, v in i.items() if k not in strip} for i in after] == [
+        {k: v for k, v in i.items() if k not in strip} for i in before
+    ]
+    assert [
+        i for i in search_items_of(client, {**window, "owner_prefix": PREFIX}) if i["owner"] != key
+    ] == others
+
+
 def test_an_erase_repacks_and_a_drop_archives_a_compacted_shared_day(
     client: httpx.Client, api: httpx.Client, settings: Settings, written: None
 ) -> None:
@@ -295,7 +357,8 @@ def test_an_erase_repacks_and_a_drop_archives_a_compacted_shared_day(
     assert results and all(r.outcome == "dropped" for r in results), results
     manifests = archive.shared_manifests(Path(settings.retention.archive_dir), "audit", day)
     counted = {key: sum(m.owners.get(str(ids[key]), 0) for m in manifests) for key in keys}
-    assert counted == {key: 0 if key == gone else rows for key, rows in OWNERS.items()} | {
+    # Neither the erased owner's rows nor those a longer policy moved to their own table.
+    assert counted == {key: 0 if key in (gone, MOVED) else rows for key, rows in OWNERS.items()} | {
         kept: OWNERS[kept] + 3  # its late rows too
     }, counted
     left = asyncio.run(
