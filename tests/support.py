@@ -700,3 +700,17 @@ def expired_shared_day(snapshot: CatalogSnapshot, default_keep_days: int, margin
         for shard in snapshot.shards.values()
     )
     return clock.today() - timedelta(days=keep + margin)
+
+
+def explain_analyze(dsn: str, text: str, params: list[Any]) -> str:
+    """EXPLAIN (ANALYZE, COSTS OFF) of a statement on one shard, its plan's lines joined."""
+
+    async def explain() -> str:
+        connection = await asyncpg.connect(dsn)
+        try:
+            rows = await connection.fetch(f"EXPLAIN (ANALYZE, COSTS OFF) {text}", *params)
+            return "\n".join(r[0] for r in rows)
+        finally:
+            await connection.close()
+
+    return asyncio.run(explain())

@@ -13,6 +13,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -24,10 +25,17 @@ import pytest
 
 from bench.shard_view import catalog_shards, owner_id
 from router.catalog import store
-from router.db.names import quote_ident, shared_segment_table, shared_table
+from router.db.names import (
+    day_table,
+    quote_ident,
+    shared_segment_table,
+    shared_table,
+)
 from router.db.pools import ShardPools
 from router.retention import archive, inventory, owner_shared, shared_days
 from router.retention.shared_dropper import SharedDropper
+from router.search import sql
+from router.search.query import AuditQuery, Keys, Window
 from router.settings import Settings
 from tests.integration.test_compacted_reads import pages
 from tests.integration.test_shared_retention import (
@@ -38,7 +46,7 @@ from tests.integration.test_shared_retention import (
     set_policy,
     sharing,
 )
-from tests.support import past_day, placed_ids, run_cli, sharing_client
+from tests.support import explain_analyze, past_day, placed_ids, run_cli, sharing_client
 
 DAY = past_day(10, 0)
 WINDOW = {"from": DAY.isoformat(), "to": (DAY + timedelta(days=1)).isoformat()}
@@ -259,6 +267,45 @@ def test_a_compacted_shared_day_answers_as_its_heap(
         assert answer.json()["ref"] == ref
     again = compact(settings)
     assert all(d["steps"] == [] and not d["failed"] for d in again["shard_days"]), again
+
+
+def test_one_owner_s_page_opens_only_its_segments(api: httpx.Client, written: None) -> None:
+    """EXPLAIN ANALYZE on the shard: one owner's first page of a compacted shard-day finds its
+    segments through the owners index and unpacks those alone (the other owners' segments of
+    the shard-day are not opened)."""
+    day = DAY.date()
+    key = list(OWNERS)[3]  # one row: one segment of its shard-day holds it
+    ident = owner_id(api, "audit", key)
+    assert ident is not None
+    window = Window(DAY, DAY + timedelta(days=1))
+    segments_table = shared_segment_table("audit", day)
+    for name, dsn in catalog_shards(api).items():
+        exists = asyncio.run(
+            _on_shards({name: dsn}, [f"SELECT to_regclass('{segments_table}') IS NOT NULL"])
+        )[0]
+        if not exists or not exists[0]:
+            continue
+        held = asyncio.run(
+            _on_shards(
+                {name: dsn},
+                [
+                    f"SELECT count(*) FROM {segments_table} "
+                    f"WHERE owners @> ARRAY[{int(ident)}::bigint]"
+                ],
+            )
+        )[0]
+        if not held or not held[0]:
+            continue
+        table = replace(day_table("audit", ident, day), own=False, shared=True)
+        table = replace(table, shared_compacted=True)
+        query = AuditQuery(Keys.of(key), window, (), "substring", "asc")
+        plan = explain_analyze(dsn, *sql.page_sql(query, [table], name, None, False, 5))
+        assert "_owners" in plan, plan  # the GIN index on owners
+        unpacks = [line for line in plan.splitlines() if "shardlog_unpack_audit" in line]
+        assert unpacks and all("loops=1)" in line for line in unpacks), plan
+        assert int(held[0]) == 1  # its one row
+        return
+    raise AssertionError("no shard holds the owner's segment")
 
 
 def test_a_longer_policy_moves_its_owner_out_of_a_compacted_shared_day(

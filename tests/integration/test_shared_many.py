@@ -36,6 +36,7 @@ from tests.integration.test_compacted_reads import pages
 from tests.support import (
     await_token,
     bearer,
+    explain_analyze,
     issue_token,
     past_day,
     placed_counts,
@@ -323,16 +324,7 @@ def explained(dsn: str, reach: Reach) -> str:
     """EXPLAIN ANALYZE of a first page of the run's day through one shard-day branch."""
     query = AuditQuery(Keys.of(), Window(DAY, DAY + timedelta(days=1)), (), "substring", "asc")
     text, params = sql.page_sql(query, [shard_day("audit", DAY.date(), reach)], "x", None, False, 5)
-
-    async def explain() -> str:
-        connection = await asyncpg.connect(dsn)
-        try:
-            rows = await connection.fetch(f"EXPLAIN (ANALYZE, COSTS OFF) {text}", *params)
-            return "\n".join(r[0] for r in rows)
-        finally:
-            await connection.close()
-
-    return asyncio.run(explain())
+    return explain_analyze(dsn, text, params)
 
 
 def test_a_shard_day_page_reads_an_index_and_skips_a_shard_without_the_tenant(many, api) -> None:
