@@ -23,7 +23,7 @@ import orjson
 import pytest
 
 from bench.load import window
-from bench.shard_view import catalog_shards
+from bench.shard_view import catalog_shards, shard_sql
 from router import bootstrap, clock
 from router.auth import store as auth_store
 from router.auth.store import TokenLimits
@@ -714,3 +714,61 @@ def explain_analyze(dsn: str, text: str, params: list[Any]) -> str:
             await connection.close()
 
     return asyncio.run(explain())
+
+
+def backends(dsn: str, pattern: str) -> list[str]:
+    """The pids of the shard's other backends whose statement is LIKE ``pattern``."""
+    return shard_sql(
+        dsn,
+        "SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+        f"AND query LIKE '{pattern}'",
+    ).split()
+
+
+@contextlib.contextmanager
+def locks_held(dsns: Iterable[str], table: str, mode: str = "SHARE") -> Iterator[None]:
+    """A psql session on each shard of ``dsns`` holding ``table`` locked in ``mode`` inside a
+    transaction for the block (at most a minute). Its backend is ended first after it: it
+    would sleep on with the lock once psql goes."""
+    sleep = "SELECT pg_sleep(60);"
+    holders = []
+    try:
+        for dsn in dsns:
+            holder = subprocess.Popen(
+                ["psql", "-X", "-q", "-d", dsn],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                text=True,
+            )
+            holders.append((dsn, holder))
+            assert holder.stdin is not None
+            holder.stdin.write(f"BEGIN; LOCK TABLE {table} IN {mode} MODE; {sleep}\n")
+            holder.stdin.flush()
+        yield
+    finally:
+        for dsn, holder in holders:
+            for pid in backends(dsn, f"{sleep}%"):
+                shard_sql(dsn, f"SELECT pg_terminate_backend({pid})")
+            holder.kill()
+            holder.wait(timeout=10)
+
+
+def kill_once_waiting(
+    process: subprocess.Popen[Any], dsns: Iterable[str], pattern: str, within_s: float = 60
+) -> None:
+    """SIGKILL ``process`` once one of its statements LIKE ``pattern`` runs on a shard of
+    ``dsns``, then wait until no such statement is left there (its backend gone with it)."""
+    shards = list(dsns)
+    deadline = time.monotonic() + within_s
+    try:
+        while not any(backends(dsn, pattern) for dsn in shards):
+            assert process.poll() is None, f"the process ended before {pattern!r} ran"
+            assert time.monotonic() < deadline, f"{pattern!r} never ran"
+            time.sleep(0.05)
+    finally:
+        process.kill()
+        process.wait(timeout=10)
+    deadline = time.monotonic() + within_s
+    while any(backends(dsn, pattern) for dsn in shards):
+        assert time.monotonic() < deadline, "the killed process's backend stayed"
+        time.sleep(0.05)

@@ -48,6 +48,16 @@ class SearchPlan:
             (t.shard, table.name) for t in self.targets for table in t.tables if table.compacted
         )
 
+    def shared_compacted(self) -> frozenset[tuple[str, str]]:
+        """The (shard, table name) pairs of the plan's tables whose shared rows are in a
+        compacted shard-day."""
+        return frozenset(
+            (t.shard, table.name)
+            for t in self.targets
+            for table in t.tables
+            if table.shared and table.shared_compacted
+        )
+
     def shared_rows(self) -> SearchPlan:
         """The plan of the owner-days' rows in shared tables alone."""
         return self._reduced(

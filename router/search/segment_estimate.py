@@ -79,3 +79,34 @@ def answer(heap: tuple[int, str] | None, segments: SegmentCount, failed: bool) -
     if heap_counted and not failed:
         count["bounds"] = [heap_value + segments.low, heap_value + segments.high]
     return count
+
+
+def counted(value: int, failed: bool) -> dict[str, Any]:
+    """The count object of rows counted one by one."""
+    return {"value": value, "exact": not failed, "method": "count", "bounds": None}
+
+
+def added(first: dict[str, Any], second: dict[str, Any], failed: bool) -> dict[str, Any]:
+    """Two count objects of disjoint rows as one (an owner-day's own tables' and its shared
+    rows'): the values added, exact when both are, the methods of both (a count adds no
+    name to another method), bounds when both parts are bounded (an exact part by its value)."""
+    methods = first["method"].split("+")
+    methods += [m for m in second["method"].split("+") if m != "count" and m not in methods]
+
+    def bounds_of(count: dict[str, Any]) -> list[int] | None:
+        bounds: list[int] | None = count["bounds"]
+        if bounds is None and count["exact"]:
+            return [count["value"], count["value"]]
+        return bounds
+
+    one, other = bounds_of(first), bounds_of(second)
+    named = first["bounds"] is not None or second["bounds"] is not None
+    bounded = None
+    if named and not failed and one is not None and other is not None:
+        bounded = [one[0] + other[0], one[1] + other[1]]
+    return {
+        "value": first["value"] + second["value"],
+        "exact": first["exact"] and second["exact"] and not failed,
+        "method": "+".join(methods),
+        "bounds": bounded,
+    }

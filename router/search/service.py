@@ -61,6 +61,7 @@ from router.settings import SearchSettings
 CountMode = Literal["none", "estimate", "exact"]
 Backend = Literal["fanout", "fdw"]
 Query = AuditQuery | FlowQuery
+SampleSql = Callable[[Any, list[DayTable], int, int, ShardSnapshot | None], tuple[str, list[Any]]]
 # How a shard's answers to its statements add up: a page keeps its first rows, a count all.
 Combine = Callable[[list[Any], list[Any]], list[Any]]
 SEARCH_RETRY_PAUSE_S = 0.2
@@ -612,21 +613,37 @@ class SearchService:
         if shared.empty:
             return await self._own_estimate(query, plan, pinning)
         if own.empty:
-            value, failures = await self._exact_count(query, shared, pinning)
-            return {"value": value, "exact": not failures, "method": "count", "bounds": None}, (
-                failures
-            )
-        (value, failures), (counted, more) = await asyncio.gather(
-            self._exact_count(query, shared, pinning), self._own_estimate(query, own, pinning)
+            return await self._shared_count(query, shared, pinning)
+        (counted, failures), (shared_counted, more) = await asyncio.gather(
+            self._own_estimate(query, own, pinning), self._shared_count(query, shared, pinning)
         )
         failures += _new_failures(failures, more)
-        bounds = counted["bounds"]
-        return {
-            **counted,
-            "value": counted["value"] + value,
-            "exact": counted["exact"] and not failures,
-            "bounds": None if bounds is None else [bound + value for bound in bounds],
-        }, failures
+        return segment_estimate.added(counted, shared_counted, bool(failures)), failures
+
+    async def _shared_count(
+        self, query: Query, plan: SearchPlan, pinning: Pinning | None
+    ) -> tuple[dict[str, Any], list[ShardFailure]]:
+        """The shared rows of a plan: counted on the heap (a small owner-day's rows, read
+        through the owner's index); in compacted shard-days, from their segments' metadata
+        (opened all when they hold few rows, else a share of them)."""
+        packed = plan.shared_compacted()
+        if not packed or not isinstance(query, AuditQuery):
+            value, failures = await self._exact_count(query, plan, pinning)
+            return segment_estimate.counted(value, bool(failures)), failures
+        heap_plan = plan.without(packed)
+        segments_part = self._segment_estimate(
+            query, plan.only(packed), pinning, segment_sql.shared_sample_sql
+        )
+        if heap_plan.empty:
+            (segments, failures), value = await segments_part, 0
+        else:
+            (value, failures), (segments, more) = await asyncio.gather(
+                self._exact_count(query, heap_plan, pinning), segments_part
+            )
+            failures += _new_failures(failures, more)
+        if segments.exact:
+            return segment_estimate.counted(value + segments.value, bool(failures)), failures
+        return segment_estimate.answer((value, "count"), segments, bool(failures)), failures
 
     async def _own_estimate(
         self, query: Query, plan: SearchPlan, pinning: Pinning | None
@@ -660,16 +677,22 @@ class SearchService:
         return segment_estimate.answer((value, method), segments, bool(failures)), failures
 
     async def _segment_estimate(
-        self, query: Query, plan: SearchPlan, pinning: Pinning | None
+        self,
+        query: Query,
+        plan: SearchPlan,
+        pinning: Pinning | None,
+        sample_sql: SampleSql = segment_sql.sample_sql,
     ) -> tuple[segment_estimate.SegmentCount, list[ShardFailure]]:
-        """Compacted owner-days, on each shard in one statement: their candidate segments all
-        counted when they are few, else a share of them opened and extrapolated."""
+        """Compacted owner-days (the shared rows of compacted shard-days: ``sample_sql`` is
+        segment_sql.shared_sample_sql), on each shard in one statement: their candidate
+        segments all counted when they are few, else a share of them opened and
+        extrapolated."""
         below = self._settings.estimate_segment_count_below_rows
         sample = self._settings.estimate_segment_sample_rows
 
         def build(shard: str, tables: list[Any]) -> tuple[str, list[Any]]:
             snapshot = pinning.of(shard) if pinning else None
-            return segment_sql.sample_sql(query, tables, below, sample, snapshot)
+            return sample_sql(query, tables, below, sample, snapshot)
 
         answers, outcome = await self.fan_out(plan, build, pinning=pinning)
         samples = [segment_estimate.OwnerDaySample(*r) for _, records in answers for r in records]

@@ -156,17 +156,59 @@ def shard_day_source(
 
 
 def shard_day_segment_rows(
-    table: DayTable,
-    params: Params,
-    tag: str,
-    window: tuple[str, str] | None,
-    which: str,
-    positions: bool = False,
+    table: DayTable, params: Params, tag: str, window: tuple[str, str] | None, which: str
 ) -> str:
     """The rows of a compacted shard-day's shared segments that meet ``which`` (a condition on
     the segment, ``s``) of the owners its reach covers, with the shared table's columns and
-    ``tag``; with ``positions``, each row's segment and place in it too (``segment``,
-    ``ord``: their order is (ts, owner id, id) order)."""
+    ``tag``."""
+    join, conditions = _segment_owners(table, params, which)
+    return (
+        f"SELECT {layout.shared_owner_at()} AS owner_id, u.id, u.ts, u.content, u.attrs, "
+        f"u.created_xid, o.key AS {tag} FROM {layout.shared_segments(table, window)} "
+        f"JOIN shard_owners AS o ON {join} WHERE {conditions}"
+    )
+
+
+def shard_day_segment_page(
+    table: DayTable,
+    params: Params,
+    select: str,
+    where: str,
+    which: str,
+    window: tuple[str, str],
+    direction: str,
+    cap: str,
+) -> str:
+    """A page's branch of a compacted shard-day's shared segments: the first ``cap`` rows
+    meeting ``where`` (``select`` of them, with the owner id) in (ts, owner id, id) order,
+    which is the segments' ``seq`` order and each segment's stored order. The segments that
+    meet ``which`` are walked in that order, each unpacked (rows in ``window``) and its first
+    ``cap`` matches taken in a subquery of its own, so the page's sort is incremental on the
+    segment and stops with the segment that fills it: a page of a shard-day of thousands of
+    segments opens one or a few (a sort over every segment's rows would open them all)."""
+    join, conditions = _segment_owners(table, params, which)
+    rows = (
+        f"SELECT {layout.shared_owner_at()} AS owner_id, u.id, u.ts, u.content, u.attrs, "
+        f"u.created_xid, u.ord, o.key AS {OWNER_KEY} "
+        f"FROM shardlog_unpack_audit(s.block, {window[0]}, {window[1]}) AS u "
+        f"JOIN shard_owners AS o ON {join}"
+    )
+    segments = (
+        f"SELECT s.seq, s.block, s.owners, s.owner_of FROM {table.shared_segments} AS s "
+        f"WHERE {conditions} ORDER BY s.seq {direction}"
+    )
+    return (
+        f"(SELECT {select}, owner_id FROM (SELECT s.seq AS segment, r.* FROM ({segments}) AS s "
+        f"CROSS JOIN LATERAL (SELECT * FROM ({rows}) AS {table.shared_quoted} WHERE {where} "
+        f"ORDER BY ord {direction} LIMIT {cap}) AS r) AS {table.shared_quoted} "
+        f"ORDER BY segment {direction}, ord {direction} LIMIT {cap})"
+    )
+
+
+def _segment_owners(table: DayTable, params: Params, which: str) -> tuple[str, str]:
+    """The join of a shared segment's unpacked row (``s``, ``u``) to its owner's mirror row
+    (``o``) under the shard-day's reach, and the conditions on the segment (``which`` and
+    the reach's gate)."""
     assert table.reach is not None
     reach = table.reach
     owner = layout.shared_owner_at()
@@ -174,13 +216,7 @@ def shard_day_segment_rows(
     if reach.excluded:
         join += f" AND {owner} <> ALL({params.add(list(reach.excluded))}::bigint[])"
     gate = _gate(table.kind, reach, params)
-    conditions = " AND ".join(c for c in (which, gate) if c and c != "true") or "true"
-    extra = ", s.seq AS segment, u.ord" if positions else ""
-    return (
-        f"SELECT {owner} AS owner_id, u.id, u.ts, u.content, u.attrs, u.created_xid, "
-        f"o.key AS {tag}{extra} FROM {layout.shared_segments(table, window)} "
-        f"JOIN shard_owners AS o ON {join} WHERE {conditions}"
-    )
+    return join, " AND ".join(c for c in (which, gate) if c and c != "true") or "true"
 
 
 def time_range(query: AuditQuery | FlowQuery, params: Params) -> str:
@@ -311,15 +347,12 @@ def page_sql(
             )
             if table.shared_compacted:
                 which, window = _shared_segments_of_page(query, after, descending, params)
-                packed = shard_day_segment_rows(
-                    table, params, OWNER_KEY, window, which, positions=True
-                )
-                rows = (
-                    f"(SELECT * FROM ({rows} UNION ALL (SELECT {columns_of_table}, owner_id "
-                    f"FROM ({packed}) AS {table.shared_quoted} WHERE {condition} AND {seek} "
-                    f"ORDER BY segment {direction}, ord {direction} LIMIT {cap})) AS compacted "
-                    f"{in_order} LIMIT {cap})"
-                )
+                packed = shard_day_segment_page(
+                    table, params, columns_of_table, f"{condition} AND {seek}", which, window,
+                    direction, cap,
+                )  # fmt: skip
+                both = f"{rows} UNION ALL {packed}"
+                rows = f"(SELECT * FROM ({both}) AS compacted {in_order} LIMIT {cap})"
             branches.append(rows)
             continue
         seek = keyset(after, shard, table.owner_id, column, descending, params)

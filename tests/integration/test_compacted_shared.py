@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import timedelta
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +25,15 @@ import httpx
 import orjson
 import pytest
 
-from bench.shard_view import catalog_shards, owner_id
+from bench.shard_view import catalog_shards, owner_id, shard_sql
 from router.catalog import store
+from router.compaction import shared_sql
+from router.compaction.shared import shard_day as shared_shard_day
 from router.db.names import (
+    Reach,
     day_table,
     quote_ident,
+    shard_day,
     shared_segment_table,
     shared_table,
 )
@@ -46,7 +52,19 @@ from tests.integration.test_shared_retention import (
     set_policy,
     sharing,
 )
-from tests.support import explain_analyze, past_day, placed_ids, run_cli, sharing_client
+from tests.support import (
+    another_router,
+    cli_env,
+    explain_analyze,
+    kill_once_waiting,
+    locks_held,
+    past_day,
+    placed_ids,
+    post_audit_rows,
+    run_cli,
+    running_router,
+    sharing_client,
+)
 
 DAY = past_day(10, 0)
 WINDOW = {"from": DAY.isoformat(), "to": (DAY + timedelta(days=1)).isoformat()}
@@ -55,6 +73,8 @@ PREFIX = f"cshared{RUN}-"
 OWNERS = {f"{PREFIX}{n}": rows for n, rows in enumerate((40, 33, 5, 1))}
 # The owner a longer policy moves out of the compacted day before the day's drop.
 MOVED = f"{PREFIX}2"
+# The day of a compaction killed inside its copy.
+KILL_DAY = past_day(12, 0)
 # Small segments: many owners to a segment and many segments to the day.
 COMPACT_ENV = {"SHARDLOG_COMPACTION__SEGMENT_ROWS": "16"}
 
@@ -83,13 +103,13 @@ def post(client: httpx.Client, body: bytes) -> None:
     assert response.status_code == 200, response.text
 
 
-def compact(settings: Settings, *extra: str) -> dict[str, Any]:
+def compact(settings: Settings, *extra: str, day: date | None = None) -> dict[str, Any]:
     done = run_cli(
         settings,
         "sharing",
         "compact",
         "--day",
-        DAY.date().isoformat(),
+        (day or DAY.date()).isoformat(),
         "--json",
         *extra,
         env=COMPACT_ENV,
@@ -136,17 +156,18 @@ def client(
             yield session
         finally:
             # Before the shared days go (their views depend on the shared tables).
-            day = DAY.date()
-            asyncio.run(
-                _on_shards(
-                    catalog_shards(api),
-                    [
-                        f"DROP VIEW IF EXISTS {quote_ident(shared_table('audit', day) + '_all')}",
-                        f"DROP TABLE IF EXISTS {shared_segment_table('audit', day)}",
-                        f"DELETE FROM compacted_days WHERE owner_id = 0 AND day = '{day}'",
-                    ],
+            for day in (DAY.date(), KILL_DAY.date()):
+                asyncio.run(
+                    _on_shards(
+                        catalog_shards(api),
+                        [
+                            "DROP VIEW IF EXISTS "
+                            f"{quote_ident(shared_table('audit', day) + '_all')}",
+                            f"DROP TABLE IF EXISTS {shared_segment_table('audit', day)}",
+                            f"DELETE FROM compacted_days WHERE owner_id = 0 AND day = '{day}'",
+                        ],
+                    )
                 )
-            )
 
 
 def one_owner_answers(client: httpx.Client, owner: str) -> dict[str, Any]:
@@ -308,6 +329,122 @@ def test_one_owner_s_page_opens_only_its_segments(api: httpx.Client, written: No
     raise AssertionError("no shard holds the owner's segment")
 
 
+def test_a_prefix_page_opens_the_segments_that_fill_it(api: httpx.Client, written: None) -> None:
+    """EXPLAIN ANALYZE on the shard holding most of the day's segments: a first page of a
+    prefix (the shard-day branch) reads the segments in order and stops once the page is full:
+    at most two unpacks for a page smaller than a segment, whatever the number of segments,
+    both ways."""
+    day = DAY.date()
+    segments_table = shared_segment_table("audit", day)
+    counted = {
+        name: found[0]
+        for name, found in zip(
+            catalog_shards(api),
+            asyncio.run(
+                _on_shards(
+                    catalog_shards(api),
+                    [
+                        f"SELECT CASE WHEN to_regclass('{segments_table}') IS NULL THEN 0 "
+                        "ELSE (xpath('/row/n/text()', query_to_xml('SELECT count(*) AS n "
+                        f"FROM {segments_table}', false, true, '')))[1]::text::bigint END"
+                    ],
+                )
+            ),
+            strict=True,
+        )
+        if found is not None
+    }
+    shard = max(counted, key=lambda name: counted[name])
+    assert counted[shard] >= 3, counted  # 16-row segments
+    # Every row of the day's segments is the prefix's (the test's owners alone wrote it).
+    sizes = [
+        int(n)
+        for n in shard_sql(
+            catalog_shards(api)[shard], f"SELECT rows FROM {segments_table} ORDER BY seq"
+        ).split()
+    ]
+    branch = replace(shard_day("audit", day, Reach(None, (), PREFIX, None)), shared_compacted=True)
+    window = Window(DAY, DAY + timedelta(days=1))
+    for order, descending in (("asc", False), ("desc", True)):
+        query = AuditQuery(Keys.of(prefix=PREFIX), window, (), "substring", order)
+        plan = explain_analyze(
+            catalog_shards(api)[shard], *sql.page_sql(query, [branch], shard, None, descending, 5)
+        )
+        unpacks = [
+            int(line.rsplit("loops=", 1)[1].rstrip(")"))
+            for line in plan.splitlines()
+            if "shardlog_unpack_audit" in line
+        ]
+        # The segments that fill the page, and the next one's first row, which tells the
+        # incremental sort that the rows of the segments before it are all there.
+        in_order = sizes[::-1] if descending else sizes
+        filling = next(n for n in range(1, len(sizes) + 1) if sum(in_order[:n]) >= 5)
+        assert unpacks and max(unpacks) == min(filling + 1, len(sizes)), (sizes, plan)
+        if not descending:
+            assert max(unpacks) < len(sizes), (sizes, plan)
+
+
+def test_an_estimate_of_a_compacted_shared_day_samples_its_segments(
+    client: httpx.Client,
+    api: httpx.Client,
+    settings: Settings,
+    tmp_path_factory: pytest.TempPathFactory,
+    written: None,
+) -> None:
+    """count=estimate over compacted shard-days, on a router that opens one candidate segment
+    of each table (no count below any size, a sample of one row): the bounds hold the exact
+    count, taken by the session's router, and the answer is not exact when a shard-day has
+    more than one candidate segment. The session's router, which opens every candidate of
+    so few rows, counts exactly (the first test: its answers equal the heap's)."""
+    per_shard = asyncio.run(
+        _on_shards(
+            catalog_shards(api),
+            [
+                f"SELECT CASE WHEN to_regclass('{shared_segment_table('audit', DAY.date())}') "
+                "IS NULL THEN 0 ELSE (xpath('/row/n/text()', query_to_xml('SELECT count(*) AS n "
+                f"FROM {shared_segment_table('audit', DAY.date())}', false, true, '')))[1]"
+                "::text::bigint END"
+            ],
+        )
+    )
+    most = max(answer[0] for answer in per_shard if answer is not None)
+    assert most >= 1
+    env = {
+        "SHARDLOG_SEARCH__ESTIMATE_SEGMENT_COUNT_BELOW_ROWS": "0",
+        "SHARDLOG_SEARCH__ESTIMATE_SEGMENT_SAMPLE_ROWS": "1",
+        "SHARDLOG_SHARED__OWN_TABLE_ROWS": "100000",
+    }
+    home = tmp_path_factory.mktemp("compacted-shared-estimate")
+    with (
+        running_router(another_router(settings, home, env)) as router,
+        httpx.Client(base_url=router.url, headers=dict(api.headers)) as sampling,
+    ):
+        asked = [
+            {**WINDOW, "owner_prefix": PREFIX},
+            {**WINDOW, "owner_prefix": PREFIX, "q": "needle"},
+            {**WINDOW, "owner": next(iter(OWNERS))},
+        ]
+        for params in asked:
+            exact = client.get(
+                "/v1/audit/search", params={**params, "count": "exact", "limit": 1}
+            ).json()["count"]
+            found = sampling.get(
+                "/v1/audit/search", params={**params, "count": "estimate", "limit": 1}
+            )
+            assert found.status_code == 200, found.text
+            count = found.json()["count"]
+            if count["exact"]:
+                assert count == {**exact, "method": "count"}, (params, count)
+                continue
+            low, high = count["bounds"]
+            assert low <= exact["value"] <= high and low <= count["value"] <= high, (params, count)
+            assert "segments" in count["method"].split("+"), count
+        prefix = sampling.get(
+            "/v1/audit/search", params={**asked[0], "count": "estimate", "limit": 1}
+        ).json()["count"]
+        assert prefix["exact"] is (most == 1), (most, prefix)
+
+
 def test_a_longer_policy_moves_its_owner_out_of_a_compacted_shared_day(
     client: httpx.Client, api: httpx.Client, settings: Settings, written: None
 ) -> None:
@@ -431,3 +568,73 @@ def test_an_erase_repacks_and_a_drop_archives_a_compacted_shared_day(
 
 def search_items_of(client: httpx.Client, params: dict[str, Any]) -> list[dict[str, Any]]:
     return [item for page in pages(client, params) for item in page["items"]]
+
+
+def test_a_shared_copy_killed_inside_its_transaction_leaves_nothing(
+    client: httpx.Client, api: httpx.Client, settings: Settings
+) -> None:
+    """kill -9 of `shardlog sharing compact` while its copy of a shard-day waits inside its
+    transaction (a lock on the shared segment table, held here, keeps its INSERT waiting):
+    nothing of the copy stays (no segment, no record, the catalog's layout still the heap's),
+    every row is found once, and the next run compacts the day whole."""
+    key, day = f"{PREFIX}kill", KILL_DAY.date()
+    post_audit_rows(client, key, KILL_DAY + timedelta(hours=1), 40)
+    window = {
+        "from": KILL_DAY.isoformat(),
+        "to": (KILL_DAY + timedelta(days=1)).isoformat(),
+        "owner": key,
+        "limit": 1000,
+    }
+    written = search_items_of(client, window)
+    assert len(written) == 40
+    ident = owner_id(api, "audit", key)
+    assert ident is not None
+    dsns = catalog_shards(api)
+    holding = {
+        name: dsns[name]
+        for name, found in (
+            (name, placed_ids({name: dsn}, "audit", ident, day)) for name, dsn in dsns.items()
+        )
+        if found["shared"]
+    }
+    assert holding
+    table = shared_shard_day("audit", day)
+    segments = table.shared_segments
+    for dsn in holding.values():
+        shard_sql(dsn, "SET ROLE shardlog_tables; " + "; ".join(shared_sql.table_ddl(table)))
+    with locks_held(holding.values(), segments):
+        cli = subprocess.Popen(
+            [sys.executable, "-m", "router.cli", "sharing", "compact", "--day", day.isoformat()],
+            env={
+                **cli_env(settings),
+                **COMPACT_ENV,
+                "SHARDLOG_COMPACTION__LOCK_TIMEOUT_MS": "60000",
+            },
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        kill_once_waiting(cli, holding.values(), f"%INSERT INTO {segments}%")
+
+    for dsn in holding.values():
+        left = shard_sql(
+            dsn,
+            f"SELECT (SELECT count(*) FROM {segments}) + (SELECT count(*) FROM compacted_days "
+            f"WHERE owner_id = 0 AND day = '{day}')",
+        )
+        assert left.strip() == "0", left
+
+    async def layouts(metadata: asyncpg.Pool, _pools: ShardPools) -> set[str]:
+        rows = await metadata.fetch(
+            "SELECT layout FROM shared_tables WHERE kind = 'audit' AND day = $1", day
+        )
+        return {r["layout"] for r in rows}
+
+    assert in_catalog(settings, layouts) == {"heap"}
+    assert search_items_of(client, window) == written
+
+    rerun = compact(settings, "--clear-now", day=day)
+    done = [d for d in rerun["shard_days"] if d["rows"]]
+    assert sum(d["rows"] for d in done) == 40, rerun
+    assert all(d["steps"] == ["copied", "switched", "cleared"] for d in done), rerun
+    assert in_catalog(settings, layouts) == {"compacted"}
+    assert search_items_of(client, window) == written

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -35,6 +33,8 @@ from tests.support import (
     another_router,
     cli_env,
     clock_now,
+    kill_once_waiting,
+    locks_held,
     past_day,
     recent_window,
     run_cli,
@@ -453,14 +453,6 @@ def test_the_admin_api_lists_what_the_cli_does(api, settings, owner) -> None:
     )
 
 
-def _backends(dsn: str, pattern: str) -> list[str]:
-    return shard_sql(
-        dsn,
-        "SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
-        f"AND query LIKE '{pattern}'",
-    ).split()
-
-
 def test_a_run_killed_inside_its_copy_leaves_nothing_and_the_next_completes(
     api, settings, owner
 ) -> None:
@@ -477,39 +469,14 @@ def test_a_run_killed_inside_its_copy_leaves_nothing_and_the_next_completes(
     table = parse_day_table(names[0])
     assert table is not None
     shard_sql(dsn, "SET ROLE shardlog_tables; " + "; ".join(statements.segment_table_ddl(table)))
-    holder = subprocess.Popen(
-        ["psql", "-X", "-q", "-d", dsn],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-    )
-    assert holder.stdin is not None
-    holder.stdin.write(f"BEGIN; LOCK TABLE {segments} IN SHARE MODE; SELECT pg_sleep(60);\n")
-    holder.stdin.flush()
-    cli = subprocess.Popen(
-        [sys.executable, "-m", "router.cli", "compact", "--owner", owner, "--clear-now"],
-        env={**cli_env(settings), "SHARDLOG_COMPACTION__LOCK_TIMEOUT_MS": "60000"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not _backends(dsn, f'%INSERT INTO "{segments}"%'):
-            assert time.monotonic() < deadline, "the copy never reached its INSERT"
-            time.sleep(0.05)
-        os.kill(cli.pid, signal.SIGKILL)
-        cli.wait(timeout=10)
-    finally:
-        # The holder's backend would sleep on with its lock after psql goes: ended first.
-        for pid in _backends(dsn, "SELECT pg_sleep(60);%"):
-            shard_sql(dsn, f"SELECT pg_terminate_backend({pid})")
-        holder.kill()
-        holder.wait(timeout=10)
-        cli.kill()
-    deadline = time.monotonic() + 60
-    while _backends(dsn, f'%INSERT INTO "{segments}"%'):
-        assert time.monotonic() < deadline, "the killed copy's backend stayed"
-        time.sleep(0.05)
+    with locks_held([dsn], segments):
+        cli = subprocess.Popen(
+            [sys.executable, "-m", "router.cli", "compact", "--owner", owner, "--clear-now"],
+            env={**cli_env(settings), "SHARDLOG_COMPACTION__LOCK_TIMEOUT_MS": "60000"},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        kill_once_waiting(cli, [dsn], f'%INSERT INTO "{segments}"%')
 
     assert (
         shard_sql(dsn, f"SELECT count(*) FROM {segments} WHERE owner_id = {ident}").strip() == "0"

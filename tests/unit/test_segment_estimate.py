@@ -112,3 +112,35 @@ def test_the_answer_has_bounds_when_they_hold_for_all_of_it() -> None:
         "method": "segments",
         "bounds": None,
     }
+
+
+def test_own_and_shared_parts_add_up() -> None:
+    """An owner-day's own tables' estimate and its shared rows' count (counted, or from a
+    compacted shard-day's segments) as one answer."""
+    counted, added = segment_estimate.counted, segment_estimate.added
+    shared = counted(5, False)
+    assert shared == {"value": 5, "exact": True, "method": "count", "bounds": None}
+    sampled = {"value": 20, "exact": False, "method": "sample", "bounds": None}
+    # A count adds no name and shifts bounds; a part without bounds leaves the sum without.
+    assert added(sampled, shared, False) == {**sampled, "value": 25}
+    segments = {"value": 20, "exact": False, "method": "segments", "bounds": [10, 40]}
+    assert added(segments, shared, False) == {**segments, "value": 25, "bounds": [15, 45]}
+    packed = {"value": 8, "exact": False, "method": "count+segments", "bounds": [6, 9]}
+    assert added(sampled, packed, False) == {
+        "value": 28,
+        "exact": False,
+        "method": "sample+segments",
+        "bounds": None,
+    }
+    assert added(segments, packed, False) == {
+        "value": 28,
+        "exact": False,
+        "method": "segments",
+        "bounds": [16, 49],
+    }
+    both = added(counted(3, False), shared, False)
+    assert both == {"value": 8, "exact": True, "method": "count", "bounds": None}
+    # A shard that failed: neither exact nor bounded.
+    assert added(segments, shared, True)["exact"] is False
+    assert added(segments, shared, True)["bounds"] is None
+    assert added(counted(3, False), counted(5, True), False)["exact"] is False
