@@ -125,8 +125,12 @@ class Runtime:
                 **report.audit_details(),
             )
 
+        compaction_metrics = CompactionMetrics(metrics.registry)
+
         async def shared_compaction() -> list[SharedDay] | None:
-            days = await compact_shared_days(metadata, pools, settings.compaction)
+            days = await compact_shared_days(
+                metadata, pools, settings.compaction, metrics=compaction_metrics
+            )
             changed = [day.to_json() for day in days or [] if day.steps or day.failed]
             if changed:
                 log.info("shared days compacted: %s", changed)
@@ -146,9 +150,7 @@ class Runtime:
                 job_actor("sharing"), "shared.promote", "owner-days", **report.audit_details()
             )
 
-        compactor = Compactor(
-            metadata, pools, settings.compaction, CompactionMetrics(metrics.registry)
-        )
+        compactor = Compactor(metadata, pools, settings.compaction, compaction_metrics)
         search = SearchService(metadata, catalog, owners, pools, settings.search)
         runtime = cls(
             settings,

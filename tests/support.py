@@ -37,6 +37,7 @@ from router.db.names import (
     day_table,
     owner_days_table,
     quote_ident,
+    shared_segment_table,
     shared_table,
 )
 from router.errors import BUG_MARKER, ShardlogError
@@ -606,6 +607,13 @@ async def drop_shared_days(
         connection = await asyncpg.connect(dsn)
         try:
             for day in days:
+                # A compacted shard-day's view, segments and record first (the view depends
+                # on the shared table).
+                await connection.execute(
+                    f'DROP VIEW IF EXISTS "{shared_table("audit", day)}_all"; '
+                    f"DROP TABLE IF EXISTS {shared_segment_table('audit', day)}; "
+                    f"DELETE FROM compacted_days WHERE owner_id = 0 AND day = '{day}'"
+                )
                 for name in (*(shared_table(k, day) for k in kinds), owner_days_table(day)):
                     await connection.execute(f'DROP TABLE IF EXISTS "{name}"')
         finally:
@@ -757,7 +765,8 @@ def kill_once_waiting(
     process: subprocess.Popen[Any], dsns: Iterable[str], pattern: str, within_s: float = 60
 ) -> None:
     """SIGKILL ``process`` once one of its statements LIKE ``pattern`` runs on a shard of
-    ``dsns``, then wait until no such statement is left there (its backend gone with it)."""
+    ``dsns``. Its backend stays until its statement ends (a statement waiting on a lock:
+    until the lock is granted), see ``statements_gone``."""
     shards = list(dsns)
     deadline = time.monotonic() + within_s
     try:
@@ -768,7 +777,12 @@ def kill_once_waiting(
     finally:
         process.kill()
         process.wait(timeout=10)
+
+
+def statements_gone(dsns: Iterable[str], pattern: str, within_s: float = 60) -> None:
+    """Wait until no statement LIKE ``pattern`` runs on the shards of ``dsns``."""
+    shards = list(dsns)
     deadline = time.monotonic() + within_s
     while any(backends(dsn, pattern) for dsn in shards):
-        assert time.monotonic() < deadline, "the killed process's backend stayed"
+        assert time.monotonic() < deadline, f"{pattern!r} still runs"
         time.sleep(0.05)

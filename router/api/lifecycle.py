@@ -22,6 +22,7 @@ from router.compaction.runner import (
     owner_keys,
     report_json,
 )
+from router.compaction.shared import survey_shared_days
 from router.errors import BadRequest, NotFound
 from router.models.admin import (
     CompactionState,
@@ -115,7 +116,15 @@ async def compaction_state(
     scope = Scope(day, owner_ids, kinds, failed_only=failed, after=position, limit=limit)
     compactor = Compactor(runtime.metadata, runtime.pools, runtime.settings.compaction)
     report = await compactor.survey(runtime.catalog.snapshot, scope)
-    return report_json(report, await owner_keys(runtime.metadata, report))
+    answer = report_json(report, await owner_keys(runtime.metadata, report))
+    answer["shard_days"] = []
+    if owner is None and "audit" in kinds and after is None:
+        shared = await survey_shared_days(
+            runtime.metadata, runtime.pools, runtime.settings.compaction, day, failed
+        )
+        answer["shard_days"] = [d.to_json() for d in shared.days]
+        answer["unreachable"] = {**shared.unreachable, **answer["unreachable"]}
+    return answer
 
 
 @router.get(

@@ -14,10 +14,12 @@ from router.cli.lifecycle import Context, parse_day, with_context
 from router.cli.output import output, print_table
 from router.compaction.job import locked_run
 from router.compaction.runner import KINDS, Compactor, Scope, owner_keys, report_json
+from router.compaction.shared import SharedDay, compact_shared_days, survey_shared_days
 from router.db.names import Kind
 from router.errors import BadRequest
 
 EXIT_FAILED, EXIT_BUSY = 1, 4
+BUSY = "shardlog: another compaction run holds the lock; try again"
 _OWNER_NAME = {"audit": "audit owner", "flow": "switch"}
 COLUMNS = [
     "state",
@@ -26,6 +28,19 @@ COLUMNS = [
     "day",
     "shard",
     "rows",
+    "heap_bytes",
+    "packed_bytes",
+    "failures",
+    "error",
+]
+SHARD_DAY_COLUMNS = [
+    "state",
+    "kind",
+    "day",
+    "shard",
+    "steps",
+    "rows",
+    "segments",
     "heap_bytes",
     "packed_bytes",
     "failures",
@@ -48,6 +63,20 @@ async def _scope(ctx: Context, args: argparse.Namespace) -> Scope:
     return Scope(day=args.day, owner_ids=frozenset(ids), kinds=kinds, failed_only=args.failed)
 
 
+async def _shard_days(ctx: Context, args: argparse.Namespace) -> list[SharedDay] | None:
+    """The shared days' shard-days (the audit kind, no owner named): listed, or compacted
+    after the owner-days (None: another run took the lock in between)."""
+    if args.owner or args.kind == "flow":
+        return []
+    settings = ctx.settings.compaction
+    if args.dry_run:
+        survey = await survey_shared_days(ctx.metadata, ctx.pools, settings, args.day, args.failed)
+        return survey.days
+    return await compact_shared_days(
+        ctx.metadata, ctx.pools, settings, args.day, args.clear_now, failed_only=args.failed
+    )
+
+
 @with_context
 async def cmd_compact(ctx: Context, args: argparse.Namespace) -> int:
     compactor = Compactor(ctx.metadata, ctx.pools, ctx.settings.compaction)
@@ -57,34 +86,49 @@ async def cmd_compact(ctx: Context, args: argparse.Namespace) -> int:
     else:
         ran = await locked_run(ctx.metadata, compactor, ctx.snapshot, scope, args.clear_now)
         if ran is None:
-            print("shardlog: another compaction run holds the lock; try again", file=sys.stderr)
+            print(BUSY, file=sys.stderr)
             return EXIT_BUSY
         report = ran
+    shard_days = await _shard_days(ctx, args)
     data = report_json(report, await owner_keys(ctx.metadata, report))
-    if not args.dry_run and report.changed:
+    data["shard_days"] = [d.to_json() for d in shard_days or []]
+    changed_days = [d for d in data["shard_days"] if d["steps"] or d["state"] == "failed"]
+    if not args.dry_run and (report.changed or changed_days):
         async with self_audit.standalone(ctx.settings) as audit:
-            await audit.record(
-                cli_auth.actor(),
-                "compaction.run",
-                f"day {args.day}" if args.day else "closed days",
-                **report.audit_details(),
-            )
+            what = f"day {args.day}" if args.day else "closed days"
+            if report.changed:
+                await audit.record(
+                    cli_auth.actor(), "compaction.run", what, **report.audit_details()
+                )
+            if changed_days:
+                await audit.record(
+                    cli_auth.actor(), "shared.compact", what, shard_days=changed_days
+                )
 
     def show() -> None:
         print_table(data["owner_days"], COLUMNS)
+        if data["shard_days"]:
+            print_table(
+                [{**d, "steps": ",".join(d["steps"]) or "-"} for d in data["shard_days"]],
+                SHARD_DAY_COLUMNS,
+            )
         for shard in report.without_codec:
             print(f"shardlog: {shard} lacks the shardlog_segments extension", file=sys.stderr)
         for shard, why in sorted(report.unreachable.items()):
             print(f"shardlog: {shard} could not be read: {why}", file=sys.stderr)
 
     output(args, data, show)
-    return EXIT_FAILED if report.failed else 0
+    if shard_days is None:
+        print(BUSY, file=sys.stderr)
+        return EXIT_BUSY
+    return EXIT_FAILED if report.failed or any(d.failed for d in shard_days) else 0
 
 
 def add_parsers(commands: Any) -> None:
     compact = commands.add_parser(
         "compact",
-        help="pack closed audit and flow days into compressed segments (or --dry-run: list)",
+        help="pack closed audit and flow days into compressed segments, small owners' shared "
+        "days a shard-day each (or --dry-run: list)",
     )
     compact.add_argument("--dry-run", action="store_true", help="list the state; change nothing")
     compact.add_argument("--day", type=parse_day, help="only this UTC day")

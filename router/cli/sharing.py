@@ -100,11 +100,22 @@ async def cmd_compact(ctx: Context, args: argparse.Namespace) -> int:
         return EXIT_PARTIAL
     data = {"shard_days": [day.to_json() for day in days]}
     if any(day.steps or day.failed for day in days):
-        details = {"shard_days": [d for d in data["shard_days"] if d["steps"] or d["failed"]]}
+        details = {
+            "shard_days": [d for d in data["shard_days"] if d["steps"] or d["state"] == "failed"]
+        }
         await _audit(ctx, "shared.compact", "shared tables", details)
 
     def show() -> None:
-        columns = ["shard", "day", "steps", "rows", "segments", "heap_bytes", "packed_bytes"]
+        columns = [
+            "state",
+            "shard",
+            "day",
+            "steps",
+            "rows",
+            "segments",
+            "heap_bytes",
+            "packed_bytes",
+        ]
         print_table(
             [{**d, "steps": ",".join(d["steps"]) or "-"} for d in data["shard_days"]], columns
         )

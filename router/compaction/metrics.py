@@ -49,6 +49,24 @@ class CompactionMetrics:
             registry=registry,
         )
 
+        self.shared_steps = Counter(
+            "shardlog_compaction_shared_steps",
+            "Steps of the compaction of shared days taken (copy, switch, clear), a shard-day "
+            "each, by step",
+            ["step"],
+            registry=registry,
+        )
+        self.shared_failures = Counter(
+            "shardlog_compaction_shared_failures",
+            "Shard-days of shared rows whose compaction step failed (retried next run)",
+            registry=registry,
+        )
+        self.shared_rows = Counter(
+            "shardlog_compaction_shared_rows",
+            "Rows of shared days copied into shared segments",
+            registry=registry,
+        )
+
     def step(self, step: Step, seconds: float) -> None:
         self.steps.labels(step).inc()
         self.seconds.labels(step).observe(seconds)
@@ -57,3 +75,7 @@ class CompactionMetrics:
         self.rows.inc(rows)
         self.bytes_before.inc(heap_bytes)
         self.bytes_after.inc(packed_bytes)
+
+    def shared_step(self, step: Step, rows: int = 0) -> None:
+        self.shared_steps.labels(step).inc()
+        self.shared_rows.inc(rows)

@@ -204,8 +204,33 @@ class CompactedOwnerDay(Out):
     last_failed_at: datetime | None
 
 
+class CompactedShardDay(Out):
+    kind: Literal["audit"]
+    day: date
+    shard: str
+    state: Literal["open", "copy", "switch", "wait", "clear", "done", "failed"] = Field(
+        description="As an owner-day's, for the shard's shared rows of the day compacted as one"
+    )
+    steps: list[str] = Field(description="The steps this call took (none for a listing)")
+    rows: int
+    segments: int
+    heap_bytes: int
+    packed_bytes: int
+    waiting: str | None = Field(description="What its next step waits for")
+    error: str | None = Field(description="failed: why its last attempt failed")
+    failed_step: Literal["copy", "switch", "clear"] | None
+    failures: int = Field(description="failed: how many runs in a row failed it")
+    first_failed_at: datetime | None
+    last_failed_at: datetime | None
+
+
 class CompactionState(Out):
     owner_days: list[CompactedOwnerDay]
+    shard_days: list[CompactedShardDay] = Field(
+        description="Shared days of small owners, a shard-day each (docs/architecture.md, "
+        '"Compacting shared days"): on the first page of a listing not restricted to one '
+        "owner or to flows"
+    )
     unreachable: dict[str, str] = Field(description="Shard -> why it could not be read")
     without_codec: list[str] = Field(description="Shards lacking the shardlog_segments extension")
     next_after: str | None = Field(description="The next page's `after` (null: the last page)")

@@ -64,6 +64,7 @@ from tests.support import (
     run_cli,
     running_router,
     sharing_client,
+    statements_gone,
 )
 
 DAY = past_day(10, 0)
@@ -152,22 +153,7 @@ def client(
     env = {"SHARDLOG_SHARED__OWN_TABLE_ROWS": "100000"}
     home = tmp_path_factory.mktemp("compacted-shared")
     with sharing_client(settings, home, api, env) as session:
-        try:
-            yield session
-        finally:
-            # Before the shared days go (their views depend on the shared tables).
-            for day in (DAY.date(), KILL_DAY.date()):
-                asyncio.run(
-                    _on_shards(
-                        catalog_shards(api),
-                        [
-                            "DROP VIEW IF EXISTS "
-                            f"{quote_ident(shared_table('audit', day) + '_all')}",
-                            f"DROP TABLE IF EXISTS {shared_segment_table('audit', day)}",
-                            f"DELETE FROM compacted_days WHERE owner_id = 0 AND day = '{day}'",
-                        ],
-                    )
-                )
+        yield session
 
 
 def one_owner_answers(client: httpx.Client, owner: str) -> dict[str, Any]:
@@ -245,7 +231,7 @@ def test_a_compacted_shared_day_answers_as_its_heap(
 
     report = compact(settings)
     days = [d for d in report["shard_days"] if d["rows"]]
-    assert days and all(d["steps"] == ["copied", "switched"] for d in days), report
+    assert days and all(d["steps"] == ["copy", "switch"] for d in days), report
     assert sum(d["rows"] for d in days) == total
     assert all(d["waiting"] for d in days), report
     assert sum(d["segments"] for d in days) >= total // 16, report
@@ -276,10 +262,10 @@ def test_a_compacted_shared_day_answers_as_its_heap(
     assert after_late["many"]["count"]["value"] == total + 3
 
     cleared = compact(settings, "--clear-now")
-    assert all("cleared" in d["steps"] for d in cleared["shard_days"] if d["rows"]), cleared
+    assert all("clear" in d["steps"] for d in cleared["shard_days"] if d["rows"]), cleared
     # The late rows stay in the shared table, unless they went to a shard whose shard-day had
     # no shared table at the first run: this one compacted it whole.
-    copied_now = sum(d["rows"] for d in cleared["shard_days"] if "copied" in d["steps"])
+    copied_now = sum(d["rows"] for d in cleared["shard_days"] if "copy" in d["steps"])
     assert shared_rows_left(api) == 3 - copied_now, cleared
     assert everything(client) == after_late
     for ref in refs:
@@ -287,7 +273,7 @@ def test_a_compacted_shared_day_answers_as_its_heap(
         assert answer.status_code == 200, answer.text
         assert answer.json()["ref"] == ref
     again = compact(settings)
-    assert all(d["steps"] == [] and not d["failed"] for d in again["shard_days"]), again
+    assert all(d["steps"] == [] and d["state"] != "failed" for d in again["shard_days"]), again
 
 
 def test_one_owner_s_page_opens_only_its_segments(api: httpx.Client, written: None) -> None:
@@ -614,6 +600,7 @@ def test_a_shared_copy_killed_inside_its_transaction_leaves_nothing(
             stderr=subprocess.DEVNULL,
         )
         kill_once_waiting(cli, holding.values(), f"%INSERT INTO {segments}%")
+    statements_gone(holding.values(), f"%INSERT INTO {segments}%")
 
     for dsn in holding.values():
         left = shard_sql(
@@ -632,9 +619,55 @@ def test_a_shared_copy_killed_inside_its_transaction_leaves_nothing(
     assert in_catalog(settings, layouts) == {"heap"}
     assert search_items_of(client, window) == written
 
+    # Listed by `shardlog compact --dry-run` and the admin API: each to copy.
+    listed = listing(settings, day)
+    assert {d["shard"]: d["state"] for d in listed if d["shard"] in holding} == {
+        shard: "copy" for shard in holding
+    }, listed
+    # A copy that cannot take its lock fails, and says so until a run takes it further.
+    with locks_held(holding.values(), segments):
+        failing = run_cli(
+            settings,
+            "compact",
+            "--day",
+            day.isoformat(),
+            "--kind",
+            "audit",
+            "--json",
+            env={"SHARDLOG_COMPACTION__LOCK_TIMEOUT_MS": "200"},
+        )
+    assert failing.returncode == 1, failing.stdout + failing.stderr
+    failed = [d for d in json.loads(failing.stdout)["shard_days"] if d["shard"] in holding]
+    assert failed and all(
+        (d["state"], d["failed_step"], d["failures"]) == ("failed", "copy", 1) and d["error"]
+        for d in failed
+    ), failed
+    state = api.get("/v1/admin/compaction", params={"day": day.isoformat(), "failed": "true"})
+    assert state.status_code == 200, state.text
+    assert {d["shard"] for d in state.json()["shard_days"]} == set(holding), state.json()
+    assert (
+        api.get("/v1/admin/compaction", params={"day": day.isoformat(), "kind": "flow"}).json()[
+            "shard_days"
+        ]
+        == []
+    )
+
     rerun = compact(settings, "--clear-now", day=day)
     done = [d for d in rerun["shard_days"] if d["rows"]]
     assert sum(d["rows"] for d in done) == 40, rerun
-    assert all(d["steps"] == ["copied", "switched", "cleared"] for d in done), rerun
+    assert all(d["steps"] == ["copy", "switch", "clear"] for d in done), rerun
     assert in_catalog(settings, layouts) == {"compacted"}
     assert search_items_of(client, window) == written
+    after = listing(settings, day)
+    assert {d["shard"]: (d["state"], d["failures"]) for d in after if d["shard"] in holding} == {
+        shard: ("done", 0) for shard in holding
+    }, after
+
+
+def listing(settings: Settings, day: date) -> list[dict[str, Any]]:
+    """The day's shard-days as `shardlog compact --dry-run` lists them, checked against the
+    admin API's listing."""
+    done = run_cli(settings, "compact", "--dry-run", "--day", day.isoformat(), "--json")
+    assert done.returncode == 0, done.stderr
+    days: list[dict[str, Any]] = json.loads(done.stdout)["shard_days"]
+    return days

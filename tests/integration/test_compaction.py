@@ -36,9 +36,12 @@ from tests.support import (
     kill_once_waiting,
     locks_held,
     past_day,
+    post_audit_rows,
     recent_window,
     run_cli,
     running_router,
+    sharing_client,
+    statements_gone,
 )
 
 DAY = past_day(4, 0)
@@ -477,6 +480,7 @@ def test_a_run_killed_inside_its_copy_leaves_nothing_and_the_next_completes(
             stderr=subprocess.DEVNULL,
         )
         kill_once_waiting(cli, [dsn], f'%INSERT INTO "{segments}"%')
+    statements_gone([dsn], f'%INSERT INTO "{segments}"%')
 
     assert (
         shard_sql(dsn, f"SELECT count(*) FROM {segments} WHERE owner_id = {ident}").strip() == "0"
@@ -496,9 +500,10 @@ def test_a_run_killed_inside_its_copy_leaves_nothing_and_the_next_completes(
 def test_the_routers_job_compacts_closed_days_once_across_routers(
     api, settings, owner, tmp_path
 ) -> None:
-    """Two routers with the job on: the owner-day is compacted in the background, each step
-    taken once (the run lock), and every row found. Only days 27 or more days old close for
-    them (CLOSED_AFTER_S of 26 days): nothing another test wrote."""
+    """Two routers with the job on: the owner-day is compacted in the background, and the
+    shard-days of small owners written shared on the same day after it, each step taken
+    once (the run lock), and every row found. Only days 27 or more days old close for them
+    (CLOSED_AFTER_S of 26 days): nothing another test wrote."""
     old_day = past_day(27, 0)
     records = [
         {
@@ -517,16 +522,27 @@ def test_the_routers_job_compacts_closed_days_once_across_routers(
         "SHARDLOG_COMPACTION__CLEAR_AFTER_S": "0",
         "SHARDLOG_COMPACTION__CLOSED_AFTER_S": str(26 * 86400),
     }
+    small = [f"{owner}-small{n}" for n in range(3)]
     routers = [another_router(settings, tmp_path / f"router{n}", env) for n in range(2)]
-    with running_router(routers[0]), running_router(routers[1]):
-        deadline = time.monotonic() + 60
-        while True:
-            state = api.get("/v1/admin/compaction", params={"owner": owner}).json()
-            if state["owner_days"] and {o["state"] for o in state["owner_days"]} == {"done"}:
-                break
-            assert time.monotonic() < deadline, state
-            time.sleep(0.1)
-        metrics = [httpx.get(f"{r.url}/metrics").text for r in routers]
+    with sharing_client(settings, tmp_path / "sharing", api) as sharing:
+        for key in small:
+            post_audit_rows(sharing, key, old_day + timedelta(hours=2), 5)
+        small_before = [found(api, key, **window) for key in small]
+        assert all(len(rows) == 5 for rows in small_before), small_before
+        with running_router(routers[0]), running_router(routers[1]):
+            deadline = time.monotonic() + 60
+            while True:
+                state = api.get("/v1/admin/compaction", params={"owner": owner}).json()
+                shared = api.get(
+                    "/v1/admin/compaction", params={"day": old_day.date().isoformat()}
+                ).json()["shard_days"]
+                done = {o["state"] for o in state["owner_days"]} == {"done"}
+                if done and shared and {d["state"] for d in shared} == {"done"}:
+                    break
+                assert time.monotonic() < deadline, (state, shared)
+                time.sleep(0.1)
+            metrics = [httpx.get(f"{r.url}/metrics").text for r in routers]
+        assert [found(api, key, **window) for key in small] == small_before
     owner_days = len(state["owner_days"])
 
     def total(name: str, step: str | None = None) -> float:
@@ -545,6 +561,11 @@ def test_the_routers_job_compacts_closed_days_once_across_routers(
     assert total("shardlog_compaction_steps_total", "clear") >= owner_days
     assert total("shardlog_compaction_rows_total") == 150
     assert total("shardlog_compaction_failures_total") == 0
+    for step in ("copy", "switch", "clear"):
+        assert total("shardlog_compaction_shared_steps_total", step) == len(shared), metrics
+    assert total("shardlog_compaction_shared_rows_total") == 15
+    assert total("shardlog_compaction_shared_failures_total") == 0
+    assert sum(d["rows"] for d in shared) == 15, shared
     assert heap_rows(api, owner) == 0
     items = api.get("/v1/audit/search", params={"owner": owner, **window, "limit": 1000}).json()
     assert [i["content"] for i in items["items"]] == [f"old {i}" for i in range(150)]

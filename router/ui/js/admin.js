@@ -50,10 +50,12 @@ export class AdminView {
     const owner = params.get("kind") === "flow" ? null : params.get("owner");
     $("#compaction-scope").textContent = owner
       ? `The audit days of ${owner}: open (not closed yet), copy, switch or clear (the next step), wait (switched, its heap cleared soon), done, or failed.`
-      : "Audit owner-days whose last compaction step failed (name an audit owner above to see all of its days).";
+      : "Audit owner-days and shared shard-days whose last compaction step failed (name an audit owner above to see all of its days).";
     try {
       const answer = await get("/v1/admin/compaction", owner ? { owner, limit: 500 } : { failed: "true", limit: 500 });
-      const rows = answer.owner_days.map((day) =>
+      // Shard-days of small owners' shared rows, compacted as one (listed with no owner named).
+      const shared = (answer.shard_days || []).map((day) => ({ ...day, owner: "small owners (shared)" }));
+      const rows = [...answer.owner_days, ...shared].map((day) =>
         el(
           "tr",
           { className: day.state === "failed" ? "bad" : "" },
