@@ -90,3 +90,17 @@ def test_a_plan_splits_into_the_shared_rows_and_the_own_tables() -> None:
         ("s1", [(42, True, False, False), (43, True, False, False)]),
         ("s3", [(42, True, False, True)]),
     ]
+
+
+def test_a_plan_names_its_tables_whose_shared_rows_are_compacted() -> None:
+    """count=estimate answers these from their shard-days' segments."""
+    packed_shared = replace(SHARED, shared_compacted=True)
+    heap_only = replace(OWN, shared_compacted=True)  # no shared rows: nothing to sample
+    plan = plan_search(
+        [("s1", BOTH), ("s2", packed_shared), ("s3", heap_only)],
+        [DAY],
+        {"s1": "active", "s2": "active", "s3": "active"},
+    )
+    assert plan.shared_compacted() == {("s2", packed_shared.name)}
+    assert plan.shared_rows().shared_compacted() == {("s2", packed_shared.name)}
+    assert plan.own_rows().shared_compacted() == frozenset()
