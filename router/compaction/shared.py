@@ -42,6 +42,7 @@ from router.db.connection import Connection
 from router.db.failures import DRIVER_ERRORS, describe
 from router.db.names import DayTable, Kind
 from router.db.pools import ShardPools
+from router.errors import Unavailable
 from router.settings import CompactionSettings
 
 log = logging.getLogger(__name__)
@@ -130,6 +131,8 @@ async def survey_shared_days(
             records[shard] = await _records(pools, shard)
         except DRIVER_ERRORS as exc:
             survey.unreachable[shard] = describe(exc)
+        except Unavailable as exc:  # no pool: a shard the catalog marks down
+            survey.unreachable[shard] = exc.message
     now = clock.now()
     for row in rows:
         if row["shard"] not in records:

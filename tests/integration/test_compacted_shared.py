@@ -28,6 +28,7 @@ import pytest
 from bench.shard_view import catalog_shards, owner_id, shard_sql
 from router.catalog import store
 from router.compaction import shared_sql
+from router.compaction.shared import SharedSurvey, survey_shared_days
 from router.compaction.shared import shard_day as shared_shard_day
 from router.db.names import (
     Reach,
@@ -671,3 +672,20 @@ def listing(settings: Settings, day: date) -> list[dict[str, Any]]:
     assert done.returncode == 0, done.stderr
     days: list[dict[str, Any]] = json.loads(done.stdout)["shard_days"]
     return days
+
+
+def test_a_survey_names_the_shards_it_cannot_read(settings: Settings, written: None) -> None:
+    """Shard-days on shards the router has no pool for (the catalog marks them down) are left
+    out of the listing, each such shard named with why, rather than failing it."""
+
+    async def survey(metadata: asyncpg.Pool, _pools: ShardPools) -> SharedSurvey:
+        without = ShardPools(settings.pools)  # no shard reconciled: no pool for any
+        try:
+            day = KILL_DAY.date()  # the days of the first tests are dropped by now
+            return await survey_shared_days(metadata, without, settings.compaction, day)
+        finally:
+            await without.close()
+
+    found = in_catalog(settings, survey)
+    assert found.days == [] and found.unreachable, found
+    assert all("no connection pool" in why for why in found.unreachable.values()), found
